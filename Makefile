@@ -1,0 +1,42 @@
+# TauGrid developer entry points. `make run` and `make test` are the two commands
+# from the README; both install into .venv first.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: install run test lint unit bench bench-quick clean down
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/python examples/quickstart/run_quickstart.py
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests benchmarks examples
+	$(BIN)/ruff format --check src tests benchmarks examples
+	$(BIN)/mypy src
+	$(BIN)/lint-imports
+
+unit: $(STAMP)
+	$(BIN)/pytest -q
+
+test: lint unit
+
+bench: $(STAMP)
+	$(BIN)/python -m benchmarks.run_all
+
+bench-quick: $(STAMP)
+	$(BIN)/python -m benchmarks.run_all --quick
+
+down: $(STAMP)
+	$(BIN)/tau down || true
+
+clean:
+	rm -rf $(VENV) build dist .mypy_cache .pytest_cache .ruff_cache

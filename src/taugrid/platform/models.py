@@ -1,0 +1,276 @@
+"""platform.yaml data model: what the platform team declares once.
+
+Owns regions → clusters → node pools, workload profiles, workspaces, teams with
+quotas per GPU model, priority classes and quota requests. The same models back the
+Kubernetes CRDs (TauCluster, TauWorkspace, TauTeam, TauQuotaRequest): each CRD's
+``spec`` is exactly the model named after it, so field names are camel-free,
+stable and documented here.
+
+Invariants checked by ``Platform`` itself: names are unique per kind; every
+workspace's team exists; every node-pool GPU model and every quota flavor name a
+declared ``gpu_types`` entry; every profile's queue/priority exists.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import Counter
+from typing import Annotated
+
+import pydantic
+
+from taugrid.spec import units
+
+__all__ = [
+    "ClusterSpec",
+    "GpuType",
+    "NodePool",
+    "Platform",
+    "PriorityClass",
+    "ProfileSpec",
+    "Quota",
+    "QueueingStrategy",
+    "QuotaRequestSpec",
+    "QuotaRequestState",
+    "RegionSpec",
+    "TeamSpec",
+    "WorkspaceDefaults",
+    "WorkspaceSpec",
+]
+
+_NAME_RE = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
+Name = Annotated[str, pydantic.StringConstraints(pattern=_NAME_RE)]
+
+
+class _Model(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+
+
+class GpuType(_Model):
+    """A GPU model the platform offers (a Kueue ResourceFlavor)."""
+
+    name: str = pydantic.Field(min_length=1, description="e.g. A100-80G")
+    memory: str | None = None
+    node_label: str = "nvidia.com/gpu.product"
+    node_label_value: str | None = None
+
+    _check_memory = pydantic.field_validator("memory")(units.check_quantity)
+
+
+class NodePool(_Model):
+    """A homogeneous set of nodes in one cluster."""
+
+    name: Name
+    gpu_model: str | None = None
+    gpus_per_node: int = pydantic.Field(default=0, ge=0, le=16)
+    cpus_per_node: float = pydantic.Field(default=8, gt=0)
+    memory_per_node: str = "32Gi"
+    nodes: int = pydantic.Field(default=1, ge=0)
+    cost_per_gpu_hour: float = pydantic.Field(default=0.0, ge=0)
+
+    _check_memory = pydantic.field_validator("memory_per_node")(units.check_quantity)
+
+    @pydantic.model_validator(mode="after")
+    def _gpu_pairs(self) -> NodePool:
+        if self.gpus_per_node > 0 and self.gpu_model is None:
+            raise ValueError(f"node pool '{self.name}' has GPUs but no gpu_model; set gpu_model")
+        return self
+
+
+class ClusterSpec(_Model):
+    """A member cluster (TauCluster): a Ray cluster or a Kubernetes cluster with an agent."""
+
+    name: Name
+    backend: str = pydantic.Field(default="ray", pattern=r"^(ray|kubernetes)$")
+    ray_address: str | None = None
+    node_pools: list[NodePool] = pydantic.Field(default_factory=list)
+    emulated_gpus: bool = pydantic.Field(
+        default=False, description="GPUs are Ray logical resources, not devices."
+    )
+
+
+class RegionSpec(_Model):
+    """A region: clusters that share a data root and a network location."""
+
+    name: Name
+    clusters: list[ClusterSpec] = pydantic.Field(min_length=1)
+    data_root: str | None = None
+    egress_cost_per_gb: float = pydantic.Field(default=0.0, ge=0)
+    compliance: list[str] = pydantic.Field(default_factory=list)
+
+
+class PriorityClass(_Model):
+    """A WorkloadPriorityClass: higher ``value`` is admitted and kept first."""
+
+    name: Name
+    value: int
+    description: str = ""
+
+
+class ProfileSpec(_Model):
+    """A workload profile: platform-owned sizing and placement that overrides tau.yaml."""
+
+    name: Name
+    description: str = ""
+    teams: list[str] = pydantic.Field(default_factory=list, description="Empty: any team.")
+    lanes: list[str] = pydantic.Field(default_factory=list, description="Empty: any lane.")
+    gpus_per_worker: int | None = pydantic.Field(default=None, ge=0)
+    workers: int | None = pydantic.Field(default=None, ge=1)
+    cpus_per_worker: float | None = pydantic.Field(default=None, gt=0)
+    memory_per_worker: str | None = None
+    gpu_model: str | None = None
+    allowed_regions: list[str] = pydantic.Field(default_factory=list)
+    queue: str | None = None
+    priority: str | None = None
+
+    _check_memory = pydantic.field_validator("memory_per_worker")(units.check_quantity)
+
+
+class WorkspaceDefaults(_Model):
+    """Values a workspace fills in when tau.yaml leaves them unset."""
+
+    output_root: str | None = None
+    priority: str | None = None
+    profile: str | None = None
+    ttl: str = "7d"
+    gpu_model: str | None = None
+
+    _check_ttl = pydantic.field_validator("ttl")(units.check_duration)
+
+
+class WorkspaceSpec(_Model):
+    """A workspace (TauWorkspace): a namespace, its queue and its members."""
+
+    name: Name
+    team: Name
+    namespace: Name | None = None
+    queue: Name | None = None
+    members: list[str] = pydantic.Field(default_factory=list)
+    defaults: WorkspaceDefaults = pydantic.Field(default_factory=WorkspaceDefaults)
+
+    @property
+    def effective_namespace(self) -> str:
+        return self.namespace or self.name
+
+    @property
+    def effective_queue(self) -> str:
+        return self.queue or self.name
+
+
+class Quota(_Model):
+    """Quota of one GPU model (flavor) for a team, Kueue ClusterQueue semantics."""
+
+    gpu_model: str
+    nominal: int = pydantic.Field(ge=0, description="GPUs guaranteed to the team.")
+    borrowing_limit: int | None = pydantic.Field(default=None, ge=0)
+    lending_limit: int | None = pydantic.Field(default=None, ge=0)
+
+
+class QueueingStrategy(enum.StrEnum):
+    """Kueue queueing strategies."""
+
+    STRICT_FIFO = "StrictFIFO"
+    BEST_EFFORT_FIFO = "BestEffortFIFO"
+
+
+class TeamSpec(_Model):
+    """A team (TauTeam): a Kueue ClusterQueue with quotas per GPU model and a cohort."""
+
+    name: Name
+    cohort: Name | None = None
+    quotas: list[Quota] = pydantic.Field(default_factory=list)
+    queueing_strategy: QueueingStrategy = QueueingStrategy.BEST_EFFORT_FIFO
+    cpu_quota: float = pydantic.Field(default=1000, ge=0)
+    memory_quota: str = "4Ti"
+
+    _check_memory = pydantic.field_validator("memory_quota")(units.check_quantity)
+
+
+class QuotaRequestState(enum.StrEnum):
+    """pending → approved | rejected (terminal); only admins move it."""
+
+    PENDING = "pending"
+    APPROVED = "approved"
+    REJECTED = "rejected"
+
+
+class QuotaRequestSpec(_Model):
+    """A researcher's request for more quota (TauQuotaRequest spec)."""
+
+    team: Name
+    gpu_model: str
+    nominal: int = pydantic.Field(ge=0)
+    reason: str = pydantic.Field(min_length=1)
+
+
+def _dupes(names: list[str]) -> list[str]:
+    return sorted(n for n, c in Counter(names).items() if c > 1)
+
+
+class Platform(_Model):
+    """A whole platform.yaml (``schema_version: 1``)."""
+
+    schema_version: int = 1
+    gpu_types: list[GpuType] = pydantic.Field(default_factory=list)
+    regions: list[RegionSpec] = pydantic.Field(default_factory=list)
+    priority_classes: list[PriorityClass] = pydantic.Field(default_factory=list)
+    profiles: list[ProfileSpec] = pydantic.Field(default_factory=list)
+    teams: list[TeamSpec] = pydantic.Field(default_factory=list)
+    workspaces: list[WorkspaceSpec] = pydantic.Field(default_factory=list)
+    default_workspace: str | None = None
+
+    @pydantic.model_validator(mode="after")
+    def _references(self) -> Platform:
+        for kind, names in {
+            "gpu_types": [g.name for g in self.gpu_types],
+            "regions": [r.name for r in self.regions],
+            "priority_classes": [p.name for p in self.priority_classes],
+            "profiles": [p.name for p in self.profiles],
+            "teams": [t.name for t in self.teams],
+            "workspaces": [w.name for w in self.workspaces],
+        }.items():
+            if dup := _dupes(names):
+                raise ValueError(f"{kind} has duplicate names {dup}; names must be unique")
+        self._check_refs()
+        return self
+
+    def _check_refs(self) -> None:
+        gpus = {g.name for g in self.gpu_types}
+        teams = {t.name for t in self.teams}
+        prios = {p.name for p in self.priority_classes}
+        for pool in (p for r in self.regions for c in r.clusters for p in c.node_pools):
+            if pool.gpu_model is not None and pool.gpu_model not in gpus:
+                raise ValueError(f"node pool '{pool.name}' uses undeclared gpu_model "
+                                 f"'{pool.gpu_model}'; add it to gpu_types {sorted(gpus)}")
+        for team in self.teams:
+            for q in team.quotas:
+                if q.gpu_model not in gpus:
+                    raise ValueError(f"team '{team.name}' has quota for undeclared gpu_model "
+                                     f"'{q.gpu_model}'; declared: {sorted(gpus)}")
+        for ws in self.workspaces:
+            if ws.team not in teams:
+                raise ValueError(f"workspace '{ws.name}' names unknown team '{ws.team}'; "
+                                 f"teams: {sorted(teams)}")
+        for prof in self.profiles:
+            if prof.priority is not None and prof.priority not in prios:
+                raise ValueError(f"profile '{prof.name}' names unknown priority "
+                                 f"'{prof.priority}'; priority classes: {sorted(prios)}")
+        if self.default_workspace and self.default_workspace not in {w.name for w in self.workspaces}:
+            raise ValueError(f"default_workspace '{self.default_workspace}' is not a workspace")
+
+    def workspace(self, name: str) -> WorkspaceSpec | None:
+        return next((w for w in self.workspaces if w.name == name), None)
+
+    def team(self, name: str) -> TeamSpec | None:
+        return next((t for t in self.teams if t.name == name), None)
+
+    def profile(self, name: str) -> ProfileSpec | None:
+        return next((p for p in self.profiles if p.name == name), None)
+
+    def total_gpus(self, gpu_model: str | None = None) -> int:
+        """GPUs declared across every region (of one model when given)."""
+        return sum(
+            p.gpus_per_node * p.nodes
+            for r in self.regions for c in r.clusters for p in c.node_pools
+            if gpu_model is None or p.gpu_model == gpu_model
+        )  # fmt: skip

@@ -1,0 +1,55 @@
+"""Kubernetes-style quantities (``64Gi``, ``500m``) and durations (``90s``, ``2h``).
+
+Owns parsing and validation of both; used as pydantic field validators by
+``spec.models`` and ``platform.models`` and by renderers that need numbers.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["check_duration", "check_quantity", "parse_duration", "parse_quantity_bytes"]
+
+_QUANTITY_RE = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|K|M|G|T|P|k)?$")
+_FACTORS = {
+    None: 1,
+    "k": 10**3, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15,
+    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50,
+}  # fmt: skip
+_DURATION_RE = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(ms|s|m|h|d)$")
+_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_quantity_bytes(value: str) -> int:
+    """``"64Gi"`` → bytes. Raises ValueError with the accepted forms."""
+    m = _QUANTITY_RE.match(value.strip())
+    if m is None:
+        raise ValueError(
+            f"'{value}' is not a memory quantity; write a number with a unit such as "
+            "512Mi, 64Gi or 1Ti"
+        )
+    return int(float(m.group(1)) * _FACTORS[m.group(2)])
+
+
+def parse_duration(value: str) -> float:
+    """``"2h"`` → 7200.0 seconds. Raises ValueError with the accepted forms."""
+    m = _DURATION_RE.match(value.strip())
+    if m is None:
+        raise ValueError(
+            f"'{value}' is not a duration; write a number with a unit: 30s, 15m, 2h or 1d"
+        )
+    return float(m.group(1)) * _SECONDS[m.group(2)]
+
+
+def check_quantity(value: str | None) -> str | None:
+    """Field validator: accept ``None`` or a valid quantity."""
+    if value is not None:
+        parse_quantity_bytes(value)
+    return value
+
+
+def check_duration(value: str | None) -> str | None:
+    """Field validator: accept ``None`` or a valid duration."""
+    if value is not None:
+        parse_duration(value)
+    return value
