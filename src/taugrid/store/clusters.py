@@ -1,0 +1,99 @@
+"""Cluster registry and node marks: leases, the agents' latest state reports, cordons.
+
+Owns the ``clusters`` and ``node_marks`` tables. A cluster's lease is renewed by every
+agent sync; ``lease_expires`` in the past means the hub has lost contact (the hub turns
+that into the Unknown state, see ``hub.service``). Node marks are faults or cordons set
+by an admin or a health checker; an open mark (``cleared_at IS NULL``) makes the node
+unusable for placement.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import sqlalchemy as sa
+
+from taugrid.store import schema as t
+
+__all__ = ["ClusterStore"]
+
+Row = dict[str, Any]
+
+
+class ClusterStore:
+    """Repository over clusters and node marks."""
+
+    def __init__(self, engine: sa.Engine) -> None:
+        self.engine = engine
+
+    def upsert(self, cluster_id: str, region: str, lease_s: float, report: Row) -> None:
+        now = time.time()
+        values = {
+            "region": region,
+            "state": "ready",
+            "last_heartbeat": now,
+            "lease_expires": now + lease_s,
+            "report": report,
+        }
+        with self.engine.begin() as c:
+            n = c.execute(
+                t.clusters.update().where(t.clusters.c.id == cluster_id).values(**values)
+            ).rowcount
+            if n == 0:
+                c.execute(t.clusters.insert().values(id=cluster_id, registered_at=now, **values))
+
+    def renew(self, cluster_id: str, lease_s: float, report: Row | None) -> None:
+        now = time.time()
+        values: Row = {"last_heartbeat": now, "lease_expires": now + lease_s, "state": "ready"}
+        if report is not None:
+            values["report"] = report
+        with self.engine.begin() as c:
+            c.execute(t.clusters.update().where(t.clusters.c.id == cluster_id).values(**values))
+
+    def set_state(self, cluster_id: str, state: str) -> None:
+        with self.engine.begin() as c:
+            c.execute(t.clusters.update().where(t.clusters.c.id == cluster_id).values(state=state))
+
+    def get(self, cluster_id: str) -> Row | None:
+        with self.engine.connect() as c:
+            r = c.execute(sa.select(t.clusters).where(t.clusters.c.id == cluster_id)).first()
+        return dict(r._mapping) if r else None
+
+    def all(self) -> list[Row]:
+        with self.engine.connect() as c:
+            return [
+                dict(r._mapping) for r in c.execute(sa.select(t.clusters).order_by(t.clusters.c.id))
+            ]
+
+    def mark_node(self, cluster_id: str, node_id: str, kind: str, reason: str) -> Row:
+        row = {
+            "cluster_id": cluster_id,
+            "node_id": node_id,
+            "kind": kind,
+            "reason": reason,
+            "marked_at": time.time(),
+            "cleared_at": None,
+        }
+        with self.engine.begin() as c:
+            row["id"] = c.execute(t.node_marks.insert().values(**row)).inserted_primary_key[0]  # type: ignore[index]
+        return row
+
+    def clear_node(self, cluster_id: str, node_id: str) -> int:
+        with self.engine.begin() as c:
+            return c.execute(
+                t.node_marks.update()
+                .where(
+                    t.node_marks.c.cluster_id == cluster_id,
+                    t.node_marks.c.node_id == node_id,
+                    t.node_marks.c.cleared_at.is_(None),
+                )
+                .values(cleared_at=time.time())
+            ).rowcount
+
+    def open_marks(self, cluster_id: str | None = None) -> list[Row]:
+        q = sa.select(t.node_marks).where(t.node_marks.c.cleared_at.is_(None))
+        if cluster_id is not None:
+            q = q.where(t.node_marks.c.cluster_id == cluster_id)
+        with self.engine.connect() as c:
+            return [dict(r._mapping) for r in c.execute(q.order_by(t.node_marks.c.id))]

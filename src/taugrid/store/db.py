@@ -1,0 +1,86 @@
+"""Database engine, URL selection and migrations (SQLite embedded, PostgreSQL production).
+
+Owns: choosing the URL (``TAU_DATABASE_URL`` or SQLite under ``$TAU_HOME``), SQLite
+pragmas (WAL, foreign keys, busy timeout), and running the numbered Alembic migrations
+at start under a lock (an advisory lock on PostgreSQL, an exclusive file lock next to
+the SQLite file) so that several hub processes starting at once migrate exactly once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config
+
+__all__ = ["create_engine", "database_url", "migrate", "open_engine"]
+
+_MIGRATIONS = Path(__file__).parent / "migrations"
+_PG_LOCK_KEY = 7_411_530_001  # arbitrary, fixed: "TauGrid migrations"
+
+
+def database_url(tau_home: Path) -> str:
+    """``TAU_DATABASE_URL`` when set, else SQLite at ``$TAU_HOME/hub.db``."""
+    return os.environ.get("TAU_DATABASE_URL") or f"sqlite:///{tau_home / 'hub.db'}"
+
+
+def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.execute("PRAGMA busy_timeout=10000")
+    cur.close()
+
+
+def create_engine(url: str) -> sa.Engine:
+    """An engine with the dialect settings TauGrid relies on."""
+    if url.startswith("sqlite"):
+        engine = sa.create_engine(url, connect_args={"check_same_thread": False, "timeout": 10})
+        sa.event.listen(engine, "connect", _sqlite_pragmas)
+        return engine
+    return sa.create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+
+
+@contextlib.contextmanager
+def _migration_lock(engine: sa.Engine) -> Iterator[sa.Connection]:
+    if engine.dialect.name == "postgresql":
+        with engine.connect() as conn:
+            conn.execute(sa.text("SELECT pg_advisory_lock(:k)"), {"k": _PG_LOCK_KEY})
+            try:
+                yield conn
+            finally:
+                conn.execute(sa.text("SELECT pg_advisory_unlock(:k)"), {"k": _PG_LOCK_KEY})
+                conn.commit()
+        return
+    db_path = engine.url.database or ":memory:"
+    lock_path = Path(f"{db_path}.migrate.lock") if db_path != ":memory:" else None
+    with contextlib.ExitStack() as stack:
+        if lock_path is not None:
+            fh = stack.enter_context(lock_path.open("w"))
+            fcntl.flock(fh, fcntl.LOCK_EX)
+        with engine.connect() as conn:
+            yield conn
+
+
+def migrate(engine: sa.Engine) -> None:
+    """Bring the schema to the newest numbered migration, once, under a lock."""
+    cfg = Config()
+    cfg.set_main_option("script_location", str(_MIGRATIONS))
+    with _migration_lock(engine) as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "head")
+        conn.commit()
+
+
+def open_engine(url: str) -> sa.Engine:
+    """Create the engine and migrate it: what the hub does at start."""
+    engine = create_engine(url)
+    migrate(engine)
+    return engine

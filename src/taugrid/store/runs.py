@@ -1,0 +1,257 @@
+"""Run, attempt, phase, event and metric persistence (the hub's current state + history).
+
+Owns every read and write of those tables. Callers get plain ``dict`` rows. Invariants:
+- ``create_attempt`` is the only way a run gets an execution; it moves the run from
+  queued/admitted to placed and sets ``runs.current_token`` in the same transaction,
+  conditional on the run still waiting — so two schedulers can never both start it.
+- Every state change written here also appends an ``events`` row.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import sqlalchemy as sa
+
+from taugrid.lifecycle import phases as ph
+from taugrid.lifecycle import states as st
+from taugrid.store import schema as t
+
+__all__ = ["RunStore"]
+
+Row = dict[str, Any]
+_WAITING = (st.RunState.QUEUED.value, st.RunState.ADMITTED.value)
+
+
+def _rows(result: sa.CursorResult[Any]) -> list[Row]:
+    return [dict(r._mapping) for r in result]
+
+
+class RunStore:
+    """Repository over runs, attempts, phases, events and metrics."""
+
+    def __init__(self, engine: sa.Engine) -> None:
+        self.engine = engine
+
+    # -- runs ---------------------------------------------------------------------
+    def insert_run(self, row: Row, phases: Iterable[ph.PhaseRecord]) -> None:
+        with self.engine.begin() as c:
+            c.execute(t.runs.insert().values(**row))
+            for rec in phases:
+                c.execute(t.phases.insert().values(_phase_row(row["id"], rec)))
+            _event(c, row["id"], "submitted", {"state": row["state"]}, row["created_at"])
+
+    def get_run(self, run_id: str) -> Row | None:
+        with self.engine.connect() as c:
+            r = c.execute(sa.select(t.runs).where(t.runs.c.id == run_id)).first()
+        return dict(r._mapping) if r else None
+
+    def find_run(self, ref: str, workspaces: list[str] | None = None) -> Row | None:
+        """A run by ID, else the newest run with that name (within ``workspaces``)."""
+        q = sa.select(t.runs).where(sa.or_(t.runs.c.id == ref, t.runs.c.name == ref))
+        if workspaces is not None:
+            q = q.where(t.runs.c.workspace.in_(workspaces))
+        q = q.order_by((t.runs.c.id == ref).desc(), t.runs.c.created_at.desc()).limit(1)
+        with self.engine.connect() as c:
+            r = c.execute(q).first()
+        return dict(r._mapping) if r else None
+
+    def list_runs(
+        self,
+        workspaces: list[str] | None = None,
+        states: list[str] | None = None,
+        limit: int = 100,
+    ) -> list[Row]:
+        cols = [c for c in t.runs.c if c.name not in ("spec", "config_yaml")]
+        q = sa.select(*cols).order_by(t.runs.c.created_at.desc()).limit(limit)
+        if workspaces is not None:
+            q = q.where(t.runs.c.workspace.in_(workspaces))
+        if states:
+            q = q.where(t.runs.c.state.in_(states))
+        with self.engine.connect() as c:
+            return _rows(c.execute(q))
+
+    def update_run(self, run_id: str, *, event: str | None = None, **fields: Any) -> None:
+        now = time.time()
+        with self.engine.begin() as c:
+            c.execute(t.runs.update().where(t.runs.c.id == run_id).values(updated_at=now, **fields))
+            if event:
+                _event(c, run_id, event, _jsonable(fields), now)
+
+    def waiting_runs(self) -> list[Row]:
+        """Runs the scheduler should look at: queued, or admitted without a cluster."""
+        q = sa.select(t.runs).where(
+            t.runs.c.state.in_(_WAITING), t.runs.c.cancel_requested.is_(False)
+        )
+        with self.engine.connect() as c:
+            return _rows(c.execute(q))
+
+    def quota_usage(self) -> dict[tuple[str, str], int]:
+        """GPUs held per (team, gpu_model) by runs whose quota is not yet released."""
+        q = (
+            sa.select(t.runs.c.team, t.runs.c.gpu_model, sa.func.sum(t.runs.c.gpus))
+            .where(t.runs.c.quota_held.is_(True))
+            .group_by(t.runs.c.team, t.runs.c.gpu_model)
+        )
+        with self.engine.connect() as c:
+            return {(r[0], r[1] or ""): int(r[2] or 0) for r in c.execute(q)}
+
+    def count_runs(self) -> int:
+        with self.engine.connect() as c:
+            return int(c.execute(sa.select(sa.func.count()).select_from(t.runs)).scalar_one())
+
+    # -- attempts -----------------------------------------------------------------
+    def create_attempt(self, run_id: str, cluster_id: str, placement: Row) -> Row | None:
+        """Start attempt N+1 on ``cluster_id``; None when the run no longer waits."""
+        now = time.time()
+        with self.engine.begin() as c:
+            run = c.execute(
+                sa.select(t.runs).where(t.runs.c.id == run_id, t.runs.c.state.in_(_WAITING))
+            ).first()
+            if run is None or run.cancel_requested:
+                return None
+            number = int(run.attempts_used) + 1
+            token = c.execute(
+                t.attempts.insert().values(
+                    run_id=run_id,
+                    number=number,
+                    cluster_id=cluster_id,
+                    state=st.AttemptState.ASSIGNED.value,
+                    placement=placement,
+                    nodes=[],
+                    resumed_from=run.resume_from,
+                    created_at=now,
+                    reason="",
+                )
+            ).inserted_primary_key[0]  # type: ignore[index]
+            done = c.execute(
+                t.runs.update()
+                .where(t.runs.c.id == run_id, t.runs.c.state.in_(_WAITING))
+                .values(
+                    state=st.RunState.PLACED.value,
+                    cluster_id=cluster_id,
+                    current_token=token,
+                    attempts_used=number,
+                    updated_at=now,
+                    reason="",
+                )
+            ).rowcount
+            if done != 1:
+                raise sa.exc.InvalidRequestError(f"run {run_id} changed while placing")
+            _event(
+                c,
+                run_id,
+                "attempt_created",
+                {"token": token, "number": number, "cluster": cluster_id},
+                now,
+            )
+            a = c.execute(sa.select(t.attempts).where(t.attempts.c.token == token)).one()
+        return dict(a._mapping)
+
+    def get_attempt(self, token: int) -> Row | None:
+        with self.engine.connect() as c:
+            r = c.execute(sa.select(t.attempts).where(t.attempts.c.token == token)).first()
+        return dict(r._mapping) if r else None
+
+    def attempts_for_run(self, run_id: str) -> list[Row]:
+        q = sa.select(t.attempts).where(t.attempts.c.run_id == run_id).order_by(t.attempts.c.number)
+        with self.engine.connect() as c:
+            return _rows(c.execute(q))
+
+    def attempts_on_cluster(self, cluster_id: str, *, unreleased: bool = True) -> list[Row]:
+        q = sa.select(t.attempts).where(t.attempts.c.cluster_id == cluster_id)
+        if unreleased:
+            q = q.where(t.attempts.c.released.is_(False))
+        with self.engine.connect() as c:
+            return _rows(c.execute(q.order_by(t.attempts.c.token)))
+
+    def update_attempt(self, token: int, *, event: str | None = None, **fields: Any) -> None:
+        with self.engine.begin() as c:
+            c.execute(t.attempts.update().where(t.attempts.c.token == token).values(**fields))
+            if event:
+                run_id = c.execute(
+                    sa.select(t.attempts.c.run_id).where(t.attempts.c.token == token)
+                ).scalar_one()
+                _event(c, run_id, event, {"token": token, **_jsonable(fields)}, time.time())
+
+    # -- phases, events, metrics ----------------------------------------------------
+    def set_phase(self, run_id: str, rec: ph.PhaseRecord, *, reset: bool = False) -> bool:
+        """Merge ``rec`` into the stored phase; True when it changed."""
+        with self.engine.begin() as c:
+            cur = c.execute(
+                sa.select(t.phases).where(
+                    t.phases.c.run_id == run_id, t.phases.c.phase == rec.phase.value
+                )
+            ).first()
+            old = _phase_rec(dict(cur._mapping)) if cur else None
+            new = ph.merge(old, rec, reset=reset)
+            if new == old:
+                return False
+            key = (t.phases.c.run_id == run_id) & (t.phases.c.phase == rec.phase.value)
+            if old is None:
+                c.execute(t.phases.insert().values(_phase_row(run_id, new)))
+            else:
+                c.execute(t.phases.update().where(key).values(_phase_row(run_id, new)))
+            _event(c, run_id, "phase", _phase_row(run_id, new), rec.ts)
+            return True
+
+    def phases(self, run_id: str) -> dict[ph.Phase, ph.PhaseRecord]:
+        with self.engine.connect() as c:
+            rows = _rows(c.execute(sa.select(t.phases).where(t.phases.c.run_id == run_id)))
+        return {ph.Phase(r["phase"]): _phase_rec(r) for r in rows}
+
+    def add_event(self, run_id: str | None, kind: str, payload: Mapping[str, Any]) -> None:
+        with self.engine.begin() as c:
+            _event(c, run_id, kind, dict(payload), time.time())
+
+    def events(self, run_id: str, after_id: int = 0) -> list[Row]:
+        q = (
+            sa.select(t.events)
+            .where(t.events.c.run_id == run_id, t.events.c.id > after_id)
+            .order_by(t.events.c.id)
+        )
+        with self.engine.connect() as c:
+            return _rows(c.execute(q))
+
+    def add_metrics(self, run_id: str, rows: list[Row]) -> None:
+        if rows:
+            with self.engine.begin() as c:
+                c.execute(t.metrics.insert(), [{"run_id": run_id, **r} for r in rows])
+
+    def metrics(self, run_id: str, name: str | None = None) -> list[Row]:
+        q = sa.select(t.metrics).where(t.metrics.c.run_id == run_id)
+        if name:
+            q = q.where(t.metrics.c.name == name)
+        with self.engine.connect() as c:
+            return _rows(c.execute(q.order_by(t.metrics.c.id)))
+
+
+def _phase_row(run_id: str, rec: ph.PhaseRecord) -> Row:
+    return {
+        "run_id": run_id,
+        "phase": rec.phase.value,
+        "status": rec.status.value,
+        "source": rec.source,
+        "reason": rec.reason,
+        "ts": rec.ts,
+    }
+
+
+def _phase_rec(r: Row) -> ph.PhaseRecord:
+    return ph.PhaseRecord(
+        ph.Phase(r["phase"]), ph.PhaseStatus(r["status"]), r["source"], r["reason"], r["ts"]
+    )
+
+
+def _jsonable(fields: Mapping[str, Any]) -> Row:
+    return {
+        k: v
+        for k, v in fields.items()
+        if isinstance(v, str | int | float | bool | list | dict | None)
+    }
+
+
+def _event(c: sa.Connection, run_id: str | None, kind: str, payload: Row, ts: float) -> None:
+    c.execute(t.events.insert().values(run_id=run_id, kind=kind, ts=ts, payload=payload))

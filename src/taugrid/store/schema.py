@@ -1,0 +1,162 @@
+"""The hub's relational schema (SQLAlchemy Core): one table per record kind.
+
+Owns table definitions only; migrations in ``store/migrations`` create them and must
+match. Conventions: string primary keys for user-visible IDs (run IDs, cluster IDs);
+JSON columns for documents (never pickles); timestamps are UTC epoch seconds (float)
+so SQLite and PostgreSQL compare them identically; every state change that matters is
+also an ``events`` row.
+
+Vocabulary: a *run* is what a researcher submitted; an *attempt* is one execution of it
+on one cluster, identified by its fencing token (``attempts.token``, a global
+monotonically increasing integer); exactly one attempt per run is authoritative
+(``runs.current_token``).
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+__all__ = [
+    "attempts",
+    "audit",
+    "clusters",
+    "events",
+    "metadata",
+    "metrics",
+    "node_marks",
+    "phases",
+    "runs",
+    "tokens",
+]
+
+metadata = sa.MetaData()
+
+runs = sa.Table(
+    "runs",
+    metadata,
+    sa.Column("id", sa.String(80), primary_key=True),
+    sa.Column("name", sa.String(64), nullable=False, index=True),
+    sa.Column("workspace", sa.String(64), nullable=False, index=True),
+    sa.Column("team", sa.String(64), nullable=False),
+    sa.Column("state", sa.String(24), nullable=False, index=True),
+    sa.Column("reason", sa.Text, nullable=False, default=""),
+    sa.Column("priority", sa.Integer, nullable=False, default=0),
+    sa.Column("gpus", sa.Integer, nullable=False, default=0),
+    sa.Column("gpu_model", sa.String(64), nullable=True),
+    sa.Column("spec", sa.JSON, nullable=False),
+    sa.Column("config_yaml", sa.Text, nullable=False),
+    sa.Column("cluster_id", sa.String(64), nullable=True),
+    sa.Column("current_token", sa.Integer, nullable=True),
+    sa.Column("attempts_used", sa.Integer, nullable=False, default=0),
+    sa.Column("quota_held", sa.Boolean, nullable=False, default=False),
+    sa.Column("cancel_requested", sa.Boolean, nullable=False, default=False),
+    sa.Column("resume_from", sa.Text, nullable=True),
+    sa.Column("not_before", sa.Float, nullable=False, default=0.0),
+    sa.Column("created_at", sa.Float, nullable=False, index=True),
+    sa.Column("updated_at", sa.Float, nullable=False),
+)
+
+attempts = sa.Table(
+    "attempts",
+    metadata,
+    sa.Column("token", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("run_id", sa.String(80), sa.ForeignKey("runs.id"), nullable=False, index=True),
+    sa.Column("number", sa.Integer, nullable=False),
+    sa.Column("cluster_id", sa.String(64), nullable=False, index=True),
+    sa.Column("state", sa.String(24), nullable=False),
+    sa.Column("submission_id", sa.String(120), nullable=True),
+    sa.Column("revoked", sa.Boolean, nullable=False, default=False),
+    sa.Column("released", sa.Boolean, nullable=False, default=False),
+    sa.Column("exit_code", sa.Integer, nullable=True),
+    sa.Column("reason", sa.Text, nullable=False, default=""),
+    sa.Column("failure_kind", sa.String(32), nullable=True),
+    sa.Column("nodes", sa.JSON, nullable=False, default=list),
+    sa.Column("resumed_from", sa.Text, nullable=True),
+    sa.Column("last_step", sa.Integer, nullable=True),
+    sa.Column("checkpoint_step", sa.Integer, nullable=True),
+    sa.Column("placement", sa.JSON, nullable=False, default=dict),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("started_at", sa.Float, nullable=True),
+    sa.Column("ended_at", sa.Float, nullable=True),
+    sa.UniqueConstraint("run_id", "number", name="uq_attempt_number"),
+)
+
+phases = sa.Table(
+    "phases",
+    metadata,
+    sa.Column("run_id", sa.String(80), sa.ForeignKey("runs.id"), primary_key=True),
+    sa.Column("phase", sa.String(32), primary_key=True),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("source", sa.String(64), nullable=False),
+    sa.Column("reason", sa.Text, nullable=False),
+    sa.Column("ts", sa.Float, nullable=False),
+)
+
+events = sa.Table(
+    "events",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("run_id", sa.String(80), nullable=True, index=True),
+    sa.Column("kind", sa.String(48), nullable=False),
+    sa.Column("ts", sa.Float, nullable=False),
+    sa.Column("payload", sa.JSON, nullable=False),
+)
+
+metrics = sa.Table(
+    "metrics",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("run_id", sa.String(80), nullable=False, index=True),
+    sa.Column("attempt", sa.Integer, nullable=False),
+    sa.Column("step", sa.Integer, nullable=True),
+    sa.Column("name", sa.String(128), nullable=False),
+    sa.Column("value", sa.Float, nullable=False),
+    sa.Column("wall_time", sa.Float, nullable=False),
+)
+
+clusters = sa.Table(
+    "clusters",
+    metadata,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("region", sa.String(64), nullable=False),
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("registered_at", sa.Float, nullable=False),
+    sa.Column("last_heartbeat", sa.Float, nullable=False),
+    sa.Column("lease_expires", sa.Float, nullable=False),
+    sa.Column("report", sa.JSON, nullable=False),
+)
+
+node_marks = sa.Table(
+    "node_marks",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("cluster_id", sa.String(64), nullable=False, index=True),
+    sa.Column("node_id", sa.String(128), nullable=False),
+    sa.Column("kind", sa.String(16), nullable=False),
+    sa.Column("reason", sa.Text, nullable=False),
+    sa.Column("marked_at", sa.Float, nullable=False),
+    sa.Column("cleared_at", sa.Float, nullable=True),
+)
+
+tokens = sa.Table(
+    "tokens",
+    metadata,
+    sa.Column("id", sa.String(32), primary_key=True),
+    sa.Column("hash", sa.String(64), nullable=False, unique=True),
+    sa.Column("name", sa.String(128), nullable=False),
+    sa.Column("role", sa.String(16), nullable=False),
+    sa.Column("scope", sa.JSON, nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("revoked_at", sa.Float, nullable=True),
+)
+
+audit = sa.Table(
+    "audit",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("ts", sa.Float, nullable=False),
+    sa.Column("actor", sa.String(128), nullable=False),
+    sa.Column("action", sa.String(64), nullable=False),
+    sa.Column("target", sa.String(256), nullable=False),
+    sa.Column("detail", sa.JSON, nullable=False),
+)
