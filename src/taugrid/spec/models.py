@@ -202,7 +202,7 @@ class StorageSpec(_Model):
 
 
 class Backoff(_Model):
-    """Delay between attempts: ``initial`` × ``multiplier``^n, capped at ``max``."""
+    """Delay between attempts: ``initial`` * ``multiplier``^n, capped at ``max``."""
 
     initial: str = "10s"
     max: str = "5m"
