@@ -45,7 +45,9 @@ def to_problem(err: Any, doc: yamlpos.Document, model: type[pydantic.BaseModel])
         mark = located.key or located.value
     else:
         found, located = doc.locate(loc)
-        on_key = kind == "extra_forbidden" or "[key]" in err["loc"]
+        # Containers start on the line after their key; the key is what users look for.
+        container = isinstance(doc.value_at(found), dict | list)
+        on_key = kind == "extra_forbidden" or "[key]" in err["loc"] or container
         mark = (located.key or located.value) if on_key or found != loc else located.value
         message, hint = _describe(err, loc, model, cause)
     where = yamlpos.format_path(loc)

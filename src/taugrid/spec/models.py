@@ -10,6 +10,10 @@ Invariants:
   tell a file value from a default (see ``render.resolve`` provenance).
 - Quantities (``64Gi``) and durations (``2h``) are validated here and normalised by
   ``spec.units``.
+- Field docstrings are the field descriptions (``use_attribute_docstrings``): they feed
+  the JSON Schema, docs/tau-yaml.md and the loader's hints.
+- Cross-field rules raise ``spec.errors.FieldError`` with the key they are about, so
+  the loader can point at ``file:line:column`` of that key.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from typing import Annotated
 
 import pydantic
 
-from taugrid.spec import units
+from taugrid.spec import errors, rules, units
 
 __all__ = [
     "Autoscaling",
@@ -57,7 +61,7 @@ EnvName = Annotated[str, pydantic.StringConstraints(pattern=_ENV_RE)]
 
 
 class _Model(pydantic.BaseModel):
-    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+    model_config = pydantic.ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
 class WorkloadKind(enum.StrEnum):
@@ -108,16 +112,31 @@ class RunSection(_Model):
 
     entrypoint: str = pydantic.Field(min_length=1, description="Script or command to run.")
     workload_kind: WorkloadKind = WorkloadKind.RAYJOB
+    """rayjob (batch on a fresh Ray cluster), job, raycluster (interactive) or rayservice."""
     args: list[str] = pydantic.Field(default_factory=list)
+    """Arguments passed to the entrypoint; quote numbers ("3") so they stay text."""
     working_dir: str = pydantic.Field(default=".", description="Directory shipped to the job.")
     excludes: list[str] = pydantic.Field(default_factory=list)
+    """gitignore-style patterns under working_dir that are not shipped (e.g. data/, *.ckpt)."""
+
+    @pydantic.model_validator(mode="after")
+    def _check_paths(self) -> RunSection:
+        if not self.working_dir.strip():
+            raise errors.FieldError(
+                "run.working_dir is empty", loc=("working_dir",), hint="use '.' for this directory"
+            )
+        for index, pattern in enumerate(self.excludes):
+            rules.check_exclude(pattern, index)
+        return self
 
 
 class HeadSpec(_Model):
     """``compute.head``: the CPU-only Ray head of a RayJob/RayCluster."""
 
     cpus: float | None = pydantic.Field(default=None, gt=0)
+    """CPUs of the head node (default: the profile's)."""
     memory: str | None = None
+    """Memory of the head node, e.g. 8Gi."""
 
     _check_memory = pydantic.field_validator("memory")(units.check_quantity)
 
@@ -126,130 +145,291 @@ class ComputeSpec(_Model):
     """``compute``: workers and the resources of each worker."""
 
     workers: int | None = pydantic.Field(default=None, ge=1, le=4096)
+    """Number of worker nodes (Ray workers / torchrun nodes)."""
     gpus: int | None = pydantic.Field(default=None, ge=0, le=16, description="GPUs per worker.")
     gpu_model: str | None = pydantic.Field(default=None, min_length=1)
+    """GPU model the workers need, as the platform names it (e.g. A100-80G)."""
     cpus: float | None = pydantic.Field(default=None, gt=0, description="CPUs per worker.")
     memory: str | None = pydantic.Field(default=None, description="Memory per worker, e.g. 64Gi.")
     head: HeadSpec = pydantic.Field(default_factory=HeadSpec)
+    """The Ray head node (CPU only)."""
 
     _check_memory = pydantic.field_validator("memory")(units.check_quantity)
+
+    @pydantic.model_validator(mode="after")
+    def _gpu_model_needs_gpus(self) -> ComputeSpec:
+        if self.gpu_model is not None and self.gpus == 0:
+            raise errors.FieldError(
+                f"compute.gpu_model is {self.gpu_model} but compute.gpus is 0",
+                loc=("gpu_model",),
+                hint="set gpus to 1 or more, or remove gpu_model",
+            )
+        return self
 
 
 class SecretRef(_Model):
     """A secret exposed to the job as an environment variable."""
 
     name: Name
+    """Name of the secret in the workspace."""
     key: str = pydantic.Field(min_length=1)
+    """Key inside the secret."""
     env: EnvName
+    """Environment variable the value is exposed as."""
 
 
 class RuntimeSpec(_Model):
     """``runtime``: image and Ray runtime environment."""
 
     image: str | None = None
+    """Container image of the head and workers (default: the profile's)."""
     pip: list[str] = pydantic.Field(default_factory=list)
+    """pip requirements installed into the Ray runtime environment."""
     env: dict[EnvName, str] = pydantic.Field(default_factory=dict)
+    """Environment variables; values are strings (quote numbers)."""
     secrets: list[SecretRef] = pydantic.Field(default_factory=list)
+    """Workspace secrets exposed as environment variables."""
+
+    @pydantic.model_validator(mode="after")
+    def _unique_env(self) -> RuntimeSpec:
+        for index, secret in enumerate(self.secrets):
+            if secret.env in self.env:
+                raise errors.FieldError(
+                    f"{secret.env} is set both in runtime.env and by a secret",
+                    loc=("secrets", index, "env"),
+                    hint="remove it from runtime.env or pick another env name",
+                )
+        twice = rules.first_duplicate(s.env for s in self.secrets)
+        if twice is not None:
+            raise errors.FieldError(
+                f"two secrets set the same variable {self.secrets[twice].env}",
+                loc=("secrets", twice, "env"),
+                hint="give each secret its own env name",
+            )
+        return self
 
 
 class PolicySpec(_Model):
     """``policy``: where the run is accounted (workspace, queue, team) and its priority."""
 
     workspace: Name | None = None
+    """Workspace the run belongs to (default: your current workspace)."""
     queue: Name | None = None
+    """Queue within the workspace (default: the workspace's)."""
     priority: str | None = None
+    """Priority class declared by the platform (e.g. high, normal, low)."""
     profile: str | None = None
+    """Workload profile of the platform to start from (resources, image, queue)."""
     team: Name | None = None
+    """Team whose quota the run uses (default: the workspace's team)."""
     lane: str | None = None
+    """Scheduling lane within the queue, when the platform defines lanes."""
 
 
 class PlacementSpec(_Model):
     """``placement``: which regions may run it and how its workers communicate."""
 
     allowed_regions: list[str] = pydantic.Field(default_factory=list)
+    """Regions the run may be placed in (empty: any region the workspace may use)."""
     preferred_regions: list[str] = pydantic.Field(default_factory=list)
+    """Regions tried first, in order; must be among allowed_regions when that is set."""
     communication: Communication | None = None
+    """sync (collectives, one region), async (may span regions) or none."""
     objective: Objective | None = None
+    """What placement optimises when regions tie: balanced, cost or time."""
+
+    @pydantic.model_validator(mode="after")
+    def _regions(self) -> PlacementSpec:
+        for field in ("allowed_regions", "preferred_regions"):
+            index = rules.first_duplicate(getattr(self, field))
+            if index is not None:
+                raise errors.FieldError(
+                    f"placement.{field} lists {getattr(self, field)[index]} twice",
+                    loc=(field, index),
+                    hint="list each region once",
+                )
+        allowed = set(self.allowed_regions)
+        for index, region in enumerate(self.preferred_regions):
+            if allowed and region not in allowed:
+                raise errors.FieldError(
+                    f"preferred region {region} is not in placement.allowed_regions",
+                    loc=("preferred_regions", index),
+                    hint=f"add {region} to allowed_regions or remove it from preferred_regions",
+                )
+        return self
 
 
 class DataInput(_Model):
     """An input dataset by registry name, optionally ``@version``, mounted read-only."""
 
     dataset: Annotated[str, pydantic.StringConstraints(pattern=_DATASET_RE)]
+    """Registry dataset name, optionally with a version: imagenet or imagenet@v2."""
     mount: str | None = None
+    """Where it is mounted in the job (default: /data/datasets/<name>)."""
 
 
 class DataOutput(_Model):
     """A declared output: ``path`` relative to the run's artifacts directory."""
 
     name: Name
+    """Name of the output (unique within the run)."""
     path: str = pydantic.Field(min_length=1)
+    """Path relative to the run's artifacts directory."""
     required: bool = True
+    """When true, the run fails its Artifacts phase if the output is missing."""
 
 
 class DataSpec(_Model):
     """``data``: datasets in and declared outputs."""
 
     inputs: list[DataInput] = pydantic.Field(default_factory=list)
+    """Datasets mounted read-only."""
     outputs: list[DataOutput] = pydantic.Field(default_factory=list)
+    """Outputs the run must produce."""
+
+    @pydantic.model_validator(mode="after")
+    def _unique(self) -> DataSpec:
+        index = rules.first_duplicate(o.name for o in self.outputs)
+        if index is not None:
+            raise errors.FieldError(
+                f"two outputs are named {self.outputs[index].name}",
+                loc=("outputs", index, "name"),
+                hint="give each output its own name",
+            )
+        mounts = [i.mount for i in self.inputs if i.mount is not None]
+        index = rules.first_duplicate(mounts)
+        if index is not None:
+            at = [n for n, i in enumerate(self.inputs) if i.mount is not None][index]
+            raise errors.FieldError(
+                f"two inputs are mounted at {mounts[index]}",
+                loc=("inputs", at, "mount"),
+                hint="mount each dataset at its own path",
+            )
+        return self
 
 
 class StorageSpec(_Model):
     """``storage``: overrides of where outputs and checkpoints go (default: the run record)."""
 
     output: str | None = None
+    """Where outputs go instead of the run record's artifacts/ (a path or fsspec URL)."""
     checkpoint: str | None = None
+    """Where checkpoints go instead of the run record's checkpoints/."""
 
 
 class Backoff(_Model):
     """Delay between attempts: ``initial`` * ``multiplier``^n, capped at ``max``."""
 
     initial: str = "10s"
+    """Delay before the first retry (a duration: 30s, 15m, 2h)."""
     max: str = "5m"
+    """Longest delay between attempts."""
     multiplier: float = pydantic.Field(default=2.0, ge=1.0, le=10.0)
+    """Factor the delay grows by after each attempt."""
 
     _check = pydantic.field_validator("initial", "max")(units.check_duration)
+
+    @pydantic.model_validator(mode="after")
+    def _initial_le_max(self) -> Backoff:
+        if units.parse_duration(self.initial) > units.parse_duration(self.max):
+            raise errors.FieldError(
+                f"backoff initial {self.initial} is longer than backoff max {self.max}",
+                loc=("initial",),
+                hint="make initial at most max",
+            )
+        return self
 
 
 class ResilienceSpec(_Model):
     """``resilience``: retries, checkpoint location and runtime limit."""
 
     max_retries: int | None = pydantic.Field(default=None, ge=0, le=100)
+    """Attempts after the first (default: the profile's)."""
     retry_on: list[RetryOn] | None = None
+    """Failure classes that consume a retry (default: all but exit_nonzero)."""
     checkpoint_path: str | None = None
+    """Path the job checkpoints to (exported as CHECKPOINT_PATH)."""
     max_runtime: str | None = None
+    """Wall-clock limit of one attempt (a duration: 90m, 12h, 2d)."""
     backoff: Backoff = pydantic.Field(default_factory=Backoff)
+    """Delay between attempts."""
 
     _check_runtime = pydantic.field_validator("max_runtime")(units.check_duration)
+
+    @pydantic.model_validator(mode="after")
+    def _retries(self) -> ResilienceSpec:
+        if self.retry_on and self.max_retries == 0:
+            raise errors.FieldError(
+                "resilience.retry_on is set but max_retries is 0",
+                loc=("retry_on",),
+                hint="set max_retries to 1 or more, or remove retry_on",
+            )
+        return self
 
 
 class MetricsSpec(_Model):
     """``metrics``: extra metric history files (JSONL) the job writes."""
 
     history: list[str] = pydantic.Field(default_factory=list)
+    """JSONL files (relative to the working dir) with step/name/value metric events."""
 
 
 class Autoscaling(_Model):
     """Ray Serve autoscaling bounds."""
 
     min_replicas: int = pydantic.Field(default=1, ge=0)
+    """Fewest replicas (0 lets the service scale to zero)."""
     max_replicas: int = pydantic.Field(default=1, ge=1)
+    """Most replicas."""
     target_ongoing_requests: float = pydantic.Field(default=2.0, gt=0)
+    """Requests in flight per replica that autoscaling aims for."""
+
+    @pydantic.model_validator(mode="after")
+    def _bounds(self) -> Autoscaling:
+        if self.min_replicas > self.max_replicas:
+            raise errors.FieldError(
+                f"autoscaling min_replicas {self.min_replicas} is more than "
+                f"max_replicas {self.max_replicas}",
+                loc=("min_replicas",),
+                hint="make min_replicas at most max_replicas",
+            )
+        return self
 
 
 class ServeSpec(_Model):
     """``serve``: a Ray Serve application (``workload_kind: rayservice``)."""
 
     import_path: Annotated[str, pydantic.StringConstraints(pattern=r"^[\w.]+:[\w.]+$")]
+    """The Serve application, as module:attribute (e.g. serve_app:app)."""
     replicas: int = pydantic.Field(default=1, ge=1)
+    """Fixed number of replicas (leave out when using autoscaling)."""
     route_prefix: str = "/"
+    """HTTP route the application is served under; starts with '/'."""
     autoscaling: Autoscaling | None = None
+    """Autoscaling bounds instead of a fixed replica count."""
+
+    @pydantic.model_validator(mode="after")
+    def _replicas_or_autoscaling(self) -> ServeSpec:
+        if not self.route_prefix.startswith("/"):
+            raise errors.FieldError(
+                f"serve.route_prefix '{self.route_prefix}' does not start with '/'",
+                loc=("route_prefix",),
+                hint=f"write '/{self.route_prefix}'",
+            )
+        if self.autoscaling is not None and "replicas" in self.model_fields_set:
+            raise errors.FieldError(
+                "serve.replicas and serve.autoscaling are both set",
+                loc=("replicas",),
+                hint="remove replicas; autoscaling decides the count between its bounds",
+            )
+        return self
 
 
 class ExecutionSpec(_Model):
     """``execution``: the launcher that starts the entrypoint on the workers."""
 
     launcher: Launcher = Launcher.PYTHON
+    """python (plain driver), torchrun, ray-train or ray-tune."""
 
 
 class TauConfig(_Model):
@@ -257,17 +437,29 @@ class TauConfig(_Model):
 
     schema_version: int = pydantic.Field(description="Always 1 for this format.")
     name: Name
+    """Name of the workload: lowercase letters, digits and '-', at most 53 characters."""
     run: RunSection
+    """What to execute."""
     compute: ComputeSpec = pydantic.Field(default_factory=ComputeSpec)
+    """Workers and their resources."""
     runtime: RuntimeSpec = pydantic.Field(default_factory=RuntimeSpec)
+    """Image, pip packages, environment and secrets."""
     policy: PolicySpec = pydantic.Field(default_factory=PolicySpec)
+    """Workspace, queue, team and priority."""
     placement: PlacementSpec = pydantic.Field(default_factory=PlacementSpec)
+    """Allowed regions and how workers communicate."""
     data: DataSpec = pydantic.Field(default_factory=DataSpec)
+    """Input datasets and declared outputs."""
     storage: StorageSpec = pydantic.Field(default_factory=StorageSpec)
+    """Overrides of where outputs and checkpoints go."""
     resilience: ResilienceSpec = pydantic.Field(default_factory=ResilienceSpec)
+    """Retries, checkpoints and runtime limit."""
     metrics: MetricsSpec = pydantic.Field(default_factory=MetricsSpec)
+    """Extra metric history files."""
     serve: ServeSpec | None = None
+    """The Ray Serve application (only with workload_kind: rayservice)."""
     execution: ExecutionSpec = pydantic.Field(default_factory=ExecutionSpec)
+    """How the entrypoint is launched."""
 
     @pydantic.field_validator("schema_version")
     @classmethod
@@ -279,10 +471,15 @@ class TauConfig(_Model):
     @pydantic.model_validator(mode="after")
     def _kind_rules(self) -> TauConfig:
         kind = self.run.workload_kind
-        if kind is WorkloadKind.RAYSERVICE and self.serve is None:
-            raise ValueError("workload_kind rayservice needs a 'serve' section with import_path")
-        if self.serve is not None and kind is not WorkloadKind.RAYSERVICE:
-            raise ValueError("'serve' is only valid with run.workload_kind: rayservice")
+        if kind is WorkloadKind.RAYSERVICE:
+            rules.check_service(self)
+        elif self.serve is not None:
+            raise errors.FieldError(
+                f"'serve' is only valid with run.workload_kind: rayservice, not {kind}",
+                loc=("serve",),
+                hint="set run.workload_kind: rayservice, or remove the serve section",
+            )
+        rules.check_launcher(self)
         return self
 
 

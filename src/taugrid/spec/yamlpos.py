@@ -67,6 +67,16 @@ class Document:
                 return path[:end], found
         return (), Located(None, Mark(1, 1))
 
+    def value_at(self, path: Path) -> Any:
+        """The plain value at ``path``, or ``None`` when the file has nothing there."""
+        current = self.value
+        for part in path:
+            try:
+                current = current[part]
+            except (KeyError, IndexError, TypeError):
+                return None
+        return current
+
 
 def format_path(path: Path) -> str:
     """``("data", "inputs", 0, "dataset")`` → ``data.inputs[0].dataset``."""
