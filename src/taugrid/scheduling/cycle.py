@@ -24,7 +24,15 @@ import enum
 from taugrid.scheduling import plugins
 from taugrid.scheduling import snapshot as snap
 
-__all__ = ["ClusterVerdict", "Decision", "Outcome", "Policy", "default_policy", "schedule"]
+__all__ = [
+    "ClusterVerdict",
+    "Decision",
+    "Outcome",
+    "Policy",
+    "default_policy",
+    "reserve",
+    "schedule",
+]
 
 
 class Outcome(enum.StrEnum):
@@ -114,7 +122,7 @@ def _verdict(run: snap.PendingRun, c: snap.ClusterView, policy: Policy) -> Clust
     return ClusterVerdict(c.cluster_id, c.region, True, "fits", scores, round(total, 3))
 
 
-def _reserve(run: snap.PendingRun, cluster: snap.ClusterView) -> snap.ClusterView:
+def reserve(run: snap.PendingRun, cluster: snap.ClusterView) -> snap.ClusterView:
     nodes = list(cluster.nodes)
     for _ in range(run.workers):
         for i, n in enumerate(nodes):
@@ -141,7 +149,7 @@ def _place(run: snap.PendingRun, work: _Work, policy: Policy) -> Decision:
         )
         return Decision(run.run_id, Outcome.ADMITTED, None, reasons, verdicts)
     best = max(ok, key=lambda v: (v.total, v.cluster_id))
-    work.clusters[best.cluster_id] = _reserve(run, work.clusters[best.cluster_id])
+    work.clusters[best.cluster_id] = reserve(run, work.clusters[best.cluster_id])
     return Decision(
         run.run_id, Outcome.PLACED, best.cluster_id, f"best score {best.total:g}", verdicts
     )

@@ -1,0 +1,236 @@
+"""The per-cluster agent: sync with the hub, run assignments, report state and events.
+
+One ``step``: poll every tracked attempt → sync (attempt reports every step, a full
+``StateReport`` every ``report_s``) → act on the reply: start new assignments, stop
+what the hub says to stop, cordon nodes newly marked faulty. Nothing dials in: the
+hub answers each sync with the work.
+
+Restart safety: the hub's reply lists every attempt it believes active here with its
+``submission_id``; a fresh agent re-attaches to those Ray jobs instead of submitting
+again (submission IDs are deterministic per attempt, so a duplicate submit is caught
+by Ray and re-attached too). If the hub is unreachable the agent keeps its attempts
+running and retries — the hub's lease/grace logic decides, never the agent.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import logging
+import threading
+import time
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+
+from taugrid import errors
+from taugrid import payloads as wire
+from taugrid.agent import hubclient, tracker
+from taugrid.backends import base
+from taugrid.backends import errors as berr
+from taugrid.lifecycle import states as st
+from taugrid.render import rayjobs, runspec
+
+__all__ = ["Agent", "AgentConfig"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class AgentConfig:
+    cluster_id: str
+    region: str
+    state_dir: Path
+    sync_s: float = 1.0
+    report_s: float = 10.0
+
+
+class Agent:
+    """Drives one cluster's backend on behalf of the hub."""
+
+    def __init__(
+        self,
+        config: AgentConfig,
+        backend: base.Backend,
+        hub: hubclient.HubClient,
+        cordon: Callable[[str, str], None] | None = None,
+    ) -> None:
+        self.config = config
+        self.backend = backend
+        self.hub = hub
+        self.cordon = cordon
+        self.trackers: dict[int, tracker.AttemptTracker] = {}
+        self.faulty: dict[str, str] = {}
+        self._cordoned: set[str] = set()
+        self._last_report = 0.0
+        self._pending: list[wire.AttemptReport] = []
+
+    # -- one iteration ----------------------------------------------------------
+    def step(self) -> None:
+        reports = self._pending + [self._poll(t) for t in list(self.trackers.values())]
+        self._pending = []
+        report = (
+            self._state_report()
+            if time.time() - self._last_report >= self.config.report_s
+            else None
+        )
+        try:
+            reply = self.hub.sync(wire.AgentSync(report=report, attempts=[r for r in reports if r]))
+        except hubclient.HubUnreachable as exc:
+            log.warning("sync failed, will retry: %s", exc)
+            return
+        if report is not None:
+            self._last_report = time.time()
+        self._act(reply)
+
+    def _poll(self, t: tracker.AttemptTracker) -> wire.AttemptReport | None:
+        try:
+            return t.poll(self.backend, self.faulty)
+        except errors.TauError as exc:
+            log.warning("poll of attempt %s failed: %s", t.a.token, exc)
+            return None
+
+    def _act(self, reply: wire.AgentSyncReply) -> None:
+        self._cordon(reply.faulty_nodes)
+        wanted = {a.token for a in reply.assignments}
+        for a in reply.assignments:
+            if a.token not in self.trackers:
+                self._start(a)
+        for order in reply.stop:
+            self._stop(order)
+        for tok, t in list(self.trackers.items()):
+            ended = t.state not in st.ACTIVE_ATTEMPT_STATES
+            if tok not in wanted and ended and t.released:
+                del self.trackers[tok]
+
+    # -- actions ----------------------------------------------------------------
+    def _start(self, a: wire.Assignment) -> None:
+        sid = a.submission_id or rayjobs.submission_id(a.run_id, a.attempt)
+        t = tracker.AttemptTracker(a, sid)
+        self.trackers[a.token] = t
+        if a.submission_id:
+            log.info("re-attaching to attempt %s (%s)", a.token, sid)
+            return
+        try:
+            sub = self._submission(a, sid)
+            t.submission = sub.model_dump(mode="json")
+            self.backend.submit(sub)
+        except berr.DuplicateSubmission:
+            log.info("attempt %s was already submitted; re-attaching", a.token)
+        except errors.TauError as exc:
+            t.state = st.AttemptState.FAILED
+            t.released = True
+            self._pending.append(
+                wire.AttemptReport(
+                    token=a.token,
+                    state=t.state.value,
+                    message=f"submission failed: {exc}",
+                    failure_kind=st.FailureKind.SUBMIT_ERROR.value,
+                    released=True,
+                )
+            )
+
+    def _submission(self, a: wire.Assignment, sid: str) -> rayjobs.RayJobSubmission:
+        spec = runspec.RunSpec.model_validate(a.spec)
+        code_dir = self._code_dir(a)
+        sub = rayjobs.render_submission(
+            spec, a.run_id, attempt=a.attempt, run_dir=a.run_dir, working_dir=str(code_dir)
+        )
+        return sub.with_fencing_token(str(a.token)).model_copy(update={"submission_id": sid})
+
+    def _code_dir(self, a: wire.Assignment) -> Path:
+        target = self.config.state_dir / "code" / f"{a.run_id}-a{a.attempt}"
+        target.mkdir(parents=True, exist_ok=True)
+        blob = self.hub.code(a.run_id)
+        if blob:
+            with zipfile.ZipFile(io.BytesIO(blob)) as zf:
+                zf.extractall(target)
+        return target
+
+    def _stop(self, order: wire.StopOrder) -> None:
+        t = self.trackers.get(order.token)
+        sid = t.submission_id if t else order.submission_id
+        if t is not None and t.state not in st.ACTIVE_ATTEMPT_STATES:
+            return  # already ended; its next poll reports release
+        if sid is not None:
+            try:
+                self.backend.stop(sid)
+            except errors.TauError as exc:
+                log.info("stop of %s: %s", sid, exc)
+        if t is None:
+            self._pending.append(
+                wire.AttemptReport(
+                    token=order.token,
+                    state=st.AttemptState.STOPPED.value,
+                    message="stopped by agent",
+                    released=True,
+                )
+            )
+
+    def _cordon(self, faulty: dict[str, str]) -> None:
+        self.faulty = faulty
+        for node, kind in faulty.items():
+            if node not in self._cordoned and self.cordon is not None:
+                try:
+                    self.cordon(node, f"marked faulty: {kind}")
+                    self._cordoned.add(node)
+                except errors.TauError as exc:
+                    log.warning("cordon of %s failed: %s", node, exc)
+
+    # -- state report -------------------------------------------------------------
+    def _state_report(self) -> wire.StateReport | None:
+        try:
+            inv = self.backend.inventory()
+        except errors.TauError as exc:
+            log.warning("inventory failed: %s", exc)
+            return None
+        nodes = [
+            {
+                "node_id": n.node_id,
+                "ip": n.ip,
+                "alive": n.alive,
+                "gpu_model": n.accelerator,
+                "gpus_total": n.gpu_total,
+                "gpus_free": n.gpu_available,
+                "cpus_free": n.cpu_available,
+                "memory_free": n.memory_available,
+                "healthy": n.node_id not in self.faulty,
+                "fault": self.faulty.get(n.node_id),
+            }
+            for n in inv.nodes
+        ]
+        return wire.StateReport(
+            cluster_id=self.config.cluster_id,
+            gpu_nodes=sum(1 for n in inv.alive_nodes if n.gpu_total > 0),
+            gpu_busy=inv.gpu_busy,
+            gpu_free=inv.gpu_free,
+            gpu_models={m: int(c.total) for m, c in inv.gpu_models.items()},
+            queued_jobs=sum(
+                1 for t in self.trackers.values() if t.state is st.AttemptState.STARTING
+            ),
+            avg_cpu_usage=inv.cpu_usage,
+            avg_gpu_usage=inv.gpu_usage,
+            last_heartbeat=time.time(),
+            emulated_gpus=inv.emulated_gpus,
+            nodes=nodes,
+            running_attempts=[
+                t for t, x in self.trackers.items() if x.state in st.ACTIVE_ATTEMPT_STATES
+            ],
+        )
+
+    # -- loop -----------------------------------------------------------------------
+    def register(self) -> None:
+        self.hub.register(self.config.region)
+
+    def run(self, stop: threading.Event) -> None:
+        """Register (retrying while the hub is down), then step until ``stop`` is set."""
+        while not stop.is_set():
+            try:
+                self.register()
+                break
+            except hubclient.HubUnreachable as exc:
+                log.warning("register failed, retrying: %s", exc)
+                stop.wait(2.0)
+        while not stop.is_set():
+            self.step()
+            stop.wait(self.config.sync_s)

@@ -1,0 +1,161 @@
+"""One attempt as the agent sees it: submit, observe, stop, and report deltas.
+
+Owns the translation from Ray job state to ``payloads.AttemptReport``: PENDING →
+starting, RUNNING → running (with the nodes it uses), SUCCEEDED/FAILED/STOPPED →
+the same, plus what changed since the last report — new log text, new metric lines
+of *this* attempt from ``metrics/metrics.jsonl``, the last step, the latest committed
+checkpoint step, and whether Ray has given back every resource (release line).
+
+A job on a node that the hub marks faulty is stopped and reported FAILED with failure
+kind ``node_failure``; a job whose driver died with its node is classified the same.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from taugrid import errors
+from taugrid import payloads as wire
+from taugrid.backends import base
+from taugrid.backends import errors as berr
+from taugrid.lifecycle import states as st
+
+__all__ = ["AttemptTracker"]
+
+_NODE_DEATH = re.compile(
+    r"node .*(died|dead|failed)|raylet|unexpectedly|ActorDiedError|NodeDied", re.I
+)
+_STEP_DIR = re.compile(r"step-(\d+)")
+_STATE = {
+    base.JobState.PENDING: st.AttemptState.STARTING,
+    base.JobState.RUNNING: st.AttemptState.RUNNING,
+    base.JobState.SUCCEEDED: st.AttemptState.SUCCEEDED,
+    base.JobState.FAILED: st.AttemptState.FAILED,
+    base.JobState.STOPPED: st.AttemptState.STOPPED,
+}
+
+
+class AttemptTracker:
+    """State the agent keeps per attempt (by fencing token)."""
+
+    def __init__(self, assignment: wire.Assignment, submission_id: str) -> None:
+        self.a = assignment
+        self.submission_id = submission_id
+        self.log_offset = 0
+        self.metrics_offset = 0
+        self.last_step: int | None = None
+        self.fault: str | None = None
+        self.state: st.AttemptState = st.AttemptState.STARTING
+        self.released = False
+        self.submission: dict[str, Any] | None = None
+        self.log_tail = ""
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.a.run_dir)
+
+    def poll(self, backend: base.Backend, faulty: dict[str, str]) -> wire.AttemptReport:
+        """Observe the job once and build the report of what changed."""
+        try:
+            status = backend.status(self.submission_id)
+        except berr.JobNotFound:
+            return self._lost("Ray no longer knows this job (its cluster restarted)")
+        nodes = self._nodes(backend, status)
+        bad = sorted(n for n in nodes if n in faulty)
+        if bad and not status.state.terminal and self.fault is None:
+            self.fault = f"node {bad[0]} marked faulty ({faulty[bad[0]]}); attempt stopped"
+            backend.stop(self.submission_id)
+        self.state = _STATE[status.state]
+        report = wire.AttemptReport(
+            token=self.a.token,
+            state=self._reported_state().value,
+            submission_id=self.submission_id,
+            nodes=sorted(nodes),
+            log_chunk=self._logs(backend),
+            metrics=self._metrics(),
+            checkpoint_step=self._checkpoint_step(),
+            submission=self.submission,
+        )
+        self.submission = None  # sent once
+        return self._finish(backend, status, report)
+
+    def _reported_state(self) -> st.AttemptState:
+        if self.fault and self.state in (st.AttemptState.STOPPED, st.AttemptState.FAILED):
+            return st.AttemptState.FAILED
+        return self.state
+
+    def _finish(
+        self, backend: base.Backend, status: base.JobStatus, r: wire.AttemptReport
+    ) -> wire.AttemptReport:
+        r.last_step = self.last_step
+        if not status.state.terminal:
+            return r
+        r.exit_code = status.exit_code
+        r.message = self.fault or status.message or ""
+        if self.fault or (status.state is base.JobState.FAILED and _NODE_DEATH.search(r.message)):
+            r.failure_kind = st.FailureKind.NODE_FAILURE.value
+        elif status.state is base.JobState.FAILED:
+            r.failure_kind = st.FailureKind.EXIT_NONZERO.value
+            r.message = f"{r.message}\n{self.log_tail}"
+        if not self.released:
+            self.released = backend.release_check(self.submission_id)
+        r.released = self.released
+        return r
+
+    def _lost(self, why: str) -> wire.AttemptReport:
+        self.state = st.AttemptState.FAILED
+        self.released = True
+        return wire.AttemptReport(
+            token=self.a.token,
+            state=self.state.value,
+            message=why,
+            failure_kind=st.FailureKind.NODE_FAILURE.value,
+            released=True,
+        )
+
+    def _nodes(self, backend: base.Backend, status: base.JobStatus) -> set[str]:
+        if status.state is not base.JobState.RUNNING:
+            return {status.driver_node_id} if status.driver_node_id else set()
+        try:
+            return set(backend.job_nodes(self.submission_id).node_ids)
+        except errors.TauError:
+            return {status.driver_node_id} if status.driver_node_id else set()
+
+    def _logs(self, backend: base.Backend) -> str:
+        try:
+            chunk = backend.read_logs(self.submission_id, self.log_offset)
+        except errors.TauError:
+            return ""
+        self.log_offset = chunk.next_offset
+        self.log_tail = "\n".join((self.log_tail + chunk.text).splitlines()[-20:])
+        return chunk.text
+
+    def _metrics(self) -> list[dict[str, Any]]:
+        path = self.run_dir / "metrics" / "metrics.jsonl"
+        if not path.exists():
+            return []
+        with path.open("rb") as fh:
+            fh.seek(self.metrics_offset)
+            data = fh.read()
+        end = data.rfind(b"\n") + 1  # only whole lines; the job may be mid-write
+        self.metrics_offset += end
+        out = []
+        for line in data[:end].splitlines():
+            try:
+                m = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if m.get("attempt", self.a.attempt) == self.a.attempt:
+                out.append(m)
+                if isinstance(m.get("step"), int):
+                    self.last_step = max(self.last_step or 0, m["step"])
+        return out
+
+    def _checkpoint_step(self) -> int | None:
+        ckpt = Path(self.a.spec.get("checkpoint_path") or self.run_dir / "checkpoints")
+        latest = ckpt / "latest"
+        m = _STEP_DIR.search(latest.read_text()) if latest.exists() else None
+        return int(m.group(1)) if m else None

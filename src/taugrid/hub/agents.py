@@ -1,0 +1,414 @@
+"""Agent-facing logic of the hub: registration, syncs, and what attempt reports mean.
+
+Owns how agent signals become run state and phases (DESIGN §1): Ray job submitted →
+Scheduled active; running on nodes → Scheduled done + GPU healthy from node marks;
+metric lines → Progressing; terminal job state → Completed (+ retry decision);
+declared outputs present → Artifacts saved; quota released *and* the agent confirms the
+GPUs are free → Released, then the record's ``COMPLETE``.
+
+Fencing: reports from a revoked attempt, or from an attempt that is no longer the
+run's current one, never change the run: a revoked attempt's success is rejected and
+recorded, and the reply tells the agent to stop it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from taugrid import payloads as wire
+from taugrid.hub import context, runs
+from taugrid.lifecycle import phases as ph
+from taugrid.lifecycle import states as st
+from taugrid.spec import units
+
+__all__ = ["end_attempt", "register", "sync"]
+
+_ACTIVE = {s.value for s in st.ACTIVE_ATTEMPT_STATES}
+_DEFAULT_RETRY_ON = ("node_failure", "preemption", "lost_contact")
+
+
+def _phase(
+    hub: context.Hub, run_id: str, phase: ph.Phase, status: ph.PhaseStatus, source: str, reason: str
+) -> None:
+    hub.runs.set_phase(run_id, ph.PhaseRecord(phase, status, source, reason, time.time()))
+
+
+def register(hub: context.Hub, req: wire.AgentRegister) -> float:
+    hub.clusters.upsert(req.cluster_id, req.region, hub.config.lease_s, {})
+    hub.runs.add_event(
+        None, "cluster_registered", {"cluster": req.cluster_id, "region": req.region}
+    )
+    return time.time() + hub.config.lease_s
+
+
+def sync(hub: context.Hub, cluster_id: str, req: wire.AgentSync) -> wire.AgentSyncReply:
+    """Renew the lease, apply attempt reports, answer with assignments and stops."""
+    report = req.report.model_dump(mode="json") if req.report else None
+    if report is not None:
+        report["cost_per_gpu_hour"] = _cost(hub, cluster_id)
+    hub.clusters.renew(cluster_id, hub.config.lease_s, report)
+    for a in req.attempts:
+        _apply(hub, a)
+    return _reply(hub, cluster_id)
+
+
+def _cost(hub: context.Hub, cluster_id: str) -> float:
+    pools = [
+        p
+        for r in hub.platform.regions
+        for c in r.clusters
+        if c.name == cluster_id
+        for p in c.node_pools
+    ]
+    costs = [p.cost_per_gpu_hour for p in pools if p.gpus_per_node]
+    return min(costs) if costs else 0.0
+
+
+def _reply(hub: context.Hub, cluster_id: str) -> wire.AgentSyncReply:
+    assignments: list[wire.Assignment] = []
+    stop: list[wire.StopOrder] = []
+    for a in hub.runs.attempts_on_cluster(cluster_id):
+        run = hub.runs.get_run(a["run_id"])
+        if run is None:
+            continue
+        current = run["current_token"] == a["token"] and not a["revoked"]
+        if a["state"] in _ACTIVE and current and not run["cancel_requested"]:
+            assignments.append(_assignment(hub, run, a))
+        elif a["state"] in _ACTIVE or not a["released"]:
+            stop.append(wire.StopOrder(token=a["token"], submission_id=a["submission_id"]))
+    marks = {m["node_id"]: m["kind"] for m in hub.clusters.open_marks(cluster_id)}
+    lease = (hub.clusters.get(cluster_id) or {}).get("lease_expires", 0.0)
+    return wire.AgentSyncReply(
+        lease_expires=lease, assignments=assignments, stop=stop, faulty_nodes=marks
+    )
+
+
+def _assignment(hub: context.Hub, run: dict[str, Any], a: dict[str, Any]) -> wire.Assignment:
+    return wire.Assignment(
+        token=a["token"],
+        run_id=run["id"],
+        attempt=a["number"],
+        workspace=run["workspace"],
+        spec=run["spec"],
+        run_dir=str(runs.record_of(hub, run).dir),
+        submission_id=a["submission_id"],
+        resumed_from=a["resumed_from"],
+    )
+
+
+def _apply(hub: context.Hub, rep: wire.AttemptReport) -> None:
+    a = hub.runs.get_attempt(rep.token)
+    if a is None:
+        return
+    run = hub.runs.get_run(a["run_id"])
+    if run is None:
+        return
+    authoritative = run["current_token"] == a["token"] and not a["revoked"]
+    if rep.released and not a["released"]:
+        hub.runs.update_attempt(a["token"], released=True, event="gpus_released")
+        a["released"] = True
+    if not authoritative:
+        _stale(hub, a, rep)
+        _check_released(hub, run["id"])
+        return
+    rec = runs.record_of(hub, run)
+    if rep.log_chunk:
+        rec.append_log("driver.log", rep.log_chunk)
+    if rep.submission:
+        rec.write_rendered(
+            f"ray-job-submission-a{a['number']}.json", json.dumps(rep.submission, indent=2)
+        )
+    _metrics(hub, run, a, rep)
+    _transition(hub, run, a, rep)
+    _check_released(hub, run["id"])
+
+
+def _stale(hub: context.Hub, a: dict[str, Any], rep: wire.AttemptReport) -> None:
+    if rep.state == st.AttemptState.SUCCEEDED.value and a["state"] != rep.state:
+        hub.runs.add_event(
+            a["run_id"],
+            "fenced_report_rejected",
+            {"token": a["token"], "state": rep.state, "why": "attempt revoked"},
+        )
+    if rep.state != a["state"] and a["state"] in _ACTIVE | {st.AttemptState.STOPPED.value}:
+        ended = rep.state not in _ACTIVE
+        hub.runs.update_attempt(
+            a["token"],
+            state=rep.state if ended else a["state"],
+            ended_at=time.time() if ended else None,
+        )
+
+
+def _metrics(
+    hub: context.Hub, run: dict[str, Any], a: dict[str, Any], rep: wire.AttemptReport
+) -> None:
+    rows = [
+        {
+            "attempt": a["number"],
+            "step": m.get("step"),
+            "name": str(m["name"]),
+            "value": float(m["value"]),
+            "wall_time": float(m.get("wall_time", time.time())),
+        }
+        for m in rep.metrics
+        if "name" in m and isinstance(m.get("value"), int | float)
+    ]
+    hub.runs.add_metrics(run["id"], rows)
+    fields: dict[str, Any] = {}
+    if rep.last_step is not None:
+        fields["last_step"] = rep.last_step
+    if rep.checkpoint_step is not None:
+        fields["checkpoint_step"] = rep.checkpoint_step
+    if fields:
+        hub.runs.update_attempt(a["token"], **fields)
+    if rows:
+        last = rows[-1]
+        _phase(
+            hub,
+            run["id"],
+            ph.Phase.PROGRESSING,
+            ph.PhaseStatus.ACTIVE,
+            "metrics",
+            f"step {last['step']}: {last['name']}={last['value']:.4g}",
+        )
+
+
+def _transition(
+    hub: context.Hub, run: dict[str, Any], a: dict[str, Any], rep: wire.AttemptReport
+) -> None:
+    state = rep.state
+    if state == a["state"] and state != st.AttemptState.RUNNING.value:
+        return
+    if state == st.AttemptState.STARTING.value:
+        hub.runs.update_attempt(
+            a["token"], state=state, submission_id=rep.submission_id, event="attempt_starting"
+        )
+        _phase(
+            hub,
+            run["id"],
+            ph.Phase.SCHEDULED,
+            ph.PhaseStatus.ACTIVE,
+            "ray",
+            f"submitted to Ray as {rep.submission_id}; waiting for resources",
+        )
+    elif state == st.AttemptState.RUNNING.value:
+        _running(hub, run, a, rep)
+    elif state in (
+        st.AttemptState.SUCCEEDED.value,
+        st.AttemptState.FAILED.value,
+        st.AttemptState.STOPPED.value,
+    ):
+        kind = st.FailureKind(rep.failure_kind) if rep.failure_kind else None
+        end_attempt(hub, a, st.AttemptState(state), rep.message, kind=kind, exit_code=rep.exit_code)
+
+
+def _running(
+    hub: context.Hub, run: dict[str, Any], a: dict[str, Any], rep: wire.AttemptReport
+) -> None:
+    if a["state"] != st.AttemptState.RUNNING.value:
+        hub.runs.update_attempt(
+            a["token"],
+            state=rep.state,
+            started_at=time.time(),
+            nodes=rep.nodes,
+            submission_id=rep.submission_id,
+            event="attempt_running",
+        )
+        hub.runs.update_run(
+            run["id"], state=st.RunState.RUNNING.value, reason="running", event="running"
+        )
+    if rep.nodes and rep.nodes != a["nodes"]:
+        hub.runs.update_attempt(a["token"], nodes=rep.nodes)
+    where = ", ".join(rep.nodes) or "Ray"
+    _phase(
+        hub, run["id"], ph.Phase.SCHEDULED, ph.PhaseStatus.DONE, "ray", f"workers bound to {where}"
+    )
+    faulty = {m["node_id"]: m["kind"] for m in hub.clusters.open_marks(a["cluster_id"])}
+    bad = [f"{n} ({faulty[n]})" for n in rep.nodes if n in faulty]
+    if bad:
+        _phase(
+            hub,
+            run["id"],
+            ph.Phase.GPU_HEALTHY,
+            ph.PhaseStatus.FAILED,
+            "node health",
+            f"faulty: {bad}",
+        )
+    elif rep.nodes:
+        _phase(
+            hub,
+            run["id"],
+            ph.Phase.GPU_HEALTHY,
+            ph.PhaseStatus.DONE,
+            "node health",
+            f"{len(rep.nodes)} node(s) report healthy devices",
+        )
+
+
+def end_attempt(
+    hub: context.Hub,
+    a: dict[str, Any],
+    state: st.AttemptState,
+    message: str,
+    *,
+    kind: st.FailureKind | None = None,
+    exit_code: int | None = None,
+    revoke: bool = False,
+) -> None:
+    """Record the end of an attempt and decide the run's next state."""
+    hub.runs.update_attempt(
+        a["token"],
+        state=state.value,
+        ended_at=time.time(),
+        reason=message[-2000:],
+        exit_code=exit_code,
+        failure_kind=kind.value if kind else None,
+        revoked=revoke or a["revoked"],
+        event=f"attempt_{state.value}",
+    )
+    run = hub.runs.get_run(a["run_id"])
+    if run is None or run["current_token"] != a["token"]:
+        return
+    if state is st.AttemptState.SUCCEEDED:
+        _succeeded(hub, run)
+    elif run["cancel_requested"]:
+        _finish(hub, run, st.RunState.CANCELLED, ph.PhaseStatus.SKIPPED, "cancelled by user")
+    else:
+        _failed(hub, run, a, kind or st.FailureKind.EXIT_NONZERO, message, exit_code)
+
+
+def _finish(
+    hub: context.Hub, run: dict[str, Any], state: st.RunState, status: ph.PhaseStatus, reason: str
+) -> None:
+    hub.runs.update_run(
+        run["id"], state=state.value, quota_held=False, reason=reason, event=state.value
+    )
+    _phase(hub, run["id"], ph.Phase.COMPLETED, status, "ray job", reason)
+    if state is not st.RunState.SUCCEEDED:
+        _phase(
+            hub,
+            run["id"],
+            ph.Phase.PROGRESSING,
+            ph.PhaseStatus.SKIPPED,
+            "hub",
+            f"run {state.value}",
+        )
+    _phase(
+        hub,
+        run["id"],
+        ph.Phase.RELEASED,
+        ph.PhaseStatus.ACTIVE,
+        "hub",
+        "quota released; waiting for GPUs",
+    )
+
+
+def _succeeded(hub: context.Hub, run: dict[str, Any]) -> None:
+    _phase(hub, run["id"], ph.Phase.PROGRESSING, ph.PhaseStatus.DONE, "metrics", "job finished")
+    _finish(hub, run, st.RunState.SUCCEEDED, ph.PhaseStatus.DONE, "exit code 0")
+    rec = runs.record_of(hub, run)
+    outputs = run["spec"].get("outputs", [])
+    missing = rec.missing_outputs(outputs)
+    files = rec.files("artifacts")
+    if missing:
+        _phase(
+            hub,
+            run["id"],
+            ph.Phase.ARTIFACTS_SAVED,
+            ph.PhaseStatus.FAILED,
+            "files",
+            f"missing outputs: {missing}",
+        )
+    elif files:
+        _phase(
+            hub,
+            run["id"],
+            ph.Phase.ARTIFACTS_SAVED,
+            ph.PhaseStatus.DONE,
+            "files",
+            f"{len(files)} file(s) in artifacts/",
+        )
+    else:
+        _phase(
+            hub,
+            run["id"],
+            ph.Phase.ARTIFACTS_SAVED,
+            ph.PhaseStatus.SKIPPED,
+            "files",
+            "no outputs declared",
+        )
+
+
+def _failed(
+    hub: context.Hub,
+    run: dict[str, Any],
+    a: dict[str, Any],
+    kind: st.FailureKind,
+    message: str,
+    exit_code: int | None,
+) -> None:
+    spec = run["spec"]
+    retry_on = list(spec.get("retry_on") or _DEFAULT_RETRY_ON)
+    left = int(spec.get("max_retries", 0)) - (run["attempts_used"] - 1)
+    lost = _lost_steps(hub, a)
+    if st.is_retryable(kind, retry_on, left):
+        delay = _backoff(spec, run["attempts_used"])
+        hub.runs.update_run(
+            run["id"],
+            state=st.RunState.QUEUED.value,
+            quota_held=False,
+            not_before=time.time() + delay,
+            reason=f"attempt {a['number']} failed ({kind.value}); retrying in {delay:.0f}s",
+            resume_from=runs.latest_checkpoint(hub, run),
+            event="retry",
+        )
+        hub.runs.add_event(run["id"], "lost_work", {"attempt": a["number"], "lost_steps": lost})
+        for p in (ph.Phase.ADMITTED, ph.Phase.PLACED):
+            hub.runs.set_phase(
+                run["id"],
+                ph.PhaseRecord(
+                    p, ph.PhaseStatus.PENDING, "hub", f"retry after {kind.value}", time.time()
+                ),
+                reset=True,
+            )
+        return
+    code = f"exit code {exit_code}" if exit_code is not None else kind.value
+    tail = "\n".join(message.strip().splitlines()[-8:])
+    _finish(hub, run, st.RunState.FAILED, ph.PhaseStatus.FAILED, f"{code}: {tail}".strip())
+    _phase(hub, run["id"], ph.Phase.ARTIFACTS_SAVED, ph.PhaseStatus.SKIPPED, "files", "run failed")
+
+
+def _lost_steps(hub: context.Hub, a: dict[str, Any]) -> int | None:
+    fresh = hub.runs.get_attempt(a["token"]) or a
+    if fresh["last_step"] is None:
+        return None
+    return int(fresh["last_step"]) - int(fresh["checkpoint_step"] or 0)
+
+
+def _backoff(spec: dict[str, Any], attempts_used: int) -> float:
+    b = spec.get("backoff") or {}
+    initial = units.parse_duration(b.get("initial", "10s"))
+    cap = units.parse_duration(b.get("max", "5m"))
+    return float(min(cap, initial * float(b.get("multiplier", 2.0)) ** max(0, attempts_used - 1)))
+
+
+def _check_released(hub: context.Hub, run_id: str) -> None:
+    run = hub.runs.get_run(run_id)
+    if (
+        run is None
+        or run["state"] not in {s.value for s in st.TERMINAL_RUN_STATES}
+        or run["quota_held"]
+    ):
+        return
+    if all(x["released"] for x in hub.runs.attempts_for_run(run_id)):
+        _phase(
+            hub,
+            run_id,
+            ph.Phase.RELEASED,
+            ph.PhaseStatus.DONE,
+            "agent+hub",
+            "quota released and GPUs freed",
+        )
+        runs.finish_record(hub, run_id)

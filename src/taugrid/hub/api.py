@@ -1,0 +1,202 @@
+"""HTTP routes of the hub (FastAPI, OpenAPI at /openapi.json), version ``/v1``.
+
+Owns request parsing, authorization checks and the mapping of errors to status codes:
+``SpecError`` → 422 with ``problems`` (file:line:col each); ``NotFound`` → 404; other
+``UserError`` → 400 with ``detail`` and ``hint``. Handlers stay thin: they call
+``hub.runs``, ``hub.agents`` and the stores.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import fastapi
+from fastapi import responses
+
+from taugrid import errors
+from taugrid import payloads as wire
+from taugrid.hub import agents, context, runs
+from taugrid.hub.auth import Principal, principal, require_admin, require_agent, workspaces_of
+from taugrid.spec import errors as spec_errors
+from taugrid.store import record
+
+__all__ = ["install_error_handlers", "router"]
+
+router = fastapi.APIRouter(prefix="/v1")
+Auth = Annotated[Principal, fastapi.Depends(principal)]
+Admin = Annotated[Principal, fastapi.Depends(require_admin)]
+Agent = Annotated[Principal, fastapi.Depends(require_agent)]
+
+
+def _hub(request: fastapi.Request) -> context.Hub:
+    hub: context.Hub = request.app.state.hub
+    return hub
+
+
+def install_error_handlers(app: fastapi.FastAPI) -> None:
+    @app.exception_handler(errors.UserError)
+    async def _user_error(_: fastapi.Request, exc: errors.UserError) -> responses.JSONResponse:
+        body: dict[str, Any] = {"detail": exc.message, "hint": exc.hint}
+        if isinstance(exc, spec_errors.SpecError):
+            body["problems"] = [p.to_dict() for p in exc.problems]
+            return responses.JSONResponse(body, status_code=422)
+        return responses.JSONResponse(
+            body, status_code=404 if isinstance(exc, runs.NotFound) else 400
+        )
+
+
+def _run(request: fastapi.Request, ref: str, p: Principal) -> dict[str, Any]:
+    return runs.find(_hub(request), ref, workspaces_of(p))
+
+
+@router.post("/runs", status_code=201)
+def submit_run(request: fastapi.Request, body: wire.SubmitRequest, p: Auth) -> dict[str, Any]:
+    hub = _hub(request)
+    spec = runs.resolve_request(hub, body)
+    if not p.can_see(spec.workspace):
+        raise fastapi.HTTPException(403, f"you are not a member of workspace {spec.workspace}")
+    if body.dry_run:
+        return {"dry_run": True, "spec": spec.model_dump(mode="json")}
+    row = runs.submit(hub, body, p.name)
+    request.app.state.scheduler.wake()
+    return {k: v for k, v in row.items() if k != "config_yaml"}
+
+
+@router.get("/runs")
+def list_runs(
+    request: fastapi.Request,
+    p: Auth,
+    workspace: str | None = None,
+    state: str | None = None,
+    limit: int = 100,
+) -> list[dict[str, Any]]:
+    allowed = workspaces_of(p)
+    wss = [workspace] if workspace else allowed
+    if allowed is not None and workspace and workspace not in allowed:
+        raise fastapi.HTTPException(403, f"you are not a member of workspace {workspace}")
+    return _hub(request).runs.list_runs(wss, state.split(",") if state else None, min(limit, 1000))
+
+
+@router.get("/runs/{ref}")
+def get_run(request: fastapi.Request, ref: str, p: Auth) -> dict[str, Any]:
+    return runs.detail(_hub(request), _run(request, ref, p))
+
+
+@router.post("/runs/{ref}/cancel")
+def cancel_run(request: fastapi.Request, ref: str, p: Auth) -> dict[str, Any]:
+    out = runs.cancel(_hub(request), _run(request, ref, p), p.name)
+    return runs.detail(_hub(request), out)
+
+
+@router.post("/runs/{ref}/resume")
+def resume_run(request: fastapi.Request, ref: str, p: Auth) -> dict[str, Any]:
+    out = runs.resume(_hub(request), _run(request, ref, p), p.name)
+    request.app.state.scheduler.wake()
+    return runs.detail(_hub(request), out)
+
+
+@router.get("/runs/{ref}/logs")
+def run_logs(
+    request: fastapi.Request, ref: str, p: Auth, offset: int = 0, tail: int | None = None
+) -> dict[str, Any]:
+    text = runs.record_of(_hub(request), _run(request, ref, p)).read_log()
+    if tail is not None:
+        return {
+            "text": "\n".join(text.splitlines()[-tail:]) + ("\n" if text else ""),
+            "offset": len(text),
+        }
+    return {"text": text[offset:], "offset": len(text)}
+
+
+@router.get("/runs/{ref}/metrics")
+def run_metrics(
+    request: fastapi.Request, ref: str, p: Auth, name: str | None = None
+) -> list[dict[str, Any]]:
+    return _hub(request).runs.metrics(_run(request, ref, p)["id"], name)
+
+
+@router.get("/runs/{ref}/events")
+def run_events(request: fastapi.Request, ref: str, p: Auth, after: int = 0) -> list[dict[str, Any]]:
+    return _hub(request).runs.events(_run(request, ref, p)["id"], after)
+
+
+@router.get("/runs/{ref}/files")
+def run_files(request: fastapi.Request, ref: str, p: Auth, sub: str = "") -> list[dict[str, Any]]:
+    return runs.record_of(_hub(request), _run(request, ref, p)).files(sub)
+
+
+@router.get("/runs/{ref}/file")
+def run_file(request: fastapi.Request, ref: str, path: str, p: Auth) -> responses.FileResponse:
+    rec = runs.record_of(_hub(request), _run(request, ref, p))
+    target = record.resolve_inside(rec.dir, path)
+    if not target.is_file():
+        raise runs.NotFound(
+            f"no file '{path}' in the run's record", "list files with: tau run get NAME --list"
+        )
+    return responses.FileResponse(target)
+
+
+@router.get("/clusters")
+def list_clusters(request: fastapi.Request, p: Auth) -> list[dict[str, Any]]:
+    hub = _hub(request)
+    marks = hub.clusters.open_marks()
+    out = []
+    for c in hub.clusters.all():
+        c["faulty_nodes"] = [m for m in marks if m["cluster_id"] == c["id"]]
+        out.append(c)
+    return out
+
+
+@router.get("/platform")
+def get_platform(request: fastapi.Request, p: Auth) -> dict[str, Any]:
+    return _hub(request).platform.model_dump(mode="json")
+
+
+@router.post("/admin/nodes/fault")
+def mark_node(request: fastapi.Request, body: wire.NodeFault, p: Admin) -> dict[str, Any]:
+    hub = _hub(request)
+    if hub.clusters.get(body.cluster_id) is None:
+        raise runs.NotFound(
+            f"no cluster '{body.cluster_id}'", "list clusters with: tau cluster list"
+        )
+    row = hub.clusters.mark_node(body.cluster_id, body.node_id, body.kind, body.reason or body.kind)
+    hub.auth.audit(p.name, "node.fault", f"{body.cluster_id}/{body.node_id}", body.model_dump())
+    return row
+
+
+@router.post("/admin/nodes/clear")
+def clear_node(request: fastapi.Request, body: wire.NodeFault, p: Admin) -> dict[str, Any]:
+    n = _hub(request).clusters.clear_node(body.cluster_id, body.node_id)
+    _hub(request).auth.audit(p.name, "node.clear", f"{body.cluster_id}/{body.node_id}", {})
+    return {"cleared": n}
+
+
+@router.post("/agents/{cluster_id}/register")
+def agent_register(
+    request: fastapi.Request, cluster_id: str, body: wire.AgentRegister, p: Agent
+) -> dict[str, Any]:
+    return {"lease_expires": agents.register(_hub(request), body)}
+
+
+@router.post("/agents/{cluster_id}/sync")
+def agent_sync(
+    request: fastapi.Request, cluster_id: str, body: wire.AgentSync, p: Agent
+) -> wire.AgentSyncReply:
+    reply = agents.sync(_hub(request), cluster_id, body)
+    if body.attempts:
+        request.app.state.scheduler.wake()
+    return reply
+
+
+@router.get("/agents/{cluster_id}/code/{run_id}")
+def agent_code(
+    request: fastapi.Request, cluster_id: str, run_id: str, p: Agent
+) -> fastapi.Response:
+    hub = _hub(request)
+    run = hub.runs.get_run(run_id)
+    if run is None or run["cluster_id"] != cluster_id:
+        raise runs.NotFound(f"run {run_id} is not assigned to cluster {cluster_id}")
+    code = runs.record_of(hub, run).dir / "rendered" / "code.zip"
+    return fastapi.Response(
+        code.read_bytes() if code.exists() else b"", media_type="application/zip"
+    )

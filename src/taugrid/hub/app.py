@@ -1,0 +1,43 @@
+"""The hub's ASGI application: routes, error handlers, and the scheduling loop's life.
+
+``create_app(hub)`` is what both the daemon (uvicorn) and the tests use; the scheduler
+thread starts with the app and stops with it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import fastapi
+
+from taugrid.hub import api, context, scheduler
+
+__all__ = ["create_app"]
+
+
+def create_app(hub: context.Hub) -> fastapi.FastAPI:
+    """A FastAPI app serving ``hub``; its scheduler runs while the app is up."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: fastapi.FastAPI) -> AsyncIterator[None]:
+        sched = scheduler.Scheduler(hub)
+        app.state.scheduler = sched
+        sched.start()
+        try:
+            yield
+        finally:
+            sched.stop()
+
+    app = fastapi.FastAPI(title="TauGrid hub", version="0.1.0", lifespan=lifespan)
+    app.state.hub = hub
+    app.include_router(api.router)
+    api.install_error_handlers(app)
+
+    @app.get("/healthz")
+    def healthz() -> dict[str, Any]:
+        return {"ok": True, "time": time.time(), "runs": hub.runs.count_runs()}
+
+    return app

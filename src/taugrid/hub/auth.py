@@ -1,0 +1,75 @@
+"""Authentication and authorization of hub requests (DESIGN §6).
+
+Every endpoint but ``/healthz`` requires ``Authorization: Bearer <token>``. A
+``Principal`` is the looked-up token: ``admin`` may do anything; ``researcher`` sees
+only the workspaces in its scope; ``agent`` may only sync for its own cluster.
+Failures are 401 (no/unknown/revoked token) or 403 (known token, wrong scope).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Annotated, Any
+
+import fastapi
+
+from taugrid.hub import context
+
+__all__ = ["Principal", "principal", "require_admin", "require_agent", "workspaces_of"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Principal:
+    token_id: str
+    name: str
+    role: str
+    scope: dict[str, Any]
+
+    def can_see(self, workspace: str) -> bool:
+        return self.role == "admin" or (
+            self.role == "researcher" and workspace in self.scope.get("workspaces", [])
+        )
+
+
+def _hub(request: fastapi.Request) -> context.Hub:
+    hub: context.Hub = request.app.state.hub
+    return hub
+
+
+def principal(
+    request: fastapi.Request,
+    authorization: Annotated[str | None, fastapi.Header()] = None,
+) -> Principal:
+    if not authorization or not authorization.startswith("Bearer "):
+        raise fastapi.HTTPException(
+            401,
+            "missing bearer token; run `tau login` or set TAU_TOKEN",
+            {"WWW-Authenticate": "Bearer"},
+        )
+    row = _hub(request).auth.lookup(authorization.removeprefix("Bearer ").strip())
+    if row is None:
+        raise fastapi.HTTPException(401, "unknown or revoked token", {"WWW-Authenticate": "Bearer"})
+    return Principal(row["id"], row["name"], row["role"], row["scope"])
+
+
+def require_admin(p: Annotated[Principal, fastapi.Depends(principal)]) -> Principal:
+    if p.role != "admin":
+        raise fastapi.HTTPException(403, "this action needs an admin token")
+    return p
+
+
+def require_agent(
+    cluster_id: str, p: Annotated[Principal, fastapi.Depends(principal)]
+) -> Principal:
+    if p.role == "admin" or (p.role == "agent" and p.scope.get("cluster") == cluster_id):
+        return p
+    raise fastapi.HTTPException(403, f"this token may not act as the agent of cluster {cluster_id}")
+
+
+def workspaces_of(p: Principal) -> list[str] | None:
+    """Workspaces a principal may see (None: all). Agents see none."""
+    if p.role == "admin":
+        return None
+    if p.role == "researcher":
+        return list(p.scope.get("workspaces", []))
+    raise fastapi.HTTPException(403, "agent tokens cannot read runs")

@@ -1,0 +1,244 @@
+"""Run operations of the hub: submit, cancel, resume, and the views users read.
+
+Owns the transitions a *user* triggers (the scheduler and agents own the rest):
+submit (resolve + capacity check + durable store + record), cancel (queued runs end at
+once; placed/running runs go to CANCELLING until the agent reports the attempt stopped
+and released), resume (a terminal run gets a new attempt that starts from its latest
+checkpoint). Every user error is a ``UserError`` with a hint.
+"""
+
+from __future__ import annotations
+
+import base64
+import secrets
+import time
+from typing import Any
+
+from taugrid.errors import UserError
+from taugrid.hub import context
+from taugrid.lifecycle import phases as ph
+from taugrid.lifecycle import states as st
+from taugrid.payloads import SubmitRequest
+from taugrid.render import resolve as rs
+from taugrid.render import runspec
+from taugrid.spec import load as spec_load
+from taugrid.spec import models as sm
+from taugrid.store import record
+
+__all__ = ["NotFound", "cancel", "detail", "record_of", "resume", "submit"]
+
+_MAX_CODE_BYTES = 100 * 2**20
+
+
+class NotFound(UserError):
+    """A run, cluster or file that does not exist (HTTP 404)."""
+
+
+def _config(req: SubmitRequest) -> sm.TauConfig:
+    config = spec_load.parse_tau_yaml(req.tau_yaml, req.filename)
+    if req.workspace:
+        policy = config.policy.model_copy(update={"workspace": req.workspace})
+        config = config.model_copy(update={"policy": policy})
+    return config
+
+
+def _check_capacity(hub: context.Hub, spec: runspec.RunSpec) -> None:
+    have = hub.platform.total_gpus(spec.gpu_model)
+    if spec.total_gpus > have:
+        raise UserError(
+            f"run asks for {spec.total_gpus} GPUs ({spec.workers} workers x {spec.gpus_per_worker}"
+            f" {spec.gpu_model or 'any model'}) but the platform has {have}",
+            "lower compute.workers or compute.gpus, or ask an admin for capacity",
+        )
+
+
+def resolve_request(hub: context.Hub, req: SubmitRequest) -> runspec.RunSpec:
+    """Parse, resolve and capacity-check a submission (no side effects)."""
+    spec = rs.resolve(_config(req), hub.platform, source=req.filename)
+    _check_capacity(hub, spec)
+    return spec
+
+
+def submit(hub: context.Hub, req: SubmitRequest, actor: str) -> dict[str, Any]:
+    """Store a new run durably and create its record; returns the run row."""
+    spec = resolve_request(hub, req)
+    code = base64.b64decode(req.code_zip_b64) if req.code_zip_b64 else b""
+    if len(code) > _MAX_CODE_BYTES:
+        raise UserError(
+            f"working directory is {len(code) / 2**20:.0f} MiB zipped (limit 100 MiB)",
+            "add large files to run.excludes and read data through data.inputs",
+        )
+    now = time.time()
+    run_id = f"{spec.name}-{secrets.token_hex(3)}"
+    rec = record.RunRecord(hub.data_root, spec.workspace, run_id)
+    rec.create(req.tau_yaml)
+    if code:
+        (rec.dir / "rendered" / "code.zip").write_bytes(code)
+    row = {
+        "id": run_id,
+        "name": spec.name,
+        "workspace": spec.workspace,
+        "team": spec.team,
+        "state": st.RunState.QUEUED.value,
+        "reason": "waiting for admission",
+        "priority": spec.priority_value,
+        "gpus": spec.total_gpus,
+        "gpu_model": spec.gpu_model,
+        "spec": spec.model_dump(mode="json"),
+        "config_yaml": req.tau_yaml,
+        "cluster_id": None,
+        "current_token": None,
+        "attempts_used": 0,
+        "quota_held": False,
+        "cancel_requested": False,
+        "resume_from": None,
+        "not_before": 0.0,
+        "created_at": now,
+        "updated_at": now,
+    }
+    phases = ph.initial_phases(now)
+    phases[ph.Phase.SUBMITTED] = ph.PhaseRecord(
+        ph.Phase.SUBMITTED, ph.PhaseStatus.DONE, "hub store", f"stored by {actor}", now
+    )
+    hub.runs.insert_run(row, phases.values())
+    write_run_json(hub, run_id)
+    return row
+
+
+def find(hub: context.Hub, ref: str, workspaces: list[str] | None) -> dict[str, Any]:
+    run = hub.runs.find_run(ref, workspaces)
+    if run is None:
+        raise NotFound(f"no run named '{ref}'", "list runs with: tau run list")
+    return run
+
+
+def record_of(hub: context.Hub, run: dict[str, Any]) -> record.RunRecord:
+    return record.RunRecord(hub.data_root, run["workspace"], run["id"])
+
+
+def detail(hub: context.Hub, run: dict[str, Any]) -> dict[str, Any]:
+    """Everything ``tau run status`` shows: run, phases in order, attempts."""
+    phases = hub.runs.phases(run["id"])
+    out = {k: v for k, v in run.items() if k != "config_yaml"}
+    out["phases"] = [
+        {
+            "phase": p.value,
+            "status": phases[p].status.value,
+            "source": phases[p].source,
+            "reason": phases[p].reason,
+            "ts": phases[p].ts,
+            "look_at": ph.COMPONENT_HINT[p],
+        }
+        for p in ph.Phase
+        if p in phases
+    ]
+    out["attempts"] = hub.runs.attempts_for_run(run["id"])
+    out["record_dir"] = str(record_of(hub, run).dir)
+    return out
+
+
+def write_run_json(hub: context.Hub, run_id: str) -> None:
+    """Rewrite ``run.json`` from the store (spec, hashes, placements, attempts, phases)."""
+    run = hub.runs.get_run(run_id)
+    if run is None:
+        return
+    doc = detail(hub, run)
+    doc["tau_yaml"] = run["config_yaml"]
+    record_of(hub, run).write_json("run.json", doc)
+
+
+def _set(
+    hub: context.Hub,
+    run_id: str,
+    phase: ph.Phase,
+    status: ph.PhaseStatus,
+    source: str,
+    reason: str,
+    *,
+    reset: bool = False,
+) -> None:
+    hub.runs.set_phase(
+        run_id, ph.PhaseRecord(phase, status, source, reason, time.time()), reset=reset
+    )
+
+
+def cancel(hub: context.Hub, run: dict[str, Any], actor: str) -> dict[str, Any]:
+    """Cancel a run; queued runs end now, placed/running ones once the agent stops them."""
+    state = st.RunState(run["state"])
+    if state in st.TERMINAL_RUN_STATES:
+        return run
+    if run["current_token"] is None or state in (st.RunState.QUEUED, st.RunState.ADMITTED):
+        hub.runs.update_run(
+            run["id"],
+            state=st.RunState.CANCELLED.value,
+            quota_held=False,
+            cancel_requested=True,
+            reason=f"cancelled by {actor}",
+            event="cancelled",
+        )
+        _set(
+            hub,
+            run["id"],
+            ph.Phase.COMPLETED,
+            ph.PhaseStatus.SKIPPED,
+            "user",
+            "cancelled while queued",
+        )
+        _set(
+            hub,
+            run["id"],
+            ph.Phase.RELEASED,
+            ph.PhaseStatus.DONE,
+            "hub",
+            "quota released; no GPUs were allocated",
+        )
+        finish_record(hub, run["id"])
+    else:
+        hub.runs.update_run(
+            run["id"],
+            state=st.RunState.CANCELLING.value,
+            cancel_requested=True,
+            reason=f"cancel requested by {actor}",
+            event="cancel_requested",
+        )
+    return hub.runs.get_run(run["id"]) or run
+
+
+def resume(hub: context.Hub, run: dict[str, Any], actor: str) -> dict[str, Any]:
+    """Queue a new attempt of a finished run; it starts from the latest checkpoint."""
+    if st.RunState(run["state"]) not in st.TERMINAL_RUN_STATES:
+        raise UserError(
+            f"run {run['id']} is {run['state']}; only finished runs can be resumed",
+            f"wait for it, or cancel it first: tau run cancel {run['id']}",
+        )
+    ckpt = latest_checkpoint(hub, run)
+    hub.runs.update_run(
+        run["id"],
+        state=st.RunState.QUEUED.value,
+        cancel_requested=False,
+        reason="resumed; waiting for admission",
+        resume_from=ckpt,
+        not_before=0.0,
+        event="resumed",
+    )
+    rec = record_of(hub, run)
+    (rec.dir / "COMPLETE").unlink(missing_ok=True)
+    for p in (ph.Phase.ADMITTED, *ph.ATTEMPT_PHASES):
+        _set(hub, run["id"], p, ph.PhaseStatus.PENDING, "user", f"resumed by {actor}", reset=True)
+    write_run_json(hub, run["id"])
+    return hub.runs.get_run(run["id"]) or run
+
+
+def latest_checkpoint(hub: context.Hub, run: dict[str, Any]) -> str | None:
+    """The path named by ``checkpoints/latest`` of the run's record, if any."""
+    latest = record_of(hub, run).dir / "checkpoints" / "latest"
+    return latest.read_text().strip() or None if latest.exists() else None
+
+
+def finish_record(hub: context.Hub, run_id: str) -> None:
+    """Final ``run.json`` then ``COMPLETE`` (written last: the record is whole)."""
+    run = hub.runs.get_run(run_id)
+    if run is None:
+        return
+    write_run_json(hub, run_id)
+    record_of(hub, run).complete()

@@ -1,0 +1,238 @@
+"""The hub's scheduling loop: the live shell around the pure ``scheduling.cycle``.
+
+Each tick: (0) lost contact — clusters whose lease expired become Unknown; after the
+grace period their restartable attempts are revoked and their runs requeued;
+(1-5) build an immutable ``Snapshot`` from agent reports, node marks and quota usage,
+and call ``scheduling.cycle.schedule``; (6) dispatch — persist admissions and create
+attempts (the agent pulls them on its next sync); (7) requeue — runs that did not fit
+keep their reason for ``tau queue``/``tau run status``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+from typing import Any
+
+from taugrid.hub import agents, context, runs
+from taugrid.lifecycle import phases as ph
+from taugrid.lifecycle import states as st
+from taugrid.scheduling import cycle
+from taugrid.scheduling import snapshot as snap
+
+__all__ = ["Scheduler", "build_snapshot", "pending_view", "tick"]
+
+log = logging.getLogger(__name__)
+
+
+def _nodes(report: dict[str, Any], faulty: set[str]) -> tuple[snap.NodeView, ...]:
+    return tuple(
+        snap.NodeView(
+            node_id=n["node_id"],
+            gpu_model=n.get("gpu_model"),
+            gpus_total=float(n.get("gpus_total", 0)),
+            gpus_free=float(n.get("gpus_free", 0)),
+            cpus_free=float(n.get("cpus_free", 0)),
+            memory_free=float(n.get("memory_free", 0)),
+            healthy=n["node_id"] not in faulty and n.get("healthy", True),
+            alive=bool(n.get("alive", True)),
+        )
+        for n in report.get("nodes", [])
+    )
+
+
+def pending_view(run: dict[str, Any]) -> snap.PendingRun:
+    s = run["spec"]
+    return snap.PendingRun(
+        run_id=run["id"],
+        team=run["team"],
+        priority=run["priority"],
+        created_at=run["created_at"],
+        workers=s["workers"],
+        gpus_per_worker=s["gpus_per_worker"],
+        cpus_per_worker=s["cpus_per_worker"],
+        memory_per_worker=s["memory_per_worker_bytes"],
+        gpu_model=s.get("gpu_model"),
+        allowed_regions=tuple(s.get("allowed_regions", ())),
+        admitted=run["state"] == st.RunState.ADMITTED.value,
+        not_before=run["not_before"],
+    )
+
+
+def _cluster_view(hub: context.Hub, row: dict[str, Any], now: float) -> snap.ClusterView:
+    faulty = {m["node_id"] for m in hub.clusters.open_marks(row["id"])}
+    view = snap.ClusterView(
+        cluster_id=row["id"],
+        region=row["region"],
+        ready=row["state"] == "ready" and row["lease_expires"] > now,
+        nodes=_nodes(row["report"], faulty),
+        cost_per_gpu_hour=float(row["report"].get("cost_per_gpu_hour", 0.0)),
+        queued=int(row["report"].get("queued_jobs", 0)),
+    )
+    # Attempts assigned but not yet visible in the agent's report still take room.
+    for a in hub.runs.attempts_on_cluster(row["id"]):
+        if (
+            a["state"] == st.AttemptState.ASSIGNED.value
+            or (a["started_at"] or now) > row["last_heartbeat"]
+        ):
+            run = hub.runs.get_run(a["run_id"])
+            if run is not None:
+                view = cycle.reserve(pending_view(run), view)
+    return view
+
+
+def build_snapshot(hub: context.Hub, now: float) -> snap.Snapshot:
+    usage = hub.runs.quota_usage()
+    quotas = tuple(
+        snap.QuotaView(t.name, q.gpu_model, q.nominal, usage.get((t.name, q.gpu_model), 0))
+        for t in hub.platform.teams
+        for q in t.quotas
+    )
+    clusters = tuple(_cluster_view(hub, c, now) for c in hub.clusters.all())
+    return snap.Snapshot(now=now, clusters=clusters, quotas=quotas)
+
+
+def _phase(
+    hub: context.Hub, run_id: str, phase: ph.Phase, status: ph.PhaseStatus, source: str, reason: str
+) -> None:
+    hub.runs.set_phase(run_id, ph.PhaseRecord(phase, status, source, reason, time.time()))
+
+
+def _admit(hub: context.Hub, run: dict[str, Any], d: cycle.Decision) -> None:
+    if run["state"] == st.RunState.QUEUED.value:
+        model = run["gpu_model"] or _charged_model(hub, run)
+        hub.runs.update_run(
+            run["id"],
+            state=st.RunState.ADMITTED.value,
+            quota_held=True,
+            gpu_model=model,
+            reason="admitted",
+            event="admitted",
+        )
+        _phase(
+            hub,
+            run["id"],
+            ph.Phase.ADMITTED,
+            ph.PhaseStatus.DONE,
+            "queue",
+            f"quota reserved in queue {run['spec']['queue']}",
+        )
+    if d.outcome is cycle.Outcome.ADMITTED:
+        hub.runs.update_run(run["id"], reason=f"waiting for capacity: {d.reason}")
+        _phase(hub, run["id"], ph.Phase.PLACED, ph.PhaseStatus.ACTIVE, "scheduler", d.reason)
+
+
+def _charged_model(hub: context.Hub, run: dict[str, Any]) -> str | None:
+    team = hub.platform.team(run["team"])
+    return team.quotas[0].gpu_model if team and team.quotas and run["gpus"] else None
+
+
+def _place(hub: context.Hub, run: dict[str, Any], d: cycle.Decision) -> None:
+    assert d.cluster_id is not None
+    _admit(hub, run, d)
+    placement = {
+        "cluster": d.cluster_id,
+        "reason": d.reason,
+        "verdicts": [dataclasses.asdict(v) for v in d.verdicts],
+    }
+    attempt = hub.runs.create_attempt(run["id"], d.cluster_id, placement)
+    if attempt is None:
+        return
+    runs.record_of(hub, run).set_fence(attempt["token"])
+    _phase(
+        hub,
+        run["id"],
+        ph.Phase.PLACED,
+        ph.PhaseStatus.DONE,
+        "scheduler",
+        f"cluster {d.cluster_id} ({d.reason}); attempt {attempt['number']}",
+    )
+    _phase(
+        hub,
+        run["id"],
+        ph.Phase.SCHEDULED,
+        ph.PhaseStatus.ACTIVE,
+        "agent",
+        f"waiting for agent of {d.cluster_id} to start attempt {attempt['number']}",
+    )
+    runs.write_run_json(hub, run["id"])
+
+
+def _dispatch(hub: context.Hub, run: dict[str, Any], d: cycle.Decision) -> None:
+    if d.outcome is cycle.Outcome.PLACED:
+        _place(hub, run, d)
+    elif d.outcome is cycle.Outcome.ADMITTED:
+        _admit(hub, run, d)
+    elif d.outcome is cycle.Outcome.WAITING_QUOTA and run["reason"] != d.reason:
+        hub.runs.update_run(run["id"], reason=d.reason)
+        _phase(hub, run["id"], ph.Phase.ADMITTED, ph.PhaseStatus.ACTIVE, "queue", d.reason)
+
+
+def _lost_contact(hub: context.Hub, now: float) -> None:
+    for c in hub.clusters.all():
+        if c["state"] == "ready" and c["lease_expires"] < now:
+            hub.clusters.set_state(c["id"], "unknown")
+            hub.runs.add_event(None, "cluster_unknown", {"cluster": c["id"]})
+            log.warning("cluster %s lost contact; Unknown", c["id"])
+        if c["state"] == "unknown" and c["lease_expires"] + hub.config.grace_s < now:
+            _replace_lost(hub, c["id"])
+
+
+def _replace_lost(hub: context.Hub, cluster_id: str) -> None:
+    for a in hub.runs.attempts_on_cluster(cluster_id):
+        if not a["revoked"] and a["state"] in {s.value for s in st.ACTIVE_ATTEMPT_STATES}:
+            agents.end_attempt(
+                hub,
+                a,
+                st.AttemptState.FAILED,
+                "cluster lost contact beyond the grace period",
+                kind=st.FailureKind.LOST_CONTACT,
+                revoke=True,
+            )
+
+
+def tick(hub: context.Hub, policy: cycle.Policy, now: float | None = None) -> list[cycle.Decision]:
+    """One full cycle (phases 0-7); returns the decisions for tests and metrics."""
+    now = time.time() if now is None else now
+    _lost_contact(hub, now)
+    waiting = hub.runs.waiting_runs()
+    if not waiting:
+        return []
+    by_id = {r["id"]: r for r in waiting}
+    decisions = cycle.schedule(build_snapshot(hub, now), [pending_view(r) for r in waiting], policy)
+    for d in decisions:
+        _dispatch(hub, by_id[d.run_id], d)
+    return decisions
+
+
+class Scheduler:
+    """Runs ``tick`` every ``cycle_s`` in a daemon thread until ``stop``."""
+
+    def __init__(self, hub: context.Hub, policy: cycle.Policy | None = None) -> None:
+        self.hub = hub
+        self.policy = policy or cycle.default_policy()
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="tau-scheduler", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        self._thread.join(timeout=10)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                tick(self.hub, self.policy)
+            except Exception:  # the loop must survive one bad cycle; it is logged
+                log.exception("scheduling cycle failed")
+            self._wake.wait(self.hub.config.cycle_s)
+            self._wake.clear()

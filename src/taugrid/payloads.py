@@ -1,0 +1,133 @@
+"""Wire payloads of the hub's HTTP API: the one place their shapes are defined.
+
+Used by the hub (server side), the agent (hub client) and the SDK (user client).
+Compatibility rules (SkyPilot ``payloads.py`` style):
+- Adding an optional field is compatible; removing or renaming one is not — bump
+  ``API_VERSION`` and keep the old name readable for one release.
+- Servers ignore unknown request fields (``extra="ignore"``) so newer clients keep
+  working against older hubs; responses are built from these models only.
+- Enumerated values travel as their string values.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pydantic
+
+__all__ = [
+    "API_VERSION",
+    "AgentRegister",
+    "AgentSync",
+    "AgentSyncReply",
+    "Assignment",
+    "AttemptReport",
+    "NodeFault",
+    "StateReport",
+    "StopOrder",
+    "SubmitRequest",
+]
+
+API_VERSION = "v1"
+
+
+class _Payload(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="ignore")
+
+
+class SubmitRequest(_Payload):
+    """``POST /v1/runs``: a tau.yaml as text plus the zipped working directory."""
+
+    tau_yaml: str
+    filename: str = "tau.yaml"
+    workspace: str | None = None
+    code_zip_b64: str | None = None
+    dry_run: bool = False
+
+
+class NodeFault(_Payload):
+    """``POST /v1/admin/nodes/fault``: mark a node faulty (what a health checker sends)."""
+
+    cluster_id: str
+    node_id: str
+    kind: str = pydantic.Field(pattern=r"^(ecc|disk|lost|cordon)$")
+    reason: str = ""
+
+
+class AgentRegister(_Payload):
+    cluster_id: str
+    region: str
+
+
+class StateReport(_Payload):
+    """A full state report (DESIGN §4 field names), sent every report interval."""
+
+    cluster_id: str
+    gpu_nodes: int = 0
+    gpu_busy: float = 0
+    gpu_free: float = 0
+    gpu_models: dict[str, int] = pydantic.Field(default_factory=dict)
+    queued_jobs: int = 0
+    avg_cpu_usage: float = 0.0
+    avg_gpu_usage: float = 0.0
+    last_heartbeat: float = 0.0
+    emulated_gpus: bool = False
+    nodes: list[dict[str, Any]] = pydantic.Field(default_factory=list)
+    running_attempts: list[int] = pydantic.Field(default_factory=list)
+    cached_datasets: list[str] = pydantic.Field(default_factory=list)
+    cached_runtimes: list[str] = pydantic.Field(default_factory=list)
+    probes: dict[str, dict[str, float]] = pydantic.Field(default_factory=dict)
+
+
+class AttemptReport(_Payload):
+    """What an agent knows about one attempt since its last sync."""
+
+    token: int
+    state: str
+    submission_id: str | None = None
+    message: str = ""
+    exit_code: int | None = None
+    failure_kind: str | None = None
+    nodes: list[str] = pydantic.Field(default_factory=list)
+    log_chunk: str = ""
+    metrics: list[dict[str, Any]] = pydantic.Field(default_factory=list)
+    last_step: int | None = None
+    checkpoint_step: int | None = None
+    released: bool = False
+    submission: dict[str, Any] | None = None
+
+
+class AgentSync(_Payload):
+    """``POST /v1/agents/{cluster}/sync``: lease renewal + attempt reports (+ full report)."""
+
+    report: StateReport | None = None
+    attempts: list[AttemptReport] = pydantic.Field(default_factory=list)
+
+
+class Assignment(_Payload):
+    """An attempt the agent must run (or keep running after an agent restart)."""
+
+    token: int
+    run_id: str
+    attempt: int
+    workspace: str
+    spec: dict[str, Any]
+    run_dir: str
+    submission_id: str | None = None
+    resumed_from: str | None = None
+
+
+class StopOrder(_Payload):
+    """Stop this attempt (cancelled, revoked or superseded) and report it released."""
+
+    token: int
+    submission_id: str | None = None
+
+
+class AgentSyncReply(_Payload):
+    """The hub's answer: what to run, what to stop, which nodes are faulty."""
+
+    lease_expires: float
+    assignments: list[Assignment] = pydantic.Field(default_factory=list)
+    stop: list[StopOrder] = pydantic.Field(default_factory=list)
+    faulty_nodes: dict[str, str] = pydantic.Field(default_factory=dict)
