@@ -6,19 +6,20 @@ Kubernetes CRDs (TauCluster, TauWorkspace, TauTeam, TauQuotaRequest): each CRD's
 ``spec`` is exactly the model named after it, so field names are camel-free,
 stable and documented here.
 
-Invariants checked by ``Platform`` itself: names are unique per kind; every
-workspace's team exists; every node-pool GPU model and every quota flavor name a
-declared ``gpu_types`` entry; every profile's queue/priority exists.
+Invariants checked by ``Platform`` itself (see ``platform.checks``): names are unique
+per kind and workspaces do not share namespaces; every GPU model named anywhere is a
+declared ``gpu_types`` entry; every team, region, profile and priority named by a
+profile or a workspace exists. ``platform.crds`` renders these models as CRD objects.
 """
 
 from __future__ import annotations
 
 import enum
-from collections import Counter
 from typing import Annotated
 
 import pydantic
 
+from taugrid.platform import checks
 from taugrid.spec import units
 
 __all__ = [
@@ -28,12 +29,13 @@ __all__ = [
     "Platform",
     "PriorityClass",
     "ProfileSpec",
-    "Quota",
     "QueueingStrategy",
+    "Quota",
     "QuotaRequestSpec",
     "QuotaRequestState",
     "RegionSpec",
     "TeamSpec",
+    "WorkspaceData",
     "WorkspaceDefaults",
     "WorkspaceSpec",
 ]
@@ -138,6 +140,18 @@ class WorkspaceDefaults(_Model):
     _check_ttl = pydantic.field_validator("ttl")(units.check_duration)
 
 
+class WorkspaceData(_Model):
+    """The workspace's shared data volume, mounted at ``/data`` (a PVC on Kubernetes)."""
+
+    size: str = "100Gi"
+    storage_class: str | None = None
+    access_mode: str = pydantic.Field(
+        default="ReadWriteMany", pattern=r"^(ReadWriteMany|ReadWriteOnce|ReadWriteOncePod)$"
+    )
+
+    _check_size = pydantic.field_validator("size")(units.check_quantity)
+
+
 class WorkspaceSpec(_Model):
     """A workspace (TauWorkspace): a namespace, its queue and its members."""
 
@@ -147,6 +161,7 @@ class WorkspaceSpec(_Model):
     queue: Name | None = None
     members: list[str] = pydantic.Field(default_factory=list)
     defaults: WorkspaceDefaults = pydantic.Field(default_factory=WorkspaceDefaults)
+    data: WorkspaceData = pydantic.Field(default_factory=WorkspaceData)
 
     @property
     def effective_namespace(self) -> str:
@@ -203,10 +218,6 @@ class QuotaRequestSpec(_Model):
     reason: str = pydantic.Field(min_length=1)
 
 
-def _dupes(names: list[str]) -> list[str]:
-    return sorted(n for n, c in Counter(names).items() if c > 1)
-
-
 class Platform(_Model):
     """A whole platform.yaml (``schema_version: 1``)."""
 
@@ -221,42 +232,10 @@ class Platform(_Model):
 
     @pydantic.model_validator(mode="after")
     def _references(self) -> Platform:
-        for kind, names in {
-            "gpu_types": [g.name for g in self.gpu_types],
-            "regions": [r.name for r in self.regions],
-            "priority_classes": [p.name for p in self.priority_classes],
-            "profiles": [p.name for p in self.profiles],
-            "teams": [t.name for t in self.teams],
-            "workspaces": [w.name for w in self.workspaces],
-        }.items():
-            if dup := _dupes(names):
-                raise ValueError(f"{kind} has duplicate names {dup}; names must be unique")
-        self._check_refs()
+        # platform.checks raises spec.errors.FieldError with the offending key's location,
+        # so the loader reports file:line:col.
+        checks.check_platform(self)
         return self
-
-    def _check_refs(self) -> None:
-        gpus = {g.name for g in self.gpu_types}
-        teams = {t.name for t in self.teams}
-        prios = {p.name for p in self.priority_classes}
-        for pool in (p for r in self.regions for c in r.clusters for p in c.node_pools):
-            if pool.gpu_model is not None and pool.gpu_model not in gpus:
-                raise ValueError(f"node pool '{pool.name}' uses undeclared gpu_model "
-                                 f"'{pool.gpu_model}'; add it to gpu_types {sorted(gpus)}")
-        for team in self.teams:
-            for q in team.quotas:
-                if q.gpu_model not in gpus:
-                    raise ValueError(f"team '{team.name}' has quota for undeclared gpu_model "
-                                     f"'{q.gpu_model}'; declared: {sorted(gpus)}")
-        for ws in self.workspaces:
-            if ws.team not in teams:
-                raise ValueError(f"workspace '{ws.name}' names unknown team '{ws.team}'; "
-                                 f"teams: {sorted(teams)}")
-        for prof in self.profiles:
-            if prof.priority is not None and prof.priority not in prios:
-                raise ValueError(f"profile '{prof.name}' names unknown priority "
-                                 f"'{prof.priority}'; priority classes: {sorted(prios)}")
-        if self.default_workspace and self.default_workspace not in {w.name for w in self.workspaces}:
-            raise ValueError(f"default_workspace '{self.default_workspace}' is not a workspace")
 
     def workspace(self, name: str) -> WorkspaceSpec | None:
         return next((w for w in self.workspaces if w.name == name), None)
@@ -271,6 +250,8 @@ class Platform(_Model):
         """GPUs declared across every region (of one model when given)."""
         return sum(
             p.gpus_per_node * p.nodes
-            for r in self.regions for c in r.clusters for p in c.node_pools
+            for r in self.regions
+            for c in r.clusters
+            for p in c.node_pools
             if gpu_model is None or p.gpu_model == gpu_model
-        )  # fmt: skip
+        )

@@ -1,0 +1,146 @@
+"""How a RunSpec's entrypoint is started, and the environment every run gets.
+
+Owns three things both backends share (KubeRay objects and Ray Jobs submissions):
+
+- ``user_command``: the researcher's command as argv — ``python train.py --lr 1`` for a
+  ``.py`` entrypoint, ``torchrun --nproc-per-node=G ...`` for the torchrun launcher,
+  the entrypoint split with shell rules otherwise;
+- ``plan``: where the Ray Jobs entrypoint runs and what it reserves. One worker: the
+  entrypoint itself takes the worker's resources (GPUs, CPUs, memory and, with a GPU
+  model, a sliver of the ``accelerator_type:<model>`` resource). Several workers: the
+  entrypoint is ``python -m taugrid.backends.launch`` (a placement group, one process
+  per worker) and the driver takes only ``DRIVER_CPUS``. Ray Train/Tune scripts place
+  their own workers, so their driver is small too and they read the sizes from
+  ``TAU_WORKERS``/``TAU_GPUS_PER_WORKER``/``TAU_CPUS_PER_WORKER``;
+- ``run_env``: ``TAU_RUN_ID``, ``TAU_OUTPUT_DIR``, ``CHECKPOINT_PATH``, sizes, then the
+  researcher's ``runtime.env``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shlex
+
+from taugrid.render import runspec
+from taugrid.spec import models as sm
+
+__all__ = [
+    "ACCELERATOR_PREFIX",
+    "DRIVER_CPUS",
+    "LAUNCH_MODULE",
+    "EntrypointPlan",
+    "accelerator_resource",
+    "plan",
+    "run_env",
+    "runtime_env",
+    "user_command",
+]
+
+LAUNCH_MODULE = "taugrid.backends.launch"
+DRIVER_CPUS = 0.1
+ACCELERATOR_PREFIX = "accelerator_type:"
+_ACCELERATOR_SLIVER = 0.001
+
+
+@dataclasses.dataclass(frozen=True)
+class EntrypointPlan:
+    """The Ray Jobs entrypoint: its shell command and what it reserves."""
+
+    argv: tuple[str, ...]
+    num_cpus: float
+    num_gpus: float
+    memory_bytes: int | None
+    resources: dict[str, float]
+    driver_only: bool = False  # the entrypoint only coordinates; workers do the work
+
+    @property
+    def command(self) -> str:
+        """``argv`` as one shell-quoted string (what Ray Jobs runs)."""
+        return shlex.join(self.argv)
+
+
+def accelerator_resource(gpu_model: str) -> str:
+    """The Ray custom resource naming a GPU model: ``accelerator_type:A100-80G``."""
+    return f"{ACCELERATOR_PREFIX}{gpu_model}"
+
+
+def _program(spec: runspec.RunSpec) -> list[str]:
+    if spec.entrypoint.endswith(".py"):
+        return [spec.entrypoint]
+    return shlex.split(spec.entrypoint)
+
+
+def user_command(spec: runspec.RunSpec) -> list[str]:
+    """The researcher's command for one worker, as argv."""
+    program = _program(spec)
+    is_script = spec.entrypoint.endswith(".py")
+    if spec.launcher is sm.Launcher.TORCHRUN:
+        nproc = max(spec.gpus_per_worker, 1)
+        prefix = ["torchrun", f"--nproc-per-node={nproc}"]
+        if spec.workers > 1:
+            prefix.append(f"--nnodes={spec.workers}")
+        if not is_script:
+            prefix.append("--no-python")
+        return [*prefix, *program, *spec.args]
+    return [*(["python"] if is_script else []), *program, *spec.args]
+
+
+def plan(spec: runspec.RunSpec) -> EntrypointPlan:
+    """Where the entrypoint runs and what it reserves (see the module docstring)."""
+    argv = user_command(spec)
+    if spec.launcher in (sm.Launcher.RAY_TRAIN, sm.Launcher.RAY_TUNE):
+        return EntrypointPlan(tuple(argv), DRIVER_CPUS, 0, None, {}, driver_only=True)
+    if spec.workers == 1:
+        resources = {}
+        if spec.gpu_model and spec.gpus_per_worker > 0:
+            resources = {accelerator_resource(spec.gpu_model): _ACCELERATOR_SLIVER}
+        return EntrypointPlan(
+            tuple(argv),
+            spec.cpus_per_worker,
+            spec.gpus_per_worker,
+            spec.memory_per_worker_bytes,
+            resources,
+        )
+    launch = [
+        "python", "-m", LAUNCH_MODULE,
+        "--workers", str(spec.workers),
+        "--gpus-per-worker", str(spec.gpus_per_worker),
+        "--cpus-per-worker", f"{spec.cpus_per_worker:g}",
+    ]  # fmt: skip
+    if spec.gpu_model and spec.gpus_per_worker > 0:
+        launch += ["--accelerator", spec.gpu_model]
+    return EntrypointPlan((*launch, "--", *argv), DRIVER_CPUS, 0, None, {}, driver_only=True)
+
+
+def run_env(
+    spec: runspec.RunSpec, run_id: str, *, run_dir: str, checkpoint_default: str
+) -> dict[str, str]:
+    """Environment of every process of a run; TauGrid's keys first, then ``runtime.env``."""
+    env = {
+        "TAU_RUN_ID": run_id,
+        "TAU_WORKSPACE": spec.workspace,
+        "TAU_OUTPUT_DIR": spec.output_dir or run_dir,
+        "CHECKPOINT_PATH": spec.checkpoint_path or checkpoint_default,
+        "TAU_WORKERS": str(spec.workers),
+        "TAU_GPUS_PER_WORKER": str(spec.gpus_per_worker),
+        "TAU_CPUS_PER_WORKER": f"{spec.cpus_per_worker:g}",
+    }
+    if spec.gpu_model:
+        env["TAU_GPU_MODEL"] = spec.gpu_model
+    # resolve() rejects tau.yaml env that overrides TauGrid's reserved keys.
+    return {**env, **spec.env}
+
+
+def runtime_env(
+    spec: runspec.RunSpec, env: dict[str, str], working_dir: str | None
+) -> dict[str, object]:
+    """A Ray ``runtime_env``: working_dir (with excludes), pip and env_vars."""
+    out: dict[str, object] = {}
+    if working_dir is not None:
+        out["working_dir"] = working_dir
+        if spec.excludes:
+            out["excludes"] = list(spec.excludes)
+    if spec.pip:
+        out["pip"] = list(spec.pip)
+    out["env_vars"] = dict(env)
+    return out

@@ -1,0 +1,305 @@
+"""RunSpec → KubeRay objects (RayJob, RayCluster, RayService, ray.io/v1) or a batch Job.
+
+Owns the Kubernetes shape of one run. Every object:
+
+- is named after the run ID (``naming.object_name``) in the workspace namespace, and
+  carries the labels ``taugrid.io/run-id``, ``taugrid.io/workspace``, ``taugrid.io/team``,
+  ``taugrid.io/name`` and Kueue's ``queue-name``/``priority-class``, plus the
+  provenance annotations (config hash, profile hash, profile, per-field sources);
+- is created suspended where Kueue manages it (RayJob, RayCluster, Job): Kueue admits
+  it by un-suspending it once the team's ClusterQueue has quota;
+- mounts the workspace's data PVC at ``/data`` in every pod and gets ``TAU_RUN_ID``,
+  ``TAU_OUTPUT_DIR`` and ``CHECKPOINT_PATH`` (``/data/<ws>/runs/<id>/...``).
+
+Ray clusters have a CPU-only head and one worker group of ``workers`` replicas with
+``nvidia.com/gpu`` limits and the GPU model's node selector. Ray workers advertise the
+``accelerator_type:<model>`` resource so that entrypoint requests land on them. The
+code is expected at ``/data/<ws>/runs/<id>/code`` unless a ``working_dir`` is given;
+the RayJob submitter pod mounts ``/data`` so ``ray job submit`` can upload it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import yaml
+
+from taugrid.render import command, naming, resolve, runspec
+
+__all__ = ["render_job", "render_raycluster", "render_rayjob", "render_rayservice"]
+
+API_RAY = "ray.io/v1"
+TTL_AFTER_FINISHED_S = 600
+_GI, _MI = 2**30, 2**20
+_HEAD_PORTS = {"gcs-server": 6379, "dashboard": 8265, "client": 10001}
+_SERVE_PORT = 8000
+
+
+def _cpu(value: float) -> str:
+    return f"{value:g}" if value == int(value) else f"{round(value * 1000)}m"
+
+
+def _memory(value: int) -> str:
+    for unit, size in (("Gi", _GI), ("Mi", _MI)):
+        if value % size == 0:
+            return f"{value // size}{unit}"
+    return str(value)
+
+
+def _metadata(spec: runspec.RunSpec, run_id: str, *, queued: bool = True) -> dict[str, Any]:
+    labels = {
+        naming.LABEL_RUN_ID: naming.label_value(run_id),
+        naming.LABEL_WORKSPACE: naming.label_value(spec.workspace),
+        naming.LABEL_TEAM: naming.label_value(spec.team),
+        naming.LABEL_NAME: naming.label_value(spec.name),
+        naming.LABEL_MANAGED_BY: "taugrid",
+    }
+    if queued:
+        labels[naming.QUEUE_LABEL] = spec.queue
+        if spec.priority:
+            labels[naming.PRIORITY_LABEL] = spec.priority
+    annotations = {
+        naming.ANNOTATION_CONFIG_HASH: spec.config_hash,
+        naming.ANNOTATION_PROFILE_HASH: spec.profile_hash,
+        naming.ANNOTATION_PROFILE: spec.profile or "",
+        naming.ANNOTATION_PROVENANCE: json.dumps(spec.provenance, separators=(",", ":")),
+    }
+    return {
+        "name": naming.object_name(run_id),
+        "namespace": spec.namespace,
+        "labels": labels,
+        "annotations": annotations,
+    }
+
+
+def _env(spec: runspec.RunSpec, run_id: str) -> dict[str, str]:
+    rdir = naming.run_dir(spec.workspace, run_id)
+    return command.run_env(spec, run_id, run_dir=rdir, checkpoint_default=f"{rdir}/checkpoints")
+
+
+def _container_env(spec: runspec.RunSpec, env: dict[str, str]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in env.items()]
+    out += [
+        {"name": s.env, "valueFrom": {"secretKeyRef": {"name": s.name, "key": s.key}}}
+        for s in spec.secrets
+    ]
+    return out
+
+
+def _resources(cpus: float, memory: int, gpus: int = 0) -> dict[str, Any]:
+    requests: dict[str, Any] = {"cpu": _cpu(cpus), "memory": _memory(memory)}
+    limits = dict(requests)
+    if gpus > 0:
+        requests[naming.GPU_RESOURCE] = gpus
+        limits[naming.GPU_RESOURCE] = gpus
+    return {"requests": requests, "limits": limits}
+
+
+def _pod_spec(
+    spec: runspec.RunSpec, container: dict[str, Any], *, gpus: bool, restart: str | None = None
+) -> dict[str, Any]:
+    container = {
+        **container,
+        "volumeMounts": [{"name": "data", "mountPath": naming.DATA_MOUNT}],
+    }
+    pod: dict[str, Any] = {
+        "serviceAccountName": naming.WORKLOAD_SERVICE_ACCOUNT,
+        "containers": [container],
+        "volumes": [
+            {
+                "name": "data",
+                "persistentVolumeClaim": {"claimName": naming.data_claim(spec.workspace)},
+            }
+        ],
+    }
+    if restart:
+        pod["restartPolicy"] = restart
+    if gpus:
+        if spec.node_selector:
+            pod["nodeSelector"] = dict(spec.node_selector)
+        pod["tolerations"] = [
+            {"key": naming.GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
+        ]
+    return pod
+
+
+def _head_group(spec: runspec.RunSpec, env: dict[str, str], serve: bool) -> dict[str, Any]:
+    ports = dict(_HEAD_PORTS, **({"serve": _SERVE_PORT} if serve else {}))
+    container = {
+        "name": "ray-head",
+        "image": spec.image,
+        "resources": _resources(spec.head_cpus, spec.head_memory_bytes),
+        "env": _container_env(spec, env),
+        "ports": [{"name": n, "containerPort": p} for n, p in ports.items()],
+    }
+    # A CPU-only head: no GPU limit, so Ray sees 0 GPUs there and GPU work goes to workers.
+    return {
+        "rayStartParams": {"num-gpus": "0"},
+        "template": {"spec": _pod_spec(spec, container, gpus=False)},
+    }
+
+
+def _worker_group(spec: runspec.RunSpec, env: dict[str, str]) -> dict[str, Any]:
+    gpus = spec.gpus_per_worker
+    params: dict[str, str] = {}
+    if spec.gpu_model and gpus > 0:
+        params["resources"] = json.dumps({command.accelerator_resource(spec.gpu_model): gpus})
+    container = {
+        "name": "ray-worker",
+        "image": spec.image,
+        "resources": _resources(spec.cpus_per_worker, spec.memory_per_worker_bytes, gpus),
+        "env": _container_env(spec, env),
+    }
+    return {
+        "groupName": "gpu-workers" if gpus > 0 else "workers",
+        "replicas": spec.workers,
+        "minReplicas": spec.workers,
+        "maxReplicas": spec.workers,
+        "rayStartParams": params,
+        "template": {"spec": _pod_spec(spec, container, gpus=gpus > 0)},
+    }
+
+
+def _cluster_spec(
+    spec: runspec.RunSpec, env: dict[str, str], serve: bool = False
+) -> dict[str, Any]:
+    return {
+        "rayVersion": resolve.RAY_VERSION,
+        "enableInTreeAutoscaling": False,
+        "headGroupSpec": _head_group(spec, env, serve),
+        "workerGroupSpecs": [_worker_group(spec, env)],
+    }
+
+
+def _submitter(spec: runspec.RunSpec) -> dict[str, Any]:
+    container = {
+        "name": "ray-job-submitter",
+        "image": spec.image,
+        "resources": _resources(0.5, 1 * _GI),
+    }
+    return {"spec": _pod_spec(spec, container, gpus=False, restart="Never")}
+
+
+def render_rayjob(
+    spec: runspec.RunSpec, run_id: str, *, working_dir: str | None = None
+) -> dict[str, Any]:
+    """A suspended RayJob for Kueue; ``working_dir`` defaults to the run's code dir."""
+    env = _env(spec, run_id)
+    entry = command.plan(spec)
+    workdir = working_dir or naming.code_dir(spec.workspace, run_id)
+    job: dict[str, Any] = {
+        "entrypoint": entry.command,
+        "runtimeEnvYAML": yaml.safe_dump(
+            command.runtime_env(spec, env, workdir), sort_keys=True, default_flow_style=False
+        ),
+        "suspend": True,
+        "shutdownAfterJobFinishes": True,
+        "ttlSecondsAfterFinished": TTL_AFTER_FINISHED_S,
+        # TauGrid's hub owns retries (attempts, fencing); KubeRay must not retry on its own.
+        "backoffLimit": 0,
+        "rayClusterSpec": _cluster_spec(spec, env),
+        "submitterPodTemplate": _submitter(spec),
+    }
+    # A driver-only entrypoint runs on the head with no reservation, so that it never
+    # takes CPUs the workers' placement group needs.
+    if entry.num_cpus and not entry.driver_only:
+        job["entrypointNumCpus"] = entry.num_cpus
+    if entry.num_gpus:
+        job["entrypointNumGpus"] = entry.num_gpus
+    if entry.resources:
+        job["entrypointResources"] = json.dumps(entry.resources, sort_keys=True)
+    if spec.max_runtime_s is not None:
+        job["activeDeadlineSeconds"] = max(1, round(spec.max_runtime_s))
+    return {
+        "apiVersion": API_RAY,
+        "kind": "RayJob",
+        "metadata": _metadata(spec, run_id),
+        "spec": job,
+    }
+
+
+def render_raycluster(spec: runspec.RunSpec, run_id: str) -> dict[str, Any]:
+    """A suspended interactive RayCluster for Kueue (no entrypoint; attach with ray.init)."""
+    cluster = {**_cluster_spec(spec, _env(spec, run_id)), "suspend": True}
+    return {
+        "apiVersion": API_RAY,
+        "kind": "RayCluster",
+        "metadata": _metadata(spec, run_id),
+        "spec": cluster,
+    }
+
+
+def _serve_config(spec: runspec.RunSpec, env: dict[str, str], working_dir: str | None) -> str:
+    serve = spec.serve
+    if serve is None:
+        raise ValueError(
+            "render_rayservice needs a RunSpec with 'serve' (workload_kind rayservice)"
+        )
+    env = {**env, "TAU_SERVE_REPLICAS": str(serve.replicas)}
+    if serve.autoscaling is not None:
+        env["TAU_SERVE_AUTOSCALING"] = serve.autoscaling.model_dump_json()
+    if working_dir is None:
+        # Serve needs a URI for working_dir; the code on the data volume is importable instead.
+        env["PYTHONPATH"] = env.get("PYTHONPATH") or naming.code_dir(
+            spec.workspace, env["TAU_RUN_ID"]
+        )
+    app = {
+        "name": spec.name,
+        "import_path": serve.import_path,
+        "route_prefix": serve.route_prefix,
+        "runtime_env": command.runtime_env(spec, env, working_dir),
+    }
+    return yaml.safe_dump({"applications": [app]}, sort_keys=True, default_flow_style=False)
+
+
+def render_rayservice(
+    spec: runspec.RunSpec, run_id: str, *, working_dir: str | None = None
+) -> dict[str, Any]:
+    """A RayService whose serveConfigV2 runs ``serve.import_path`` (``working_dir``: a URI)."""
+    env = _env(spec, run_id)
+    service = {
+        "serveConfigV2": _serve_config(spec, env, working_dir),
+        "rayClusterConfig": _cluster_spec(spec, env, serve=True),
+    }
+    return {
+        "apiVersion": API_RAY,
+        "kind": "RayService",
+        "metadata": _metadata(spec, run_id),
+        "spec": service,
+    }
+
+
+def render_job(spec: runspec.RunSpec, run_id: str) -> dict[str, Any]:
+    """A suspended batch/v1 Job for Kueue: ``workers`` indexed pods running the command."""
+    env = _env(spec, run_id)
+    container = {
+        "name": "main",
+        "image": spec.image,
+        "command": command.user_command(spec),
+        "workingDir": naming.code_dir(spec.workspace, run_id),
+        "resources": _resources(
+            spec.cpus_per_worker, spec.memory_per_worker_bytes, spec.gpus_per_worker
+        ),
+        "env": _container_env(spec, env),
+    }
+    job: dict[str, Any] = {
+        "suspend": True,
+        "parallelism": spec.workers,
+        "completions": spec.workers,
+        "completionMode": "Indexed" if spec.workers > 1 else "NonIndexed",
+        "backoffLimit": 0,
+        "ttlSecondsAfterFinished": TTL_AFTER_FINISHED_S,
+        "template": {
+            "metadata": {"labels": {naming.LABEL_RUN_ID: naming.label_value(run_id)}},
+            "spec": _pod_spec(spec, container, gpus=spec.gpus_per_worker > 0, restart="Never"),
+        },
+    }
+    if spec.max_runtime_s is not None:
+        job["activeDeadlineSeconds"] = max(1, round(spec.max_runtime_s))
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": _metadata(spec, run_id),
+        "spec": job,
+    }

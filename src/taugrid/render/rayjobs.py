@@ -1,0 +1,86 @@
+"""RunSpec → a Ray Jobs API submission, for the embedded (local Ray) backend.
+
+Owns ``RayJobSubmission``, the exact arguments of ``JobSubmissionClient.submit_job``,
+and ``render_submission``. The backend only forwards the fields; the decisions
+(entrypoint command, resources, environment) live here and in ``render.command``.
+
+Invariants:
+- ``submission_id`` is a pure function of ``(run_id, attempt)``: ``tau-<run>-a<n>``,
+  so a retried submit of the same attempt is idempotent in Ray.
+- ``runtime_env.env_vars`` holds ``TAU_RUN_ID``, ``TAU_ATTEMPT``, ``TAU_OUTPUT_DIR``
+  (the run directory unless ``storage.output`` is set), ``CHECKPOINT_PATH``
+  (``<run_dir>/checkpoints`` unless ``checkpoint_path`` is set) and the key
+  ``TAU_FENCING_TOKEN`` with an empty value, which the caller fills in.
+- ``metadata`` values are strings (a Ray requirement).
+"""
+
+from __future__ import annotations
+
+import pydantic
+
+from taugrid.render import command, naming, runspec
+
+__all__ = ["FENCING_TOKEN_ENV", "RayJobSubmission", "render_submission", "submission_id"]
+
+FENCING_TOKEN_ENV = "TAU_FENCING_TOKEN"
+
+
+class RayJobSubmission(pydantic.BaseModel):
+    """Arguments of one ``JobSubmissionClient.submit_job`` call."""
+
+    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+
+    submission_id: str
+    entrypoint: str
+    entrypoint_num_cpus: float = 0
+    entrypoint_num_gpus: float = 0
+    entrypoint_memory: int = 0
+    entrypoint_resources: dict[str, float] = pydantic.Field(default_factory=dict)
+    runtime_env: dict[str, object] = pydantic.Field(default_factory=dict)
+    metadata: dict[str, str] = pydantic.Field(default_factory=dict)
+
+    def with_fencing_token(self, token: str) -> RayJobSubmission:
+        """A copy whose ``TAU_FENCING_TOKEN`` env var is ``token``."""
+        current = self.runtime_env.get("env_vars")
+        env = dict(current) if isinstance(current, dict) else {}
+        env[FENCING_TOKEN_ENV] = token
+        return self.model_copy(update={"runtime_env": {**self.runtime_env, "env_vars": env}})
+
+
+def submission_id(run_id: str, attempt: int) -> str:
+    """The deterministic Ray submission ID of one attempt of a run."""
+    return f"tau-{run_id}-a{attempt}"
+
+
+def render_submission(
+    spec: runspec.RunSpec, run_id: str, *, attempt: int, run_dir: str, working_dir: str
+) -> RayJobSubmission:
+    """The Ray Jobs submission of attempt ``attempt`` of run ``run_id``.
+
+    ``run_dir`` is the run's record directory (``$TAU_HOME/data/<ws>/runs/<id>``);
+    ``working_dir`` the code directory or URI to ship as the job's working_dir.
+    """
+    entry = command.plan(spec)
+    env = command.run_env(
+        spec, run_id, run_dir=run_dir, checkpoint_default=f"{run_dir.rstrip('/')}/checkpoints"
+    )
+    env = {**env, "TAU_ATTEMPT": str(attempt), FENCING_TOKEN_ENV: ""}
+    metadata = {
+        naming.LABEL_RUN_ID: run_id,
+        naming.LABEL_WORKSPACE: spec.workspace,
+        naming.LABEL_NAME: spec.name,
+        "taugrid.io/attempt": str(attempt),
+        "taugrid.io/queue": spec.queue,
+        naming.ANNOTATION_CONFIG_HASH: spec.config_hash,
+        naming.ANNOTATION_PROFILE_HASH: spec.profile_hash,
+    }
+    return RayJobSubmission(
+        submission_id=submission_id(run_id, attempt),
+        entrypoint=entry.command,
+        entrypoint_num_cpus=entry.num_cpus,
+        entrypoint_num_gpus=entry.num_gpus,
+        entrypoint_memory=entry.memory_bytes or 0,
+        entrypoint_resources=entry.resources,
+        runtime_env=command.runtime_env(spec, env, working_dir),
+        metadata=metadata,
+    )

@@ -1,0 +1,109 @@
+"""RunSpec: one workload, fully resolved against a platform, ready to render.
+
+Owns the value that sits between ``render.resolve`` (which builds it) and the
+renderers (``render.kuberay``, ``render.rayjobs``), and that the hub stores in the run
+record (``run.json``: "resolved spec").
+
+Invariants:
+- Every field has a concrete value: nothing here is "unset" except where ``None`` is a
+  meaning of its own (``gpu_model=None``: any GPU model; ``max_runtime_s=None``: no
+  limit; ``checkpoint_path=None``: the run record's ``checkpoints/``).
+- Sizes are numbers (bytes, seconds), not quantity strings.
+- ``provenance`` maps every dotted field name to where its value came from:
+  ``"tau.yaml:12"``, ``"profile gpu-small"``, ``"workspace default (default)"``,
+  ``"workspace default"``, ``"platform"`` or ``"built-in default"``.
+- ``config_hash`` is the sha256 of the canonical tau.yaml config and ``profile_hash``
+  the sha256 of the canonical profile (of ``null`` when no profile applies): equal
+  hashes mean equal inputs.
+"""
+
+from __future__ import annotations
+
+import pydantic
+
+from taugrid.spec import models as spec_models
+
+__all__ = ["RunSpec"]
+
+
+class RunSpec(pydantic.BaseModel):
+    """A fully resolved workload (see the module docstring for the invariants)."""
+
+    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+
+    # what runs
+    name: str
+    workload_kind: spec_models.WorkloadKind
+    entrypoint: str
+    args: tuple[str, ...] = ()
+    working_dir: str = "."
+    excludes: tuple[str, ...] = ()
+    launcher: spec_models.Launcher = spec_models.Launcher.PYTHON
+    serve: spec_models.ServeSpec | None = None
+
+    # sizing
+    workers: int = pydantic.Field(ge=1)
+    gpus_per_worker: int = pydantic.Field(ge=0)
+    gpu_model: str | None = None
+    node_selector: dict[str, str] = pydantic.Field(
+        default_factory=dict, description="Node labels of the GPU model (its gpu_types entry)."
+    )
+    cpus_per_worker: float = pydantic.Field(gt=0)
+    memory_per_worker_bytes: int = pydantic.Field(gt=0)
+    head_cpus: float = pydantic.Field(gt=0)
+    head_memory_bytes: int = pydantic.Field(gt=0)
+
+    # runtime
+    image: str
+    pip: tuple[str, ...] = ()
+    env: dict[str, str] = pydantic.Field(default_factory=dict)
+    secrets: tuple[spec_models.SecretRef, ...] = ()
+
+    # accounting
+    workspace: str
+    team: str
+    namespace: str
+    queue: str
+    priority: str | None = None
+    priority_value: int = 0
+    profile: str | None = None
+    lane: str | None = None
+
+    # placement
+    allowed_regions: tuple[str, ...] = ()
+    preferred_regions: tuple[str, ...] = ()
+    communication: spec_models.Communication = spec_models.Communication.SYNC
+    objective: spec_models.Objective = spec_models.Objective.BALANCED
+
+    # data and storage
+    inputs: tuple[spec_models.DataInput, ...] = ()
+    outputs: tuple[spec_models.DataOutput, ...] = ()
+    output_dir: str | None = None
+    metrics_history: tuple[str, ...] = ()
+
+    # resilience
+    max_retries: int = pydantic.Field(default=0, ge=0)
+    retry_on: tuple[spec_models.RetryOn, ...] = ()
+    checkpoint_path: str | None = None
+    max_runtime_s: float | None = None
+    backoff: spec_models.Backoff = pydantic.Field(default_factory=spec_models.Backoff)
+
+    # provenance
+    config_hash: str
+    profile_hash: str
+    provenance: dict[str, str] = pydantic.Field(default_factory=dict)
+
+    @property
+    def total_gpus(self) -> int:
+        """GPUs of the whole workload: ``workers x gpus_per_worker``."""
+        return self.workers * self.gpus_per_worker
+
+    @property
+    def total_cpus(self) -> float:
+        """CPUs of the workers (the head is not counted)."""
+        return self.workers * self.cpus_per_worker
+
+    def fields(self) -> dict[str, object]:
+        """Every resolved field (``provenance`` excluded) as JSON-ready values, by name."""
+        dumped = self.model_dump(mode="json", exclude={"provenance"})
+        return dict(dumped)
