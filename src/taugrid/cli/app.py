@@ -7,11 +7,24 @@ Owns only the command groups. Command modules (``cli.run_cmds``, ``cli.spec_cmds
 
 from __future__ import annotations
 
-import typer
+from typing import Any
 
-__all__ = ["admin_app", "app", "data_app", "platform_app", "run_app", "workspace_app"]
+import typer
+import typer.core
+
+__all__ = ["admin_app", "app", "cluster_app", "platform_app", "run_app"]
 
 _SETTINGS = {"help_option_names": ["-h", "--help"]}
+
+
+class _RunGroup(typer.core.TyperGroup):
+    """``tau run [TARGET]`` submits; ``tau run <subcommand>`` runs the subcommand."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if not args or (args[0] not in self.commands and args[0] not in ("-h", "--help")):
+            args = ["submit", *args]
+        return super().parse_args(ctx, args)
+
 
 app = typer.Typer(
     name="tau",
@@ -20,12 +33,16 @@ app = typer.Typer(
     context_settings=_SETTINGS,
     pretty_exceptions_enable=False,
 )
-run_app = typer.Typer(help="Submit, watch and manage runs.", context_settings=_SETTINGS)
+run_app = typer.Typer(
+    cls=_RunGroup,
+    help="Submit (tau run [TARGET]), watch and manage runs.",
+    context_settings=_SETTINGS,
+)
+cluster_app = typer.Typer(help="Regions and clusters: capacity, health, heartbeats.")
 platform_app = typer.Typer(help="Validate and show platform.yaml.", no_args_is_help=True)
 admin_app = typer.Typer(help="Platform administration.", no_args_is_help=True)
-workspace_app = typer.Typer(help="Workspaces, members and quotas.", no_args_is_help=True)
-data_app = typer.Typer(help="Datasets and replicas.", no_args_is_help=True)
 
 app.add_typer(run_app, name="run")
 app.add_typer(platform_app, name="platform")
 app.add_typer(admin_app, name="admin")
+app.add_typer(cluster_app, name="cluster")

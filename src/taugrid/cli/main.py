@@ -17,7 +17,7 @@ def _register() -> None:
     # Imported for their side effect: each module registers its commands on cli.app.
     import importlib
 
-    for name in ("spec_cmds", "platform_cmds", "run_cmds", "admin_cmds"):
+    for name in ("spec_cmds", "platform_cmds", "run_cmds", "ops_cmds"):
         try:
             importlib.import_module(f"taugrid.cli.{name}")
         except ModuleNotFoundError as exc:

@@ -1,0 +1,125 @@
+"""``python -m taugrid.agent.daemon``: one cluster's agent process.
+
+With ``--start-ray`` (the embedded platform) the agent owns a real local Ray cluster
+built from the platform's node pools for its cluster (GPUs emulated as Ray logical
+resources when the machine has none) and stops it on SIGTERM; otherwise it attaches
+to ``--ray-dashboard``. A Ray cluster left running by a previous agent of the same
+state directory is reused, so an agent restart never kills running attempts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import threading
+from pathlib import Path
+from types import FrameType
+
+from taugrid.agent import agent, hubclient
+from taugrid.backends import ray_drain, ray_jobs, ray_local
+from taugrid.platform import load as platform_load
+from taugrid.platform import models as pm
+
+__all__ = ["main", "node_shapes"]
+
+log = logging.getLogger(__name__)
+
+
+def node_shapes(cluster: pm.ClusterSpec) -> list[ray_local.NodeShape]:
+    """One Ray node per declared node, shaped like its pool."""
+    from taugrid.spec import units
+
+    return [
+        ray_local.NodeShape(
+            num_cpus=int(pool.cpus_per_node),
+            num_gpus=pool.gpus_per_node,
+            accelerator=pool.gpu_model,
+            memory=units.parse_quantity_bytes(pool.memory_per_node),
+        )
+        for pool in cluster.node_pools
+        for _ in range(pool.nodes)
+    ]
+
+
+def _cluster_spec(platform: pm.Platform, cluster_id: str) -> tuple[str, pm.ClusterSpec]:
+    for region in platform.regions:
+        for c in region.clusters:
+            if c.name == cluster_id:
+                return region.name, c
+    raise SystemExit(
+        f"cluster {cluster_id} is not in the platform file; add it under regions[].clusters"
+    )
+
+
+def _args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description="TauGrid agent")
+    p.add_argument(
+        "--home", type=Path, default=Path(os.environ.get("TAU_HOME", "~/.tau")).expanduser()
+    )
+    p.add_argument("--hub", required=True)
+    p.add_argument("--cluster", default="local")
+    p.add_argument("--platform", type=Path, default=os.environ.get("TAU_PLATFORM_FILE"))
+    p.add_argument("--start-ray", action="store_true")
+    p.add_argument("--ray-ip", default="127.0.0.2")
+    p.add_argument("--ray-dashboard", default=None)
+    p.add_argument(
+        "--ray-gcs-port", type=int, default=int(os.environ.get("TAU_RAY_GCS_PORT", "6390"))
+    )
+    p.add_argument(
+        "--ray-dashboard-port",
+        type=int,
+        default=int(os.environ.get("TAU_RAY_DASHBOARD_PORT", "8290")),
+    )
+    p.add_argument("--sync", type=float, default=1.0)
+    p.add_argument("--report", type=float, default=10.0)
+    return p.parse_args()
+
+
+def main() -> None:
+    args = _args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    platform = (
+        platform_load.load_platform(args.platform)
+        if args.platform
+        else platform_load.default_platform()
+    )
+    region, spec = _cluster_spec(platform, args.cluster)
+    state_dir = args.home / "agents" / args.cluster
+    token = (args.home / "agents" / f"{args.cluster}.token").read_text().strip()
+    cluster = None
+    if args.start_ray:
+        (state_dir / "ray").mkdir(parents=True, exist_ok=True)
+        cluster = ray_local.LocalRayCluster(
+            args.ray_ip,
+            args.ray_gcs_port,
+            args.ray_dashboard_port,
+            node_shapes(spec),
+            state_dir / "ray",
+        ).start()
+        backend = cluster.backend(emulated_gpus=spec.emulated_gpus or ray_local.gpus_are_emulated())
+        gcs = cluster.gcs_address
+    else:
+        backend = ray_jobs.RayBackend(args.ray_dashboard or f"http://{args.ray_ip}:8265")
+        gcs = None
+    hub = hubclient.HubClient(args.hub, token, args.cluster)
+    cordon = (lambda node, why: ray_drain.drain_node(gcs, node, why)) if gcs else None
+    cfg = agent.AgentConfig(args.cluster, region, state_dir, sync_s=args.sync, report_s=args.report)
+    stop = threading.Event()
+
+    def _term(_sig: int, _frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, _term)
+    signal.signal(signal.SIGINT, _term)
+    try:
+        agent.Agent(cfg, backend, hub, cordon).run(stop)
+    finally:
+        hub.close()
+        if cluster is not None and os.environ.get("TAU_KEEP_RAY") != "1":
+            cluster.stop()
+
+
+if __name__ == "__main__":
+    main()

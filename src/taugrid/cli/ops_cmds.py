@@ -1,0 +1,149 @@
+"""``tau up | down``, ``tau cluster list`` and ``tau admin node fault|clear``.
+
+Operate the embedded platform and read/mark the clusters of any hub (through the SDK).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from taugrid.cli import app, views
+from taugrid.sdk import embedded
+
+__all__: list[str] = []
+
+Output = Annotated[str, typer.Option("-o", "--output", help="text or json")]
+
+
+def _progress(msg: str) -> None:
+    views.err_console.print(f"[dim]{msg}[/]")
+
+
+@app.app.command("up")
+@views.guard
+def up_cmd(
+    status: Annotated[bool, typer.Option("--status", help="Only report what runs")] = False,
+    output: Output = "text",
+) -> None:
+    """Start the embedded platform (hub + region 'local' with a real Ray cluster)."""
+    plat = embedded.EmbeddedPlatform()
+    if not status:
+        plat.up(_progress)
+    doc = plat.status()
+    if output == "json":
+        views.emit_json(doc)
+    else:
+        for k, v in doc.items():
+            views.console.print(f"{k:>10}: {v if v is not None else 'not running'}")
+
+
+@app.app.command("down")
+@views.guard
+def down_cmd() -> None:
+    """Stop the embedded platform: the agent (and its Ray cluster), then the hub."""
+    embedded.EmbeddedPlatform().down(_progress)
+
+
+@app.cluster_app.command("list")
+@views.guard
+def cluster_list(output: Output = "text") -> None:
+    """Clusters: GPUs free/busy by model, queue, health, last heartbeat."""
+    clusters = embedded.ensure_client(_progress).clusters()
+    if output == "json":
+        views.emit_json(clusters)
+        return
+    rows = []
+    for c in clusters:
+        r = c["report"]
+        models = ", ".join(f"{m}:{n}" for m, n in r.get("gpu_models", {}).items()) or "-"
+        alive = sum(1 for n in r.get("nodes", []) if n.get("alive"))
+        emu = " (emulated)" if r.get("emulated_gpus") else ""
+        faulty = ", ".join(f"{m['node_id'][:8]}:{m['kind']}" for m in c["faulty_nodes"]) or "-"
+        rows.append(
+            (
+                c["id"],
+                c["region"],
+                c["state"],
+                f"{alive}/{len(r.get('nodes', []))}",
+                models + emu,
+                f"{r.get('gpu_free', 0):g}/{r.get('gpu_busy', 0):g}",
+                r.get("queued_jobs", 0),
+                faulty,
+                views.age(c["last_heartbeat"]) + " ago",
+            )
+        )
+    cols = [
+        "CLUSTER",
+        "REGION",
+        "STATE",
+        "NODES",
+        "GPU MODELS",
+        "FREE/BUSY",
+        "QUEUED",
+        "FAULTY",
+        "HEARTBEAT",
+    ]
+    views.console.print(views.table(cols, rows))
+    for c in clusters:
+        for n in c["report"].get("nodes", []):
+            views.console.print(
+                f"  [dim]{c['id']} node {n['node_id']} {n.get('ip')} alive={n.get('alive')} "
+                f"gpus {n.get('gpus_free'):g}/{n.get('gpus_total'):g} {n.get('fault') or ''}[/]"
+            )
+
+
+node_app = typer.Typer(
+    help="Mark nodes faulty or healthy (what a health checker does).", no_args_is_help=True
+)
+app.admin_app.add_typer(node_app, name="node")
+
+
+@node_app.command("fault")
+@views.guard
+def node_fault(
+    node: str,
+    kind: Annotated[str, typer.Option("--kind", help="ecc | disk | lost | cordon")] = "ecc",
+    cluster: Annotated[str, typer.Option("--cluster")] = "local",
+    reason: str = "",
+) -> None:
+    """Mark NODE faulty: no new work goes there; runs on it get a new attempt elsewhere."""
+    cli = embedded.ensure_client(_progress)
+    full = _node_id(cli.clusters(), cluster, node)
+    cli.mark_node(cluster, full, kind, reason)
+    views.console.print(f"node {full} of {cluster} marked faulty ({kind})")
+
+
+@node_app.command("clear")
+@views.guard
+def node_clear(node: str, cluster: Annotated[str, typer.Option("--cluster")] = "local") -> None:
+    """Clear the fault marks of NODE."""
+    cli = embedded.ensure_client(_progress)
+    full = _node_id(cli.clusters(), cluster, node)
+    cli.request(
+        "POST",
+        "/v1/admin/nodes/clear",
+        json={"cluster_id": cluster, "node_id": full, "kind": "cordon"},
+    )
+    views.console.print(f"node {full} of {cluster} cleared")
+
+
+def _node_id(clusters: list[dict[str, object]], cluster: str, prefix: str) -> str:
+    """Accept a unique prefix of a node ID (IDs are long hex strings)."""
+    from taugrid.errors import UserError
+
+    for c in clusters:
+        if c["id"] == cluster:
+            report = c["report"]
+            nodes = (
+                [n["node_id"] for n in report.get("nodes", [])] if isinstance(report, dict) else []
+            )
+            hits = [n for n in nodes if n.startswith(prefix)]
+            if len(hits) == 1:
+                return str(hits[0])
+            raise UserError(
+                f"node '{prefix}' matches {len(hits)} nodes of {cluster}",
+                "see node IDs with: tau cluster list",
+            )
+    raise UserError(f"no cluster '{cluster}'", "see clusters with: tau cluster list")

@@ -1,0 +1,312 @@
+"""``tau run ...``: submit, list, status, logs, metrics, get, cancel, resume, history.
+
+Talks to the hub only through ``taugrid.sdk``. Every listing has ``-o json``; waiting
+commands show live progress and return when the run reaches the awaited state.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import rich.live
+import typer
+
+from taugrid.cli import app, views
+from taugrid.sdk import client as sdk_client
+from taugrid.sdk import embedded, submit
+
+__all__: list[str] = []
+
+Output = Annotated[str, typer.Option("-o", "--output", help="text or json")]
+_TERMINAL = {"succeeded", "failed", "cancelled"}
+
+
+def _client() -> sdk_client.Client:
+    return embedded.ensure_client(lambda m: views.err_console.print(f"[dim]{m}[/]"))
+
+
+def _released(run: dict[str, Any]) -> bool:
+    return any(p["phase"] == "released" and p["status"] == "done" for p in run["phases"])
+
+
+def _watch(
+    cli: sdk_client.Client, ref: str, until: Any, timeout_s: float | None = None
+) -> dict[str, Any]:
+    run = cli.run(ref)
+    deadline = time.time() + timeout_s if timeout_s else None
+    with rich.live.Live(views.phase_tree(run), console=views.console, refresh_per_second=2) as live:
+        while not until(run) and (deadline is None or time.time() < deadline):
+            time.sleep(1.0)
+            run = cli.run(ref)
+            live.update(views.phase_tree(run))
+    return run
+
+
+def _done(run: dict[str, Any]) -> bool:
+    return run["state"] in _TERMINAL and _released(run)
+
+
+@app.run_app.command("submit", hidden=True)
+@views.guard
+def submit_cmd(
+    target: Annotated[
+        str | None, typer.Argument(help="Directory with tau.yaml, or the file")
+    ] = None,
+    config: Annotated[str | None, typer.Option("-c", "--config", help="tau.yaml to use")] = None,
+    watch: Annotated[bool, typer.Option("--watch", "-w", help="Follow the run to the end")] = False,
+    dry_run: Annotated[
+        str | None, typer.Option("--dry-run", help="client: print what would be sent")
+    ] = None,
+    workspace: Annotated[
+        str | None, typer.Option("--workspace", help="Override policy.workspace")
+    ] = None,
+    output: Output = "text",
+) -> None:
+    """Submit a run: tau run [TARGET] [-c FILE] [--watch]."""
+    prepared = submit.prepare(target, config)
+    if dry_run is not None:
+        from taugrid.cli import platform_cmds
+
+        typer.echo(
+            platform_cmds.dry_run_text(str(prepared.path), "json" if output == "json" else "yaml")
+        )
+        return
+    cli = _client()
+    run = cli.submit(prepared.text, str(prepared.path), prepared.code_zip, workspace)
+    if output == "json" and not watch:
+        views.emit_json(run)
+        return
+    views.console.print(f"submitted [bold]{run['id']}[/] to workspace {run['workspace']}")
+    if not watch:
+        views.console.print(f"  follow it: tau run status {run['id']} --watch")
+        return
+    final = _watch(cli, run["id"], _done)
+    _summary(cli, final)
+    raise typer.Exit(0 if final["state"] == "succeeded" else 1)
+
+
+def _summary(cli: sdk_client.Client, run: dict[str, Any]) -> None:
+    metrics = cli.metrics(run["id"])
+    losses = [m["value"] for m in metrics if m["name"] == "loss"]
+    if losses:
+        views.console.print(f"loss  {views.sparkline(losses)}  {losses[0]:.4g} → {losses[-1]:.4g}")
+    views.console.print(f"record: {run['record_dir']}")
+    arts = [f["path"] for f in cli.files(run["id"], "artifacts")]
+    if arts:
+        views.console.print(
+            f"artifacts: {', '.join(arts)}  (tau run get {run['id']} --artifact NAME)"
+        )
+
+
+@app.run_app.command("list")
+@views.guard
+def list_cmd(
+    workspace: Annotated[str | None, typer.Option("--workspace")] = None,
+    state: Annotated[str | None, typer.Option("--state", help="e.g. running,queued")] = None,
+    limit: int = 50,
+    output: Output = "text",
+) -> None:
+    """List runs, newest first."""
+    runs = _client().runs(workspace, state, limit)
+    if output == "json":
+        views.emit_json(runs)
+        return
+    rows = [
+        (
+            r["id"],
+            r["workspace"],
+            r["state"],
+            r["gpus"],
+            r["cluster_id"],
+            views.age(r["created_at"]),
+            r["reason"][:60],
+        )
+        for r in runs
+    ]
+    views.console.print(
+        views.table(["RUN", "WORKSPACE", "STATE", "GPUS", "CLUSTER", "AGE", "REASON"], rows)
+    )
+
+
+@app.run_app.command("status")
+@views.guard
+def status_cmd(
+    name: str,
+    watch: Annotated[bool, typer.Option("--watch", "-w")] = False,
+    output: Output = "text",
+) -> None:
+    """Where a run is: the phase tree with source, reason and time of each phase."""
+    cli = _client()
+    run = _watch(cli, name, _done) if watch else cli.run(name)
+    if output == "json":
+        views.emit_json(run)
+    elif not watch:
+        views.console.print(views.phase_tree(run))
+
+
+@app.run_app.command("logs")
+@views.guard
+def logs_cmd(
+    name: str,
+    follow: Annotated[bool, typer.Option("-f", "--follow")] = False,
+    tail: Annotated[int | None, typer.Option("--tail")] = None,
+) -> None:
+    """Driver and worker logs (kept after the Ray job is gone)."""
+    cli = _client()
+    chunk = cli.logs(name, tail=tail)
+    typer.echo(chunk["text"], nl=False)
+    offset = chunk["offset"]
+    while follow:
+        run = cli.run(name)
+        chunk = cli.logs(name, offset=offset)
+        typer.echo(chunk["text"], nl=False)
+        offset = chunk["offset"]
+        if run["state"] in _TERMINAL and not chunk["text"]:
+            break
+        time.sleep(1.0)
+
+
+@app.run_app.command("metrics")
+@views.guard
+def metrics_cmd(name: str, output: Output = "text") -> None:
+    """Latest value of each metric with a sparkline of its history."""
+    rows = _client().metrics(name)
+    if output == "json":
+        views.emit_json(rows)
+        return
+    series: dict[str, list[dict[str, Any]]] = {}
+    for m in rows:
+        series.setdefault(m["name"], []).append(m)
+    table = [
+        (
+            n,
+            s[-1]["step"],
+            f"{s[-1]['value']:.5g}",
+            len(s),
+            views.sparkline([x["value"] for x in s], 40),
+        )
+        for n, s in sorted(series.items())
+    ]
+    views.console.print(views.table(["METRIC", "STEP", "LATEST", "POINTS", "HISTORY"], table))
+
+
+@app.run_app.command("get")
+@views.guard
+def get_cmd(
+    name: str,
+    artifact: Annotated[
+        str | None, typer.Option("--artifact", help="Artifact file/dir name")
+    ] = None,
+    path: Annotated[
+        str | None, typer.Option("--path", help="Any path inside the run record")
+    ] = None,
+    dest: Annotated[Path, typer.Option("-d", "--dest")] = Path("."),
+    list_only: Annotated[bool, typer.Option("--list")] = False,
+    output: Output = "text",
+) -> None:
+    """Fetch results: an artifact, any file of the record, or (default) all artifacts."""
+    cli = _client()
+    prefix = path or (f"artifacts/{artifact}" if artifact else "artifacts")
+    files = [
+        f
+        for f in cli.files(name)
+        if f["path"] == prefix or f["path"].startswith(prefix.rstrip("/") + "/")
+    ]
+    if list_only or output == "json":
+        views.emit_json(files) if output == "json" else views.console.print(
+            views.table(["PATH", "BYTES"], [(f["path"], f["size"]) for f in files])
+        )
+        return
+    if not files:
+        raise sdk_client.ApiError(
+            404, f"nothing at '{prefix}' in run {name}", f"list files: tau run get {name} --list"
+        )
+    for f in files:
+        target = dest / Path(f["path"]).relative_to(Path(prefix).parent)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(cli.download(name, f["path"]))
+        views.console.print(f"{f['path']} → {target}")
+
+
+@app.run_app.command("cancel")
+@views.guard
+def cancel_cmd(
+    name: str,
+    wait: Annotated[
+        bool, typer.Option("--wait/--no-wait", help="Return when quota and GPUs are released")
+    ] = True,
+    timeout: float = 120.0,
+) -> None:
+    """Cancel a run; by default returns when both release lines are done."""
+    cli = _client()
+    run = cli.cancel(name)
+    if wait and not _released(run):
+        run = _watch(cli, name, _released, timeout)
+    views.console.print(
+        f"{run['id']}: {run['state']}" + (" (quota and GPUs released)" if _released(run) else "")
+    )
+
+
+@app.run_app.command("resume")
+@views.guard
+def resume_cmd(name: str, watch: Annotated[bool, typer.Option("--watch", "-w")] = False) -> None:
+    """Start a new attempt of a finished run from its latest checkpoint."""
+    cli = _client()
+    run = cli.resume(name)
+    views.console.print(
+        f"{run['id']}: new attempt queued (resumes from {run.get('resume_from') or 'the start'})"
+    )
+    if watch:
+        _summary(cli, _watch(cli, name, _done))
+
+
+@app.run_app.command("history")
+@views.guard
+def history_cmd(name: str, output: Output = "text") -> None:
+    """Attempts and every lifecycle event of a run, in order."""
+    cli = _client()
+    run, events = cli.run(name), cli.events(name)
+    if output == "json":
+        views.emit_json({"attempts": run["attempts"], "events": events})
+        return
+    views.console.print(
+        views.table(
+            [
+                "ATTEMPT",
+                "TOKEN",
+                "CLUSTER",
+                "STATE",
+                "EXIT",
+                "NODES",
+                "LAST STEP",
+                "CKPT STEP",
+                "REASON",
+            ],
+            [
+                (
+                    a["number"],
+                    a["token"],
+                    a["cluster_id"],
+                    a["state"],
+                    a["exit_code"],
+                    ",".join(x[:8] for x in a["nodes"]),
+                    a["last_step"],
+                    a["checkpoint_step"],
+                    (a["reason"] or "")[:50],
+                )
+                for a in run["attempts"]
+            ],
+        )
+    )
+    for e in events:
+        when = time.strftime("%H:%M:%S", time.localtime(e["ts"]))
+        views.console.print(f"[dim]{when}[/] {e['kind']:<22} {_brief(e['payload'])}")
+
+
+def _brief(payload: dict[str, Any]) -> str:
+    if "phase" in payload:
+        p = payload
+        return f"{p['phase']} → {p['status']} ({p['source']}) {p['reason'][:80]}"
+    return " ".join(f"{k}={v}" for k, v in payload.items())[:120]

@@ -1,0 +1,127 @@
+"""Terminal views shared by commands: error printing, phase trees, tables, sparklines.
+
+Owns presentation only (Rich). ``guard`` turns TauErrors into a message, a hint and an
+exit code (2: the user can fix it; 1: a system fault) — never a traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, ParamSpec, TypeVar
+
+import rich.console
+import rich.table
+import rich.text
+import typer
+
+from taugrid import errors
+
+__all__ = ["age", "console", "emit_json", "guard", "phase_tree", "sparkline", "table"]
+
+console = rich.console.Console(highlight=False)
+err_console = rich.console.Console(stderr=True, highlight=False)
+P = ParamSpec("P")
+R = TypeVar("R")
+
+_ICON = {
+    "done": "[green]✓[/]",
+    "active": "[cyan]●[/]",
+    "pending": "[dim]○[/]",
+    "warning": "[yellow]![/]",
+    "failed": "[red]✗[/]",
+    "skipped": "[dim]-[/]",
+}
+_LABEL = {
+    "submitted": "Submitted",
+    "admitted": "Admitted",
+    "placed": "Placed",
+    "scheduled": "Scheduled",
+    "gpu_healthy": "GPU healthy",
+    "progressing": "Progressing",
+    "completed": "Completed",
+    "artifacts_saved": "Artifacts saved",
+    "released": "Released",
+}
+
+
+def guard(fn: Callable[P, R]) -> Callable[P, R]:
+    """Print TauErrors as message + hint and exit 2 (user) or 1 (system)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return fn(*args, **kwargs)
+        except errors.TauError as exc:
+            err_console.print(f"[red]error:[/] {exc.message}", markup=True)
+            if exc.hint:
+                err_console.print(f"  [dim]hint:[/] {exc.hint}")
+            raise typer.Exit(1 if isinstance(exc, errors.SystemFault) else 2) from None
+
+    return wrapper
+
+
+def emit_json(doc: Any) -> None:
+    typer.echo(json.dumps(doc, indent=2, sort_keys=True, default=str))
+
+
+def age(ts: float | None) -> str:
+    if not ts:
+        return "-"
+    s = max(0, int(time.time() - ts))
+    return f"{s}s" if s < 120 else f"{s // 60}m" if s < 7200 else f"{s // 3600}h"
+
+
+def table(
+    columns: Sequence[str], rows: Sequence[Sequence[Any]], title: str | None = None
+) -> rich.table.Table:
+    t = rich.table.Table(title=title, header_style="bold", box=None, pad_edge=False)
+    for c in columns:
+        t.add_column(c)
+    for r in rows:
+        t.add_row(*(str(x) if x is not None else "-" for x in r))
+    return t
+
+
+def phase_tree(run: dict[str, Any]) -> rich.table.Table:
+    """The nine phases with status, source, reason and time; the stuck one named."""
+    head = f"run {run['id']}  state: {run['state']}  cluster: {run.get('cluster_id') or '-'}"
+    head += f"  attempts: {len(run.get('attempts', []))}"
+    t = rich.table.Table(
+        title=head, title_justify="left", box=None, show_header=False, pad_edge=False
+    )
+    for col in ("icon", "phase", "source", "reason", "time"):
+        t.add_column(col, overflow="fold")
+    for p in run["phases"]:
+        when = (
+            time.strftime("%H:%M:%S", time.localtime(p["ts"])) if p["status"] != "pending" else ""
+        )
+        reason = rich.text.Text(p["reason"][:300])
+        t.add_row(
+            _ICON.get(p["status"], "?"),
+            _LABEL.get(p["phase"], p["phase"]),
+            p["source"],
+            reason,
+            when,
+        )
+    stuck = next((p for p in run["phases"] if p["status"] in ("active", "warning", "failed")), None)
+    if stuck and run["state"] not in ("succeeded", "failed", "cancelled"):
+        t.caption = f"waiting on {_LABEL[stuck['phase']]}: look at {stuck['look_at']}"
+        t.caption_justify = "left"
+    return t
+
+
+_BARS = "▁▂▃▄▅▆▇█"
+
+
+def sparkline(values: Sequence[float], width: int = 50) -> str:
+    if not values:
+        return ""
+    if len(values) > width:
+        step = len(values) / width
+        values = [values[int(i * step)] for i in range(width)]
+    lo, hi = min(values), max(values)
+    span = (hi - lo) or 1.0
+    return "".join(_BARS[int((v - lo) / span * (len(_BARS) - 1))] for v in values)

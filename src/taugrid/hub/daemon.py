@@ -1,0 +1,70 @@
+"""``python -m taugrid.hub.daemon``: the hub process (uvicorn on 127.0.0.1).
+
+On first start it bootstraps credentials: an admin token written to
+``$TAU_HOME/credentials.json`` (mode 0600) and, for each cluster of the platform whose
+agent runs on this machine, an agent token in ``$TAU_HOME/agents/<cluster>.token``
+(0600). Tokens are stored hashed; secrets exist only in those files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+from pathlib import Path
+
+import uvicorn
+
+from taugrid.hub import app, context
+
+__all__ = ["bootstrap_credentials", "main"]
+
+
+def _write_secret(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+    os.chmod(path, 0o600)
+
+
+def bootstrap_credentials(hub: context.Hub, url: str) -> None:
+    """Create the admin token and local agent tokens once (idempotent)."""
+    home = hub.config.tau_home
+    creds = home / "credentials.json"
+    if hub.auth.count("admin") == 0 or not creds.exists():
+        secret, _ = hub.auth.create_token("embedded-admin", "admin", {})
+        _write_secret(creds, json.dumps({"hub_url": url, "token": secret}, indent=2))
+        hub.auth.audit("system", "token.create", "embedded-admin", {"role": "admin"})
+    for cluster in (c for r in hub.platform.regions for c in r.clusters):
+        path = home / "agents" / f"{cluster.name}.token"
+        if not path.exists():
+            secret, _ = hub.auth.create_token(
+                f"agent-{cluster.name}", "agent", {"cluster": cluster.name}
+            )
+            _write_secret(path, secret)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="TauGrid hub")
+    parser.add_argument(
+        "--home", type=Path, default=Path(os.environ.get("TAU_HOME", "~/.tau")).expanduser()
+    )
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=int(os.environ.get("TAU_HUB_PORT", "8787")))
+    parser.add_argument("--platform", type=Path, default=os.environ.get("TAU_PLATFORM_FILE"))
+    parser.add_argument("--grace", type=float, default=float(os.environ.get("TAU_GRACE_S", "120")))
+    parser.add_argument("--lease", type=float, default=float(os.environ.get("TAU_LEASE_S", "30")))
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    cfg = context.HubConfig(
+        tau_home=args.home, platform_file=args.platform, grace_s=args.grace, lease_s=args.lease
+    )
+    hub = context.Hub(cfg)
+    bootstrap_credentials(hub, f"http://{args.host}:{args.port}")
+    uvicorn.run(app.create_app(hub), host=args.host, port=args.port, log_level="warning")
+
+
+if __name__ == "__main__":
+    main()

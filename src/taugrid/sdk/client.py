@@ -1,0 +1,190 @@
+"""The Python client of a TauGrid hub: what the CLI, the portal and scripts use.
+
+Owns hub discovery (``TAU_HUB_URL``/``TAU_TOKEN``, else ``$TAU_HOME/credentials.json``
+written by the embedded platform), bearer auth, and the mapping of HTTP failures to
+errors users can act on (hierarchy below). Request path: CLI → SDK → HTTP → hub.
+
+    TauError
+    ├── ApiError (UserError)       the hub answered 4xx: ``status``, ``detail``, ``hint``,
+    │   └── SpecRejected           422 with tau.yaml ``problems`` (file:line:col)
+    └── HubUnreachable (SystemFault, retryable)   no answer / 5xx
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from taugrid import errors
+
+__all__ = ["ApiError", "Client", "HubConfig", "HubUnreachable", "SpecRejected", "tau_home"]
+
+
+def tau_home() -> Path:
+    return Path(os.environ.get("TAU_HOME", "~/.tau")).expanduser()
+
+
+class ApiError(errors.UserError):
+    def __init__(
+        self, status: int, detail: str, hint: str = "", body: dict[str, Any] | None = None
+    ) -> None:
+        super().__init__(detail, hint)
+        self.status = status
+        self.body = body or {}
+
+
+class SpecRejected(ApiError):
+    """tau.yaml problems found by the hub (each with file:line:col)."""
+
+
+class HubUnreachable(errors.SystemFault):
+    def __init__(self, url: str, why: str) -> None:
+        super().__init__(
+            f"cannot reach the TauGrid hub at {url}: {why}",
+            "start the embedded platform with `tau up`, or set TAU_HUB_URL to a running hub",
+            retryable=True,
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class HubConfig:
+    url: str
+    token: str
+
+    @classmethod
+    def discover(cls) -> HubConfig | None:
+        url, token = os.environ.get("TAU_HUB_URL"), os.environ.get("TAU_TOKEN")
+        creds = tau_home() / "credentials.json"
+        if (not url or not token) and creds.exists():
+            doc = json.loads(creds.read_text())
+            url, token = url or doc.get("hub_url"), token or doc.get("token")
+        return cls(url, token) if url and token else None
+
+
+class Client:
+    """A thin typed wrapper over the hub's ``/v1`` API."""
+
+    def __init__(self, config: HubConfig, timeout_s: float = 30.0) -> None:
+        self.config = config
+        self._http = httpx.Client(
+            base_url=config.url,
+            timeout=timeout_s,
+            headers={"Authorization": f"Bearer {config.token}"},
+        )
+
+    def close(self) -> None:
+        self._http.close()
+
+    def request(self, method: str, path: str, **kw: Any) -> Any:
+        try:
+            r = self._http.request(method, path, **kw)
+        except httpx.HTTPError as exc:
+            raise HubUnreachable(self.config.url, str(exc) or type(exc).__name__) from exc
+        if r.status_code >= 500:
+            raise HubUnreachable(self.config.url, f"HTTP {r.status_code}: {r.text[:300]}")
+        if r.status_code >= 400:
+            raise _api_error(r)
+        return (
+            r.json()
+            if r.headers.get("content-type", "").startswith("application/json")
+            else r.content
+        )
+
+    # -- runs -----------------------------------------------------------------------
+    def submit(
+        self,
+        tau_yaml: str,
+        filename: str,
+        code_zip: bytes | None,
+        workspace: str | None = None,
+        dry_run: bool = False,
+    ) -> dict[str, Any]:
+        body = {
+            "tau_yaml": tau_yaml,
+            "filename": filename,
+            "workspace": workspace,
+            "dry_run": dry_run,
+            "code_zip_b64": base64.b64encode(code_zip).decode() if code_zip else None,
+        }
+        out: dict[str, Any] = self.request("POST", "/v1/runs", json=body)
+        return out
+
+    def runs(
+        self, workspace: str | None = None, state: str | None = None, limit: int = 100
+    ) -> list[dict[str, Any]]:
+        params = {
+            k: v for k, v in {"workspace": workspace, "state": state, "limit": limit}.items() if v
+        }
+        out: list[dict[str, Any]] = self.request("GET", "/v1/runs", params=params)
+        return out
+
+    def run(self, ref: str) -> dict[str, Any]:
+        out: dict[str, Any] = self.request("GET", f"/v1/runs/{ref}")
+        return out
+
+    def cancel(self, ref: str) -> dict[str, Any]:
+        out: dict[str, Any] = self.request("POST", f"/v1/runs/{ref}/cancel")
+        return out
+
+    def resume(self, ref: str) -> dict[str, Any]:
+        out: dict[str, Any] = self.request("POST", f"/v1/runs/{ref}/resume")
+        return out
+
+    def logs(self, ref: str, offset: int = 0, tail: int | None = None) -> dict[str, Any]:
+        params: dict[str, Any] = {"offset": offset}
+        if tail is not None:
+            params["tail"] = tail
+        out: dict[str, Any] = self.request("GET", f"/v1/runs/{ref}/logs", params=params)
+        return out
+
+    def metrics(self, ref: str) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = self.request("GET", f"/v1/runs/{ref}/metrics")
+        return out
+
+    def events(self, ref: str) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = self.request("GET", f"/v1/runs/{ref}/events")
+        return out
+
+    def files(self, ref: str, sub: str = "") -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = self.request(
+            "GET", f"/v1/runs/{ref}/files", params={"sub": sub}
+        )
+        return out
+
+    def download(self, ref: str, path: str) -> bytes:
+        data: bytes = self.request("GET", f"/v1/runs/{ref}/file", params={"path": path})
+        return data
+
+    # -- platform -------------------------------------------------------------------
+    def clusters(self) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = self.request("GET", "/v1/clusters")
+        return out
+
+    def mark_node(
+        self, cluster_id: str, node_id: str, kind: str, reason: str = ""
+    ) -> dict[str, Any]:
+        body = {"cluster_id": cluster_id, "node_id": node_id, "kind": kind, "reason": reason}
+        out: dict[str, Any] = self.request("POST", "/v1/admin/nodes/fault", json=body)
+        return out
+
+    def health(self) -> dict[str, Any]:
+        out: dict[str, Any] = self.request("GET", "/healthz")
+        return out
+
+
+def _api_error(r: httpx.Response) -> ApiError:
+    try:
+        body = r.json()
+    except ValueError:
+        body = {"detail": r.text}
+    detail = body.get("detail", r.text)
+    if not isinstance(detail, str):
+        detail = json.dumps(detail)
+    cls = SpecRejected if r.status_code == 422 and "problems" in body else ApiError
+    return cls(r.status_code, detail, body.get("hint", ""), body)

@@ -1,0 +1,102 @@
+"""Client-side preparation of a submission: find tau.yaml, validate it, zip the code.
+
+Owns what happens before anything is sent: the target (a directory with tau.yaml, or a
+file) is resolved, the file is validated locally (errors carry file:line:col), and the
+working directory is zipped without ``run.excludes`` and the usual junk (VCS, caches,
+virtualenvs). Nothing is sent when validation fails.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import io
+import zipfile
+from pathlib import Path
+
+from taugrid.errors import UserError
+from taugrid.spec import load as spec_load
+from taugrid.spec import models as sm
+
+__all__ = ["Prepared", "find_config", "prepare", "zip_dir"]
+
+_ALWAYS_EXCLUDED = (
+    ".git",
+    ".hg",
+    "__pycache__",
+    ".venv",
+    "venv",
+    ".mypy_cache",
+    ".pytest_cache",
+    ".ruff_cache",
+    ".tau-local",
+    "*.pyc",
+    ".DS_Store",
+)
+_MAX_BYTES = 100 * 2**20
+
+
+@dataclasses.dataclass(frozen=True)
+class Prepared:
+    path: Path
+    text: str
+    config: sm.TauConfig
+    code_zip: bytes
+
+
+def find_config(target: str | None, config: str | None) -> Path:
+    """The tau.yaml to use: ``-c FILE``, else TARGET (dir or file), else ./tau.yaml."""
+    raw = Path(config or target or ".")
+    path = raw / "tau.yaml" if raw.is_dir() else raw
+    if not path.is_file():
+        raise UserError(
+            f"no tau.yaml at {path}", "pass a directory containing tau.yaml, or -c FILE"
+        )
+    return path
+
+
+def _excluded(rel: Path, patterns: tuple[str, ...]) -> bool:
+    parts = rel.parts
+    return any(fnmatch.fnmatch(p, pat) for pat in patterns for p in parts) or any(
+        fnmatch.fnmatch(str(rel), pat) for pat in patterns
+    )
+
+
+def zip_dir(root: Path, excludes: list[str]) -> bytes:
+    """Zip ``root`` (deterministic order) without excluded paths; UserError past 100 MiB."""
+    patterns = (*_ALWAYS_EXCLUDED, *excludes)
+    buf = io.BytesIO()
+    size = 0
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        for p in sorted(root.rglob("*")):
+            rel = p.relative_to(root)
+            if p.is_file() and not _excluded(rel, patterns):
+                size += p.stat().st_size
+                if size > _MAX_BYTES:
+                    raise UserError(
+                        f"working directory {root} is over 100 MiB",
+                        "add large files to run.excludes; read data through data.inputs",
+                    )
+                zf.write(p, str(rel))
+    return buf.getvalue()
+
+
+def prepare(target: str | None, config: str | None) -> Prepared:
+    """Validate locally and zip the working directory (raises SpecError / UserError)."""
+    path = find_config(target, config)
+    text = path.read_text()
+    cfg = spec_load.parse_tau_yaml(text, str(path))
+    workdir = (path.parent / cfg.run.working_dir).resolve()
+    if not workdir.is_dir():
+        raise UserError(
+            f"run.working_dir {cfg.run.working_dir!r} is not a directory (from {path})",
+            "set run.working_dir relative to the tau.yaml, or remove it to use its directory",
+        )
+    if not (workdir / cfg.run.entrypoint.split()[0]).exists() and cfg.run.entrypoint.endswith(
+        ".py"
+    ):
+        raise UserError(
+            f"entrypoint {cfg.run.entrypoint!r} not found in {workdir}",
+            "fix run.entrypoint (relative to run.working_dir)",
+        )
+    return Prepared(path, text, cfg, zip_dir(workdir, list(cfg.run.excludes)))
