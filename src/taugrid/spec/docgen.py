@@ -17,7 +17,6 @@ import typing
 from typing import Any
 
 import pydantic
-import pydantic_core
 
 from taugrid.spec import models
 
@@ -186,7 +185,7 @@ def _default_text(field: pydantic.fields.FieldInfo) -> str:
         return "**required**"
     factory = field.default_factory
     value = factory() if factory is not None else field.default  # type: ignore[call-arg]
-    if value is None or value is pydantic_core.PydanticUndefined:
+    if value is None:
         return "unset"
     if isinstance(value, pydantic.BaseModel):
         return "see below"

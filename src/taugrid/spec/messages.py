@@ -34,7 +34,10 @@ _DNS_LABEL_RE = re.compile(r"^\^\[a-z0-9\]\(\[-a-z0-9\]\{0,(\d+)\}\[a-z0-9\]\)\?
 
 def to_problem(err: Any, doc: yamlpos.Document, model: type[pydantic.BaseModel]) -> errors.Problem:
     """Turn one entry of ``ValidationError.errors()`` into a placed ``Problem``."""
-    loc: yamlpos.Path = tuple(p for p in err["loc"] if p != "[key]")
+    raw: yamlpos.Path = tuple(err["loc"])
+    # pydantic marks errors in a dict key by appending "[key]"; a real key may be named so.
+    is_key = len(raw) >= 2 and raw[-1] == "[key]" and raw not in doc.positions
+    loc = raw[:-1] if is_key else raw
     cause = (err.get("ctx") or {}).get("error")
     if isinstance(cause, errors.FieldError):
         loc = (*loc, *cause.loc)
@@ -45,26 +48,29 @@ def to_problem(err: Any, doc: yamlpos.Document, model: type[pydantic.BaseModel])
         mark = located.key or located.value
     else:
         found, located = doc.locate(loc)
-        # Containers start on the line after their key; the key is what users look for.
-        container = isinstance(doc.value_at(found), dict | list)
-        on_key = kind == "extra_forbidden" or "[key]" in err["loc"] or container
+        # Containers and empty values start after their key; the key is what users look for.
+        container = isinstance(doc.value_at(found), dict | list | None)
+        on_key = kind == "extra_forbidden" or is_key or container
         mark = (located.key or located.value) if on_key or found != loc else located.value
-        message, hint = _describe(err, loc, model, cause)
+        message, hint = _describe(err, loc, model, cause, is_key)
     where = yamlpos.format_path(loc)
     return errors.Problem(doc.filename, mark.line, mark.column, message, hint, where)
 
 
-def _describe(err: Any, loc: yamlpos.Path, model: type[pydantic.BaseModel], cause: object) -> _Text:
+def _describe(
+    err: Any, loc: yamlpos.Path, model: type[pydantic.BaseModel], cause: object, is_key: bool
+) -> _Text:
     kind: str = err["type"]
-    if kind == "extra_forbidden":
+    if kind == "extra_forbidden" and loc:
         return _unknown(loc, model)
     if isinstance(cause, errors.FieldError):
         return cause.message, cause.hint
     where = yamlpos.format_path(loc) or "the top level"
     if kind in ("value_error", "assertion_error"):
         message, hint = _split(str(cause) if cause is not None else err["msg"])
-        return (f"{where}: {message}" if loc else message), hint
-    if "[key]" in err["loc"]:
+        named = not loc or message.startswith(str(loc[-1])) or where in message
+        return (message if named else f"{where}: {message}"), hint
+    if is_key:
         where = f"{yamlpos.format_path(loc[:-1])} key"
     key = str(loc[-1]) if loc else "key"
     for prefix, describe in _BY_PREFIX:

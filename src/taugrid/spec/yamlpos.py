@@ -33,6 +33,8 @@ Path = tuple[str | int, ...]
 _MAX_NODES = 200_000
 _MAX_TAB_PROBLEMS = 10
 _MERGE_TAG = "tag:yaml.org,2002:merge"
+_PLAIN_TAGS = frozenset({"tag:yaml.org,2002:map", "tag:yaml.org,2002:seq"})
+_TAG_HINT = "remove the tag; spec files take plain strings, numbers, lists and mappings"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,6 +121,9 @@ class _Walker:
         if id(node) in self.active:
             self.problem(here, "recursive YAML alias", "an alias may not refer to itself", path)
             return None
+        if str(node.tag) not in _PLAIN_TAGS and not isinstance(node, _ynodes.ScalarNode):
+            self.problem(here, f"unsupported YAML tag '{node.tag}'", _TAG_HINT, path)
+            return None
         self.active.add(id(node))
         try:
             if isinstance(node, _ynodes.MappingNode):
@@ -137,7 +142,7 @@ class _Walker:
             self.problem(
                 _mark(node.start_mark),
                 f"unsupported YAML tag '{tag}'",
-                "remove the tag; spec files take plain strings, numbers, lists and mappings",
+                _TAG_HINT,
                 path,
             )
             return None
@@ -240,6 +245,10 @@ def _syntax_problem(exc: _yerror.YAMLError, text: str, filename: str) -> list[er
     context = str(getattr(exc, "context", None) or "")
     full = f"{context} {what} {exc}"
     hint = next((h for key, h in _SYNTAX_HINTS if key in full), "")
+    opened = getattr(exc, "context_mark", None)
+    if not hint and "flow" in context and opened is not None:
+        start = _mark(opened)
+        hint = f"close the '[' or '{{' opened at line {start.line}, column {start.column}"
     hint = hint or "check the indentation and quoting on this line and the one above"
     return [errors.Problem(filename, where.line, where.column, f"invalid YAML: {what}", hint)]
 

@@ -1,0 +1,132 @@
+"""``tau run validate`` and ``tau run schema`` through the real console script."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+QUICKSTART = """\
+schema_version: 1
+name: aks-gpu-quickstart
+run:
+  entrypoint: train.py
+  workload_kind: rayjob
+compute:
+  gpus: 1
+  workers: 1
+  cpus: 16
+  memory: 64Gi
+runtime:
+  image: mcr.microsoft.com/aks/ai-runtime/ray:py3.12-ray2.56.0-cuda13.0
+  pip:
+    - torch>=2.4.0
+"""
+
+BROKEN = QUICKSTART.replace("gpus: 1", "gpu: 1").replace("cpus: 16", "cpus: lots")
+
+
+def _tau() -> str:
+    beside = pathlib.Path(sys.executable).parent / "tau"
+    found = str(beside) if beside.exists() else shutil.which("tau")
+    if found is None:
+        pytest.fail("the tau console script is not installed (pip install -e .)")
+    return found
+
+
+def tau(*args: str, cwd: pathlib.Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "COLUMNS": "60", "NO_COLOR": "1"}
+    return subprocess.run(
+        [_tau(), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+@pytest.fixture
+def workdir(tmp_path: pathlib.Path) -> pathlib.Path:
+    (tmp_path / "tau.yaml").write_text(QUICKSTART, encoding="utf-8")
+    (tmp_path / "broken.yaml").write_text(BROKEN, encoding="utf-8")
+    return tmp_path
+
+
+def test_validate_default_file_prints_one_summary_line(workdir: pathlib.Path) -> None:
+    result = tau("run", "validate", cwd=workdir)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "tau.yaml: valid - aks-gpu-quickstart (rayjob, 1 worker, 1 GPU per worker, "
+        "16 CPUs per worker, 64Gi memory per worker)"
+    ]
+    assert result.stderr == ""
+
+
+def test_validate_reports_every_problem_and_exits_2(workdir: pathlib.Path) -> None:
+    result = tau("run", "validate", "-c", "broken.yaml", cwd=workdir)
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert result.stderr.splitlines() == [
+        "broken.yaml:7:3: error: unknown key 'gpu' in compute; did you mean 'gpus'?",
+        "  hint: allowed keys in compute: workers, gpus, gpu_model, cpus, memory, head",
+        "broken.yaml:9:9: error: compute.cpus must be a number, got 'lots'",
+        "  hint: write e.g. 'cpus: 2'",
+        "broken.yaml: 2 problems",
+    ]
+    assert "Traceback" not in result.stderr
+
+
+def test_validate_json_success(workdir: pathlib.Path) -> None:
+    result = tau("run", "validate", "-c", "tau.yaml", "-o", "json", cwd=workdir)
+    assert result.returncode == 0
+    document = json.loads(result.stdout)
+    assert document["valid"] is True
+    assert document["name"] == "aks-gpu-quickstart"
+    assert document["config"]["compute"]["memory"] == "64Gi"
+    assert document["config"]["runtime"]["pip"] == ["torch>=2.4.0"]
+
+
+def test_validate_json_failure(workdir: pathlib.Path) -> None:
+    result = tau("run", "validate", "--config", "broken.yaml", "--output", "json", cwd=workdir)
+    assert result.returncode == 2
+    document = json.loads(result.stdout)
+    assert document["valid"] is False
+    assert [(p["line"], p["column"], p["path"]) for p in document["problems"]] == [
+        (7, 3, "compute.gpu"),
+        (9, 9, "compute.cpus"),
+    ]
+    assert document["problems"][0]["hint"].startswith("allowed keys in compute")
+
+
+def test_validate_missing_file(tmp_path: pathlib.Path) -> None:
+    result = tau("run", "validate", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.startswith("tau.yaml:1:1: error: file not found\n  hint: run from")
+    assert "Traceback" not in result.stderr
+
+
+def test_validate_yaml_syntax_error(workdir: pathlib.Path) -> None:
+    (workdir / "tau.yaml").write_text("name: [oops\nrun:\n", encoding="utf-8")
+    result = tau("run", "validate", cwd=workdir)
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[:2] == [
+        "tau.yaml:2:4: error: invalid YAML: expected ',' or ']', but got ':'",
+        "  hint: close the '[' or '{' opened at line 1, column 7",
+    ]
+    assert "Traceback" not in result.stderr
+
+
+def test_validate_rejects_an_unknown_output_format(workdir: pathlib.Path) -> None:
+    result = tau("run", "validate", "-o", "yaml", cwd=workdir)
+    assert result.returncode == 2
+    assert "yaml" in result.stderr
+
+
+def test_schema_prints_the_json_schema(workdir: pathlib.Path) -> None:
+    result = tau("run", "schema", cwd=workdir)
+    assert result.returncode == 0
+    document = json.loads(result.stdout)
+    assert document["title"] == "tau.yaml"
+    assert "ComputeSpec" in document["$defs"]
+    assert document["properties"]["schema_version"]["description"] == "Always 1 for this format."

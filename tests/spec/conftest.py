@@ -1,0 +1,8 @@
+"""Makes ``spec_builders`` importable from the spec tests."""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
