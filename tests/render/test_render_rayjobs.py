@@ -1,0 +1,71 @@
+"""render_submission(): the Ray Jobs submission of one attempt (embedded backend)."""
+
+from __future__ import annotations
+
+import render_builders as rb
+
+from taugrid.render import rayjobs, resolve, runspec
+
+
+def _spec(**groups: object) -> runspec.RunSpec:
+    return resolve.resolve(rb.config(**groups), rb.platform())
+
+
+def _submit(spec: runspec.RunSpec, attempt: int = 1) -> rayjobs.RayJobSubmission:
+    return rayjobs.render_submission(
+        spec, "run1", attempt=attempt, run_dir="/tau/data/nlp/runs/run1", working_dir="/src"
+    )
+
+
+def test_single_worker_entrypoint_takes_the_worker_resources() -> None:
+    sub = _submit(_spec(run={"entrypoint": "train.py", "args": ["--lr", "0.1 x"]}))
+    assert sub.entrypoint == "python train.py --lr '0.1 x'"
+    assert (sub.entrypoint_num_gpus, sub.entrypoint_num_cpus) == (1, 8)
+    assert sub.entrypoint_memory == 64 * 2**30
+    assert sub.entrypoint_resources == {"accelerator_type:A100-80G": 0.001}
+
+
+def test_environment_and_ids() -> None:
+    sub = _submit(_spec(), attempt=3)
+    env = sub.runtime_env["env_vars"]
+    assert isinstance(env, dict)
+    assert env["TAU_RUN_ID"] == "run1" and env["TAU_ATTEMPT"] == "3"
+    assert env["TAU_OUTPUT_DIR"] == "/tau/data/nlp/runs/run1"
+    assert env["CHECKPOINT_PATH"] == "/tau/data/nlp/runs/run1/checkpoints"
+    assert env[rayjobs.FENCING_TOKEN_ENV] == ""
+    assert sub.submission_id == "tau-run1-a3" == rayjobs.submission_id("run1", 3)
+    assert sub.runtime_env["working_dir"] == "/src"
+    assert all(isinstance(v, str) for v in sub.metadata.values())
+    fenced = sub.with_fencing_token("tok-7")
+    assert fenced.runtime_env["env_vars"][rayjobs.FENCING_TOKEN_ENV] == "tok-7"  # type: ignore[index]
+
+
+def test_checkpoint_path_override() -> None:
+    sub = _submit(_spec(resilience={"checkpoint_path": "/ckpt/x"}))
+    assert sub.runtime_env["env_vars"]["CHECKPOINT_PATH"] == "/ckpt/x"  # type: ignore[index]
+
+
+def test_multi_worker_uses_the_launcher_with_a_small_driver() -> None:
+    spec = _spec(policy={"workspace": "cv"}, compute={"workers": 2, "gpus": 4, "gpu_model": "H100"})
+    sub = _submit(spec)
+    assert sub.entrypoint == (
+        "python -m taugrid.backends.launch --workers 2 --gpus-per-worker 4 "
+        "--cpus-per-worker 1 --accelerator H100 -- python train.py"
+    )
+    assert sub.entrypoint_num_gpus == 0 and 0 < sub.entrypoint_num_cpus < 1
+    assert sub.entrypoint_resources == {}
+
+
+def test_cpu_only_and_command_entrypoints() -> None:
+    spec = _spec(policy={"workspace": "cv"}, run={"entrypoint": "bash run.sh", "args": ["a"]})
+    sub = _submit(spec)
+    assert sub.entrypoint == "bash run.sh a"
+    assert sub.entrypoint_num_gpus == 0 and sub.entrypoint_resources == {}
+
+
+def test_torchrun_and_ray_train_launchers() -> None:
+    torch = _submit(_spec(execution={"launcher": "torchrun"}, compute={"workers": 1}))
+    assert torch.entrypoint == "torchrun --nproc-per-node=1 train.py"
+    train = _submit(_spec(execution={"launcher": "ray-train"}, compute={"workers": 2}))
+    assert train.entrypoint == "python train.py" and train.entrypoint_num_gpus == 0
+    assert train.runtime_env["env_vars"]["TAU_WORKERS"] == "2"  # type: ignore[index]
