@@ -1,0 +1,8 @@
+"""Makes the render tests' builders importable from the platform tests."""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent.parent / "render"))
