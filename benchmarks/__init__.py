@@ -1,0 +1,1 @@
+"""TauGrid benchmarks: ``python -m benchmarks.<name> [--quick]``; results in docs/BENCHMARKS.md."""
