@@ -16,7 +16,9 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/python examples/quickstart/run_quickstart.py
+	$(BIN)/tau up
+	$(BIN)/tau run examples/quickstart --watch
+	@echo "The embedded platform is still up: try '$(BIN)/tau run list'. Stop it with 'make down'."
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks examples

@@ -16,13 +16,16 @@ __all__ = ["drain_node"]
 
 def drain_node(gcs_address: str, node_id: str, reason: str) -> None:
     """Mark ``node_id`` draining in the GCS at ``gcs_address``; raises on refusal."""
-    import ray  # heavy; only the agent calls this
+    import ray  # heavy; only the agent calls this (GcsClient is private API: no stubs)
     from ray.core.generated import autoscaler_pb2
 
     try:
-        client = ray._raylet.GcsClient(address=gcs_address)
+        client = ray._raylet.GcsClient(address=gcs_address)  # type: ignore[attr-defined]
         accepted, why = client.drain_node(
-            node_id, autoscaler_pb2.DrainNodeReason.Value("DRAIN_NODE_REASON_PREEMPTION"), reason, 0
+            node_id,
+            autoscaler_pb2.DrainNodeReason.Value("DRAIN_NODE_REASON_PREEMPTION"),
+            reason,
+            0,  # type: ignore[attr-defined]
         )
     except Exception as exc:  # the GCS client raises plain RuntimeErrors
         raise errors.RayRequestFailed(f"drain of node {node_id} failed: {exc}") from exc

@@ -1,0 +1,56 @@
+"""Shared fixtures: databases (SQLite always, PostgreSQL when TAU_TEST_POSTGRES_URL is set).
+
+Every database fixture gives a fresh, migrated schema; PostgreSQL tests use a schema of
+their own (search_path) so runs never see each other's rows.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from taugrid.store import db
+
+PG_URL = os.environ.get("TAU_TEST_POSTGRES_URL")
+
+
+def _pg_engine() -> tuple[sa.Engine, str]:
+    assert PG_URL
+    schema = f"t_{secrets.token_hex(4)}"
+    admin = sa.create_engine(PG_URL)
+    with admin.begin() as c:
+        c.execute(sa.text(f"CREATE SCHEMA {schema}"))
+    admin.dispose()
+    url = sa.make_url(PG_URL).update_query_dict({"options": f"-csearch_path={schema}"})
+    return db.create_engine(url.render_as_string(hide_password=False)), schema
+
+
+def _drop_pg(schema: str) -> None:
+    assert PG_URL
+    admin = sa.create_engine(PG_URL)
+    with admin.begin() as c:
+        c.execute(sa.text(f"DROP SCHEMA {schema} CASCADE"))
+    admin.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[sa.Engine]:
+    """A migrated engine on each database (PostgreSQL skipped when not configured)."""
+    if request.param == "postgresql":
+        if not PG_URL:
+            pytest.skip("PostgreSQL not configured: set TAU_TEST_POSTGRES_URL (.ci/run does)")
+        eng, schema = _pg_engine()
+        db.migrate(eng)
+        yield eng
+        eng.dispose()
+        _drop_pg(schema)
+        return
+    eng = db.create_engine(f"sqlite:///{tmp_path / 'hub.db'}")
+    db.migrate(eng)
+    yield eng
+    eng.dispose()

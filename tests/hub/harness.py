@@ -1,0 +1,64 @@
+"""Hub test harness: a real hub served by uvicorn on 127.0.0.1 (a free port)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import sqlalchemy as sa
+import uvicorn
+
+from taugrid.hub import app, context, daemon
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+class HubServer:
+    """A hub app under uvicorn in a thread; ``stop`` shuts it down cleanly."""
+
+    def __init__(self, hub: context.Hub) -> None:
+        self.hub = hub
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        daemon.bootstrap_credentials(hub, self.url)
+        creds = json.loads((hub.config.tau_home / "credentials.json").read_text())
+        self.admin_token: str = creds["token"]
+        cfg = uvicorn.Config(
+            app.create_app(hub), host="127.0.0.1", port=self.port, log_level="warning"
+        )
+        self.server = uvicorn.Server(cfg)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def start(self) -> HubServer:
+        self.thread.start()
+        deadline = time.time() + 20
+        while not self.server.started:
+            if time.time() > deadline:
+                raise TimeoutError("hub did not start")
+            time.sleep(0.05)
+        return self
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=20)
+
+    def agent_token(self, cluster: str = "local") -> str:
+        return (self.hub.config.tau_home / "agents" / f"{cluster}.token").read_text().strip()
+
+    def http(self, token: str | None = None) -> httpx.Client:
+        tok = self.admin_token if token is None else token
+        return httpx.Client(
+            base_url=self.url, headers={"Authorization": f"Bearer {tok}"}, timeout=30
+        )
+
+
+def make_hub(engine: sa.Engine, home: Path, **cfg: float) -> context.Hub:
+    return context.Hub(context.HubConfig(tau_home=home, cycle_s=0.2, **cfg), engine=engine)

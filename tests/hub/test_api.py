@@ -1,0 +1,111 @@
+"""The hub's HTTP API through a real uvicorn server: submit, auth, errors, cancel, files."""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+from tests.hub.harness import HubServer
+
+QUICK = """\
+schema_version: 1
+name: tiny
+run:
+  entrypoint: train.py
+compute:
+  gpus: 1
+  cpus: 1
+  memory: 1Gi
+"""
+
+
+def _submit(client: httpx.Client, text: str = QUICK) -> httpx.Response:
+    return client.post("/v1/runs", json={"tau_yaml": text, "filename": "tau.yaml"})
+
+
+def test_every_endpoint_needs_a_token(hub_server: HubServer) -> None:
+    with httpx.Client(base_url=hub_server.url) as anon:
+        assert anon.get("/healthz").status_code == 200
+        assert anon.get("/v1/runs").status_code == 401
+        assert anon.post("/v1/runs", json={"tau_yaml": QUICK}).status_code == 401
+    with hub_server.http("tau_not-a-token") as bad:
+        assert bad.get("/v1/runs").status_code == 401
+
+
+def test_agent_token_cannot_submit_or_read_runs(hub_server: HubServer) -> None:
+    with hub_server.http(hub_server.agent_token()) as agent:
+        assert _submit(agent).status_code == 403
+        assert agent.get("/v1/runs").status_code == 403
+        assert agent.post("/v1/agents/other/sync", json={}).status_code == 403
+
+
+def test_submit_stores_run_and_record(hub_server: HubServer) -> None:
+    with hub_server.http() as c:
+        r = _submit(c)
+        assert r.status_code == 201, r.text
+        run = r.json()
+        assert run["state"] == "queued" and run["gpus"] == 1 and run["workspace"] == "default"
+        detail = c.get(f"/v1/runs/{run['id']}").json()
+    phases = {p["phase"]: p["status"] for p in detail["phases"]}
+    assert phases["submitted"] == "done" and phases["completed"] == "pending"
+    record = hub_server.hub.data_root / "default" / "runs" / run["id"]
+    assert (record / "tau.yaml").read_text() == QUICK
+    assert (record / "run.json").exists()
+
+
+def test_invalid_tau_yaml_is_422_with_line(hub_server: HubServer) -> None:
+    with hub_server.http() as c:
+        r = _submit(c, QUICK.replace("gpus: 1", "gpu: 1"))
+    assert r.status_code == 422
+    problem = r.json()["problems"][0]
+    assert problem["line"] == 6 and "did you mean 'gpus'" in problem["message"]
+
+
+def test_more_gpus_than_platform_is_rejected_with_numbers(hub_server: HubServer) -> None:
+    big = QUICK.replace("gpus: 1", "gpus: 4\n  workers: 3")
+    with hub_server.http() as c:
+        r = _submit(c, big)
+    assert r.status_code == 400
+    body = r.json()
+    assert "12 GPUs" in body["detail"] and "only 8" in body["detail"]
+
+
+def test_unknown_run_is_404(hub_server: HubServer) -> None:
+    with hub_server.http() as c:
+        r = c.get("/v1/runs/nope-123")
+    assert r.status_code == 404 and "tau run list" in r.json()["hint"]
+
+
+def test_cancel_while_queued_releases_at_once(hub_server: HubServer) -> None:
+    with hub_server.http() as c:
+        run = _submit(c).json()
+        out = c.post(f"/v1/runs/{run['id']}/cancel").json()
+    assert out["state"] == "cancelled"
+    phases = {p["phase"]: p["status"] for p in out["phases"]}
+    assert phases["released"] == "done"
+    assert (hub_server.hub.data_root / "default" / "runs" / run["id"] / "COMPLETE").exists()
+
+
+def test_queued_run_is_admitted_but_waits_without_clusters(hub_server: HubServer) -> None:
+    with hub_server.http() as c:
+        run = _submit(c).json()
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            d = c.get(f"/v1/runs/{run['id']}").json()
+            placed = next(p for p in d["phases"] if p["phase"] == "placed")
+            if d["state"] == "admitted" and placed["status"] == "active":
+                break
+            time.sleep(0.1)
+    assert d["state"] == "admitted"
+    assert placed["status"] == "active" and "no clusters registered" in placed["reason"]
+
+
+def test_file_access_cannot_escape_the_run(hub_server: HubServer) -> None:
+    with hub_server.http() as c:
+        run = _submit(c).json()
+        ok = c.get(f"/v1/runs/{run['id']}/file", params={"path": "tau.yaml"})
+        assert ok.status_code == 200 and ok.text == QUICK
+        for bad in ("../../../etc/passwd", "/etc/passwd", "rendered/../../x"):
+            r = c.get(f"/v1/runs/{run['id']}/file", params={"path": bad})
+            assert r.status_code in (400, 404), bad
+            assert "passwd" not in r.text or r.status_code != 200

@@ -1,0 +1,114 @@
+"""The store on SQLite and PostgreSQL: migrations, the one-attempt invariant, phases."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import sqlalchemy as sa
+
+from taugrid.lifecycle import phases as ph
+from taugrid.store import db, runs
+
+
+def _row(run_id: str, **kw: object) -> dict[str, object]:
+    now = time.time()
+    row = {
+        "id": run_id,
+        "name": "r",
+        "workspace": "default",
+        "team": "research",
+        "state": "queued",
+        "reason": "",
+        "priority": 0,
+        "gpus": 2,
+        "gpu_model": "A100-80G",
+        "spec": {"workers": 1},
+        "config_yaml": "x",
+        "cluster_id": None,
+        "current_token": None,
+        "attempts_used": 0,
+        "quota_held": False,
+        "cancel_requested": False,
+        "resume_from": None,
+        "not_before": 0.0,
+        "created_at": now,
+        "updated_at": now,
+    }
+    row.update(kw)
+    return row
+
+
+def test_migrations_are_idempotent_and_concurrent(engine: sa.Engine) -> None:
+    errors: list[BaseException] = []
+
+    def go() -> None:
+        try:
+            db.migrate(engine)
+        except BaseException as exc:  # collected and asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=go) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert "runs" in sa.inspect(engine).get_table_names()
+
+
+def test_only_one_attempt_can_start_a_waiting_run(engine: sa.Engine) -> None:
+    store = runs.RunStore(engine)
+    store.insert_run(_row("r-1"), ph.initial_phases(time.time()).values())
+    first = store.create_attempt("r-1", "c1", {})
+    second = store.create_attempt("r-1", "c2", {})
+    assert first is not None and second is None
+    run = store.get_run("r-1")
+    assert run is not None
+    assert (
+        run["state"] == "placed"
+        and run["current_token"] == first["token"]
+        and run["attempts_used"] == 1
+    )
+
+
+def test_fencing_tokens_increase_across_runs(engine: sa.Engine) -> None:
+    store = runs.RunStore(engine)
+    tokens = []
+    for i in range(3):
+        store.insert_run(_row(f"r-{i}"), [])
+        a = store.create_attempt(f"r-{i}", "c", {})
+        assert a is not None
+        tokens.append(a["token"])
+    assert tokens == sorted(tokens) and len(set(tokens)) == 3
+
+
+def test_phase_merge_keeps_done_and_records_events(engine: sa.Engine) -> None:
+    store = runs.RunStore(engine)
+    store.insert_run(_row("r-p"), ph.initial_phases(1.0).values())
+    done = ph.PhaseRecord(ph.Phase.ADMITTED, ph.PhaseStatus.DONE, "queue", "ok", 2.0)
+    assert store.set_phase("r-p", done)
+    back = ph.PhaseRecord(ph.Phase.ADMITTED, ph.PhaseStatus.ACTIVE, "queue", "again", 3.0)
+    assert not store.set_phase("r-p", back)
+    assert store.phases("r-p")[ph.Phase.ADMITTED].status is ph.PhaseStatus.DONE
+    assert store.set_phase("r-p", back, reset=True)
+    kinds = [e["kind"] for e in store.events("r-p")]
+    assert kinds.count("phase") == 2 and kinds[0] == "submitted"
+
+
+def test_quota_usage_counts_only_held_runs(engine: sa.Engine) -> None:
+    store = runs.RunStore(engine)
+    store.insert_run(_row("a", quota_held=True, gpus=3), [])
+    store.insert_run(_row("b", quota_held=True, gpus=2), [])
+    store.insert_run(_row("c", quota_held=False, gpus=8), [])
+    assert store.quota_usage() == {("research", "A100-80G"): 5}
+
+
+def test_find_run_by_name_returns_newest_within_workspaces(engine: sa.Engine) -> None:
+    store = runs.RunStore(engine)
+    store.insert_run(_row("q-1", name="q", created_at=1.0), [])
+    store.insert_run(_row("q-2", name="q", created_at=2.0), [])
+    store.insert_run(_row("q-3", name="q", created_at=3.0, workspace="other"), [])
+    found = store.find_run("q", ["default"])
+    assert found is not None and found["id"] == "q-2"
+    assert store.find_run("q-3", ["default"]) is None
