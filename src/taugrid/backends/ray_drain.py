@@ -23,9 +23,9 @@ def drain_node(gcs_address: str, node_id: str, reason: str) -> None:
         client = ray._raylet.GcsClient(address=gcs_address)  # type: ignore[attr-defined]
         accepted, why = client.drain_node(
             node_id,
-            autoscaler_pb2.DrainNodeReason.Value("DRAIN_NODE_REASON_PREEMPTION"),
+            autoscaler_pb2.DrainNodeReason.Value("DRAIN_NODE_REASON_PREEMPTION"),  # type: ignore[attr-defined]
             reason,
-            0,  # type: ignore[attr-defined]
+            0,
         )
     except Exception as exc:  # the GCS client raises plain RuntimeErrors
         raise errors.RayRequestFailed(f"drain of node {node_id} failed: {exc}") from exc
