@@ -1,0 +1,409 @@
+"""``LocalRayCluster``: a real multi-node Ray cluster on this host, owned by one process.
+
+Owns starting, growing, killing and stopping the embedded platform's (and the tests')
+Ray cluster. Each node is one ``ray start --block`` process in its own session, with
+its own ``--temp-dir`` and, ideally, its own loopback IP (``127.0.0.x``), so several
+clusters — other users' included — coexist on one host. Nothing here runs
+``ray stop`` (it kills every Ray cluster on the host): a node's processes are found by
+the marker environment variable described in ``_procs`` and signalled by pid.
+
+Invariants:
+
+- node 0 is the head (GCS, dashboard, autoscaler monitor); the others join it;
+- GPUs are Ray *logical* resources (``--num-gpus``) plus ``accelerator_type:<model>``
+  (one unit per GPU); ``emulated`` is True unless ``nvidia-smi`` lists devices;
+- ``state_dir`` holds ``cluster.json`` (addresses, pids, temp dirs) and each node's
+  ``ray start`` output (``node-<i>.log``); Ray's own session logs live in the node's
+  short temp dir under /tmp (Unix socket paths must stay under 107 bytes) and are
+  removed by ``stop()``;
+- token authentication is off (``RAY_AUTH_MODE=disabled``): bind nodes to loopback
+  addresses only;
+- GCS health checks run every ``health_check_period_ms`` so a killed node is DEAD in
+  the inventory within about ``period x threshold`` (about 5 s by default, not Ray's 30 s).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import httpx
+import pydantic
+
+from taugrid.backends import _procs, errors, ray_jobs
+
+__all__ = ["LocalRayCluster", "NodeShape", "default_nodes", "gpus_are_emulated"]
+
+_STATE_FILE = "cluster.json"
+
+
+class NodeShape(pydantic.BaseModel):
+    """The declared (logical) resources of one node."""
+
+    model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+
+    num_cpus: int = pydantic.Field(default=16, ge=0)
+    num_gpus: int = pydantic.Field(default=4, ge=0)
+    accelerator: str | None = pydantic.Field(default="A100-80G", description="GPU model")
+    memory: int = pydantic.Field(default=128 * 2**30, ge=0, description="logical bytes")
+    object_store_memory: int = pydantic.Field(default=200 * 10**6, ge=80 * 10**6)
+    resources: dict[str, float] = pydantic.Field(default_factory=dict)
+    labels: dict[str, str] = pydantic.Field(default_factory=dict)
+    ip: str | None = pydantic.Field(default=None, description="None: the head's IP")
+
+    def ray_resources(self) -> dict[str, float]:
+        """Custom resources for ``ray start --resources`` (the GPU model included)."""
+        extra = dict(self.resources)
+        if self.accelerator and self.num_gpus:
+            extra.setdefault(f"accelerator_type:{self.accelerator}", float(self.num_gpus))
+        return extra
+
+
+def default_nodes() -> list[NodeShape]:
+    """The embedded default: 2 nodes x 4 A100-80G GPUs, 16 CPUs, 128Gi each."""
+    return [NodeShape(), NodeShape()]
+
+
+def gpus_are_emulated() -> bool:
+    """False only when ``nvidia-smi -L`` lists at least one device."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return True
+    try:
+        out = subprocess.run([exe, "-L"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return True
+    return not any(line.startswith("GPU ") for line in out.stdout.splitlines())
+
+
+def _free_port(ip: str) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((ip, 0))
+        return int(s.getsockname()[1])
+
+
+def _port_in_use(ip: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((ip, port))
+        except OSError:
+            return True
+    return False
+
+
+class _Node:
+    """Bookkeeping of one started node (mutable, private)."""
+
+    def __init__(self, index: int, shape: NodeShape, ip: str, temp_dir: Path, log: Path) -> None:
+        self.index, self.shape, self.ip = index, shape, ip
+        self.temp_dir, self.log = temp_dir, log
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.killed = False
+
+
+class LocalRayCluster:
+    """A local Ray cluster of ``nodes`` (node 0 is the head) at ``ip:gcs_port``.
+
+    ``job_start_timeout_s`` bounds how long a Ray Job may stay PENDING (waiting for
+    its entrypoint resources) before Ray fails it; Ray's default is 15 minutes.
+    """
+
+    def __init__(
+        self,
+        ip: str,
+        gcs_port: int,
+        dashboard_port: int,
+        nodes: list[NodeShape],
+        state_dir: Path,
+        *,
+        health_check_period_ms: int = 1000,
+        health_check_failure_threshold: int = 5,
+        job_start_timeout_s: float | None = None,
+    ) -> None:
+        if not nodes:
+            raise ValueError("a cluster needs at least one node (the head)")
+        self.ip, self.gcs_port, self.dashboard_port = ip, gcs_port, dashboard_port
+        self.state_dir = Path(state_dir)
+        self.emulated = gpus_are_emulated()
+        self.start_seconds: float | None = None
+        self._shapes = list(nodes)
+        self._health = (health_check_period_ms, health_check_failure_threshold)
+        self._job_start_timeout_s = job_start_timeout_s
+        self._token = uuid.uuid4().hex[:12]
+        self._tmp_root: Path | None = None
+        self._nodes: list[_Node] = []
+
+    # -- addresses -----------------------------------------------------------------
+    @property
+    def gcs_address(self) -> str:
+        """``IP:PORT`` of the GCS (what ``ray start --address`` and ``ray.init`` take)."""
+        return f"{self.ip}:{self.gcs_port}"
+
+    @property
+    def dashboard_url(self) -> str:
+        """``http://IP:PORT`` of the dashboard (the Jobs API address)."""
+        return f"http://{self.ip}:{self.dashboard_port}"
+
+    def backend(self, **kwargs: Any) -> ray_jobs.RayBackend:
+        """A ``RayBackend`` for this cluster (GCS-fresh inventory, ``emulated`` set)."""
+        kwargs.setdefault("gcs_address", self.gcs_address)
+        kwargs.setdefault("emulated_gpus", self.emulated)
+        return ray_jobs.RayBackend(self.dashboard_url, **kwargs)
+
+    # -- lifecycle -----------------------------------------------------------------
+    def start(self, timeout_s: float = 90.0) -> LocalRayCluster:
+        """Start the head, then every other node; return once all are ALIVE."""
+        if self._nodes:
+            raise errors.LocalClusterError("cluster already started", hint="stop() it first")
+        for port in (self.gcs_port, self.dashboard_port):
+            if _port_in_use(self.ip, port):
+                raise errors.LocalClusterError(
+                    f"port {self.ip}:{port} is already in use",
+                    hint="pick free ports (or stop the cluster that holds them)",
+                )
+        t0 = time.monotonic()
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self._tmp_root = Path(tempfile.mkdtemp(prefix="tau-ray-", dir="/tmp"))
+        try:
+            self._launch(self._shapes[0])
+            self._wait_dashboard(t0 + timeout_s)
+            for shape in self._shapes[1:]:
+                self._launch(shape)
+            self.wait_ready(max(t0 + timeout_s - time.monotonic(), 1.0))
+        except BaseException:
+            self.stop(grace_s=0)
+            raise
+        self.start_seconds = time.monotonic() - t0
+        return self
+
+    def add_node(self, shape: NodeShape | None = None, timeout_s: float = 60.0) -> int:
+        """Start one more node joining the head; returns its index once it is ALIVE."""
+        if not self._nodes:
+            raise errors.LocalClusterError("start() the cluster before adding nodes")
+        node = self._launch(shape or self._shapes[-1])
+        self.wait_ready(timeout_s)
+        return node.index
+
+    def kill_node(self, node: int | str) -> None:
+        """SIGKILL every process of a node (by index or Ray node id): a machine dying.
+
+        Ray notices through missed health checks; the node turns DEAD and the actors,
+        tasks and job drivers on it fail. Killing node 0 takes the whole cluster down.
+        """
+        target = self._find(node)
+        target.killed = True
+        left = _procs.terminate(self._marker(target), grace_s=0)
+        if target.proc is not None:
+            target.proc.wait(timeout=10)
+        if left:
+            raise errors.LocalClusterError(f"node {target.index} pids {sorted(left)} survived")
+
+    def stop(self, grace_s: float = 3.0) -> None:
+        """Stop every node (workers first), remove temp dirs; idempotent."""
+        for node in reversed(self._nodes):
+            _procs.terminate(self._marker(node), grace_s=grace_s)
+            if node.proc is not None and node.proc.poll() is None:
+                node.proc.kill()
+            if node.proc is not None:
+                node.proc.wait(timeout=10)
+        left = _procs.terminate(self._token + "/", prefix=True, grace_s=0)
+        self._nodes = []
+        if self._tmp_root is not None:
+            shutil.rmtree(self._tmp_root, ignore_errors=True)
+            self._tmp_root = None
+        if left:
+            raise errors.LocalClusterError(f"Ray processes {sorted(left)} survived stop()")
+
+    def __enter__(self) -> LocalRayCluster:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    # -- observation ---------------------------------------------------------------
+    def pids(self) -> set[int]:
+        """Every live process of this cluster (for leak checks)."""
+        return _procs.marked(self._token + "/", prefix=True)
+
+    def node_ids(self) -> dict[int, str]:
+        """Node index → Ray node id, for nodes Ray knows (by IP and start order)."""
+        rows = self._node_rows()
+        out: dict[int, str] = {}
+        for node in self._nodes:
+            match = [r for r in rows if r.get("node_ip") == node.ip]
+            match.sort(key=lambda r: int(r.get("start_time_ms") or 0))
+            same_ip = [n for n in self._nodes if n.ip == node.ip]
+            pos = same_ip.index(node)
+            if pos < len(match):
+                out[node.index] = match[pos]["node_id"]
+        return out
+
+    def wait_ready(self, timeout_s: float = 60.0) -> None:
+        """Block until every node not killed is ALIVE in Ray's view."""
+        deadline = time.monotonic() + timeout_s
+        want = sum(1 for n in self._nodes if not n.killed)
+        alive = 0
+        while time.monotonic() < deadline:
+            self._check_processes()
+            try:
+                alive = sum(1 for r in self._node_rows() if r.get("state") == "ALIVE")
+            except (httpx.HTTPError, KeyError, ValueError):
+                alive = 0
+            if alive >= want:
+                return
+            time.sleep(0.25)
+        raise errors.LocalClusterError(
+            f"only {alive} of {want} Ray nodes alive after {timeout_s:.0f}s",
+            hint=f"see the node logs under {self.state_dir}",
+        )
+
+    # -- private -------------------------------------------------------------------
+    def _marker(self, node: _Node) -> str:
+        return f"{self._token}/{node.index}"
+
+    def _find(self, node: int | str) -> _Node:
+        if isinstance(node, int):
+            if 0 <= node < len(self._nodes):
+                return self._nodes[node]
+        else:
+            for index, node_id in self.node_ids().items():
+                if node_id == node:
+                    return self._nodes[index]
+        raise errors.LocalClusterError(f"no node {node!r} in this cluster")
+
+    def _node_rows(self) -> list[dict[str, Any]]:
+        resp = httpx.get(
+            f"{self.dashboard_url}/api/v0/nodes", params={"limit": 1000, "detail": 1}, timeout=5
+        )
+        resp.raise_for_status()
+        rows: list[dict[str, Any]] = resp.json()["data"]["result"]["result"]
+        return rows
+
+    def _check_processes(self) -> None:
+        for node in self._nodes:
+            if node.proc is not None and not node.killed and node.proc.poll() is not None:
+                tail = node.log.read_text(errors="replace")[-2000:]
+                raise errors.LocalClusterError(
+                    f"Ray node {node.index} ({node.ip}) exited with {node.proc.returncode}:\n"
+                    f"{tail}",
+                    hint=f"full log: {node.log}",
+                )
+
+    def _wait_dashboard(self, deadline: float) -> None:
+        while time.monotonic() < deadline:
+            self._check_processes()
+            try:
+                code = httpx.get(f"{self.dashboard_url}/api/version", timeout=2).status_code
+            except httpx.HTTPError:
+                code = 0
+            if code == 200:
+                return
+            if code in (401, 403):
+                raise errors.LocalClusterError(
+                    f"Ray dashboard {self.dashboard_url} demands a token ({code})",
+                    hint="token auth is not supported for local clusters; unset RAY_AUTH_MODE",
+                )
+            time.sleep(0.25)
+        raise errors.LocalClusterError(
+            f"Ray dashboard {self.dashboard_url} not up in time",
+            hint=f"see {self.state_dir}/node-0.log",
+        )
+
+    def _launch(self, shape: NodeShape) -> _Node:
+        assert self._tmp_root is not None
+        index = len(self._nodes)
+        ip = shape.ip or self.ip
+        node = _Node(
+            index, shape, ip, self._tmp_root / f"n{index}", self.state_dir / f"node-{index}.log"
+        )
+        node.temp_dir.mkdir(parents=True, exist_ok=True)
+        with node.log.open("ab") as log:
+            node.proc = subprocess.Popen(
+                self._command(node),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=self._env(node),
+                start_new_session=True,  # our Ctrl-C must not reach Ray directly
+                cwd=node.temp_dir,
+            )
+        self._nodes.append(node)
+        self._write_state()
+        return node
+
+    def _command(self, node: _Node) -> list[str]:
+        shape = node.shape
+        ray = [sys.executable, "-m", "ray.scripts.scripts", "start", "--block"]
+        common = [
+            f"--node-ip-address={node.ip}",
+            f"--num-cpus={shape.num_cpus}",
+            f"--num-gpus={shape.num_gpus}",
+            f"--memory={shape.memory}",
+            f"--object-store-memory={shape.object_store_memory}",
+            f"--resources={json.dumps(shape.ray_resources())}",
+            f"--temp-dir={node.temp_dir}",
+            "--dashboard-agent-listen-port=0",
+            "--disable-usage-stats",
+        ]
+        if shape.labels:
+            common.append("--labels=" + ",".join(f"{k}={v}" for k, v in shape.labels.items()))
+        if node.index > 0:
+            return [*ray, f"--address={self.gcs_address}", *common]
+        return [
+            *ray,
+            "--head",
+            f"--port={self.gcs_port}",
+            f"--dashboard-host={self.ip}",
+            f"--dashboard-port={self.dashboard_port}",
+            f"--ray-client-server-port={_free_port(self.ip)}",
+            *common,
+        ]
+
+    def _env(self, node: _Node) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_ADDRESS")}
+        env.update(
+            {
+                _procs.MARKER_ENV: self._marker(node),
+                "RAY_USAGE_STATS_ENABLED": "0",
+                # Explicit: Ray 2.60 turns token auth on by itself when ~/.ray/auth_token
+                # exists, which would make this cluster depend on the host's home dir.
+                "RAY_AUTH_MODE": "disabled",
+                "RAY_health_check_period_ms": str(self._health[0]),
+                "RAY_health_check_failure_threshold": str(self._health[1]),
+                "RAY_health_check_initial_delay_ms": "1000",
+            }
+        )
+        if self._job_start_timeout_s is not None:
+            env["RAY_JOB_START_TIMEOUT_SECONDS"] = str(self._job_start_timeout_s)
+        return env
+
+    def _write_state(self) -> None:
+        state = {
+            "gcs_address": self.gcs_address,
+            "dashboard_url": self.dashboard_url,
+            "emulated_gpus": self.emulated,
+            "tmp_root": str(self._tmp_root),
+            "marker": f"{_procs.MARKER_ENV}={self._token}/<index>",
+            "nodes": [
+                {"index": n.index, "ip": n.ip, "pid": n.proc.pid if n.proc else None,
+                 "temp_dir": str(n.temp_dir), "log": str(n.log), "shape": n.shape.model_dump()}
+                for n in self._nodes
+            ],
+        }  # fmt: skip
+        (self.state_dir / _STATE_FILE).write_text(json.dumps(state, indent=2))
