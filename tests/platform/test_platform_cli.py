@@ -145,3 +145,12 @@ def test_dry_run_text(platform_file: pathlib.Path, tau_yaml: pathlib.Path) -> No
     assert doc["items"][0]["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == "high"
     with pytest.raises(ValueError, match="output"):
         platform_cmds.dry_run_text(tau_yaml, "xml")
+
+
+def test_dry_run_workspace_override(platform_file: pathlib.Path, tau_yaml: pathlib.Path) -> None:
+    text = platform_cmds.dry_run_text(
+        tau_yaml, "yaml", platform_path=platform_file, run_id="r1", workspace="nlp"
+    )
+    (job,) = list(yaml.safe_load_all(text))
+    assert job["metadata"]["namespace"] == "ws-nlp"
+    assert '"workspace":"--workspace"' in job["metadata"]["annotations"]["taugrid.io/provenance"]

@@ -112,10 +112,25 @@ def load_config(path: pathlib.Path) -> tuple[sm.TauConfig, dict[str, int]]:
     return config, tau_yaml_lines(path.read_text(encoding="utf-8"), str(path))
 
 
-def resolve_file(config_path: pathlib.Path, platform_path: pathlib.Path | None) -> runspec.RunSpec:
-    """Load, validate and resolve a tau.yaml against a platform (raises ``UserError``)."""
+def resolve_file(
+    config_path: pathlib.Path, platform_path: pathlib.Path | None, *, workspace: str | None = None
+) -> runspec.RunSpec:
+    """Load, validate and resolve a tau.yaml against a platform (raises ``UserError``).
+
+    ``workspace`` overrides ``policy.workspace`` (its provenance reads ``--workspace``).
+    """
     config, lines = load_config(config_path)
-    return resolve.resolve(config, _platform(platform_path), source=str(config_path), lines=lines)
+    source = str(config_path)
+    if workspace is not None:
+        policy = config.policy.model_copy(update={"workspace": workspace})
+        config = config.model_copy(update={"policy": policy})
+        lines = {k: v for k, v in lines.items() if k != "policy.workspace"}
+    spec = resolve.resolve(config, _platform(platform_path), source=source, lines=lines)
+    if workspace is not None:
+        spec = spec.model_copy(
+            update={"provenance": {**spec.provenance, "workspace": "--workspace"}}
+        )
+    return spec
 
 
 def dry_run_text(
@@ -124,16 +139,20 @@ def dry_run_text(
     *,
     platform_path: str | pathlib.Path | None = None,
     run_id: str | None = None,
+    workspace: str | None = None,
 ) -> str:
     """What ``tau run --dry-run=client -o yaml|json`` prints: the rendered manifests.
 
-    Raises ``UserError`` (a ``SpecError`` or ``ResolveError``) when the file cannot run;
+    ``workspace`` overrides ``policy.workspace`` (``tau run --workspace``). Raises
+    ``UserError`` (a ``SpecError`` or ``ResolveError``) when the file cannot run;
     ``ValueError`` for an ``output`` other than ``yaml``/``json``.
     """
     if output not in ("yaml", "json"):
         raise ValueError(f"output must be 'yaml' or 'json', not {output!r}")
     spec = resolve_file(
-        pathlib.Path(config_path), pathlib.Path(platform_path) if platform_path else None
+        pathlib.Path(config_path),
+        pathlib.Path(platform_path) if platform_path else None,
+        workspace=workspace,
     )
     objs = plan.render_manifests(spec, run_id or f"{spec.name}-dry-run")
     return plan.to_yaml(objs) if output == "yaml" else plan.to_json(objs)

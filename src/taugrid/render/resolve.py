@@ -169,8 +169,7 @@ def _team(r: _Resolver, ws: pm.WorkspaceSpec) -> str:
 
 def _profile(r: _Resolver, ws: pm.WorkspaceSpec, lane: str | None) -> pm.ProfileSpec | None:
     name = r.pick("profile", r.file("policy.profile"), _ws_default(ws, "profile"), ("", BUILTIN))
-    if not name:
-        r.prov["profile"] = BUILTIN
+    if not name:  # none anywhere, or tau.yaml opted out with profile: ""
         return None
     profile = r.platform.profile(name)
     known = sorted(p.name for p in r.platform.profiles)
