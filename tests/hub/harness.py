@@ -24,9 +24,9 @@ def free_port(host: str = "127.0.0.1") -> int:
 class HubServer:
     """A hub app under uvicorn in a thread; ``stop`` shuts it down cleanly."""
 
-    def __init__(self, hub: context.Hub) -> None:
+    def __init__(self, hub: context.Hub, port: int | None = None) -> None:
         self.hub = hub
-        self.port = free_port()
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         daemon.bootstrap_credentials(hub, self.url)
         creds = json.loads((hub.config.tau_home / "credentials.json").read_text())

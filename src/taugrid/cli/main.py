@@ -1,31 +1,29 @@
-"""Entry point of the ``tau`` console script: imports every command module, runs the app.
+"""Entry point of the ``tau`` console script: registers every command module, runs the app.
 
-User errors (``TauUserError`` subclasses from any layer) are printed as a message
-with a hint and exit code 2 — never a traceback.
+User errors (``UserError`` from any layer) print a message and a hint and exit 2;
+system faults exit 1 — never a traceback. Commands wrap themselves with
+``cli.views.guard``; ``main`` is the backstop for anything raised outside them.
 """
 
 from __future__ import annotations
 
 import sys
 
+from taugrid import errors
 from taugrid.cli import app as _app
+from taugrid.cli import ops_cmds, platform_cmds, run_cmds, spec_cmds, views
 
 __all__ = ["main"]
 
-
-def _register() -> None:
-    # Imported for their side effect: each module registers its commands on cli.app.
-    import importlib
-
-    for name in ("spec_cmds", "platform_cmds", "run_cmds", "ops_cmds"):
-        try:
-            importlib.import_module(f"taugrid.cli.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"taugrid.cli.{name}":
-                raise
+_COMMAND_MODULES = (ops_cmds, platform_cmds, run_cmds, spec_cmds)  # imported to register
 
 
 def main() -> None:
     """Run the ``tau`` command line."""
-    _register()
-    sys.exit(_app.app(standalone_mode=True))
+    try:
+        _app.app(standalone_mode=True)
+    except errors.TauError as exc:
+        views.err_console.print(f"[red]error:[/] {exc.message}")
+        if exc.hint:
+            views.err_console.print(f"  [dim]hint:[/] {exc.hint}")
+        sys.exit(1 if isinstance(exc, errors.SystemFault) else 2)

@@ -121,7 +121,11 @@ def _apply(hub: context.Hub, rep: wire.AttemptReport) -> None:
             f"ray-job-submission-a{a['number']}.json", json.dumps(rep.submission, indent=2)
         )
     _metrics(hub, run, a, rep)
-    _transition(hub, run, a, rep)
+    if rep.state != a["state"]:
+        _transition(hub, run, a, rep)
+        runs.write_run_json(hub, run["id"])
+    elif rep.state == st.AttemptState.RUNNING.value:
+        _running(hub, run, a, rep)
     _check_released(hub, run["id"])
 
 
@@ -179,8 +183,6 @@ def _transition(
     hub: context.Hub, run: dict[str, Any], a: dict[str, Any], rep: wire.AttemptReport
 ) -> None:
     state = rep.state
-    if state == a["state"] and state != st.AttemptState.RUNNING.value:
-        return
     if state == st.AttemptState.STARTING.value:
         hub.runs.update_attempt(
             a["token"], state=state, submission_id=rep.submission_id, event="attempt_starting"

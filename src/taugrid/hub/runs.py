@@ -144,7 +144,9 @@ def write_run_json(hub: context.Hub, run_id: str) -> None:
         return
     doc = detail(hub, run)
     doc["tau_yaml"] = run["config_yaml"]
-    record_of(hub, run).write_json("run.json", doc)
+    rec = record_of(hub, run)
+    rec.write_json("run.json", doc)
+    rec.write_events(hub.runs.events(run_id))
 
 
 def _set(

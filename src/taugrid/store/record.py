@@ -60,9 +60,11 @@ class RunRecord:
         (self.dir / "rendered").mkdir(parents=True, exist_ok=True)
         _atomic_write(self.dir / "rendered" / name, text)
 
-    def append_event(self, event: dict[str, Any]) -> None:
-        with (self.dir / "events.jsonl").open("a") as fh:
-            fh.write(json.dumps(event, default=str) + "\n")
+    def write_events(self, events: list[dict[str, Any]]) -> None:
+        """Rewrite ``events.jsonl`` (every lifecycle event, in order) from the store."""
+        _atomic_write(
+            self.dir / "events.jsonl", "".join(json.dumps(e, default=str) + "\n" for e in events)
+        )
 
     def append_log(self, name: str, chunk: str) -> None:
         (self.dir / "logs").mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,117 @@
+"""A real region for flow tests: a local Ray cluster plus an agent thread syncing to a hub."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from taugrid.agent import agent, hubclient
+from taugrid.backends import ray_drain, ray_local
+from taugrid.sdk import submit
+from tests.backends import backend_helpers as bh
+from tests.hub.harness import HubServer
+
+QUICKSTART = Path(__file__).resolve().parents[2] / "examples" / "quickstart"
+
+
+def start_ray(ips: list[str], state_dir: Path) -> ray_local.LocalRayCluster:
+    """The embedded default shape (4 emulated A100-80G per node), one node per IP."""
+    shapes = [ray_local.NodeShape(ip=ip) for ip in ips]
+    cluster = ray_local.LocalRayCluster(
+        ips[0],
+        bh.free_port(ips[0], 6600, 6699),
+        bh.free_port(ips[0], 8600, 8699),
+        shapes,
+        state_dir,
+        job_start_timeout_s=60,
+    )
+    return cluster.start(timeout_s=120)
+
+
+class AgentThread:
+    """The real ``Agent`` loop in a thread (sync every 0.3 s, full report every second)."""
+
+    def __init__(
+        self, server: HubServer, cluster: ray_local.LocalRayCluster, state_dir: Path
+    ) -> None:
+        self.backend = cluster.backend()
+        self.hub = hubclient.HubClient(server.url, server.agent_token(), "local")
+        cfg = agent.AgentConfig("local", "local", state_dir, sync_s=0.3, report_s=1.0)
+        gcs = cluster.gcs_address
+        self.agent = agent.Agent(
+            cfg, self.backend, self.hub, lambda n, why: ray_drain.drain_node(gcs, n, why)
+        )
+        self.stop_event = threading.Event()
+        self.thread = threading.Thread(target=self.agent.run, args=(self.stop_event,), daemon=True)
+
+    def start(self) -> AgentThread:
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.thread.join(timeout=30)
+        self.hub.close()
+        self.backend.close()
+
+
+def quickstart_yaml(
+    args: str = "--steps 60 --checkpoint-every 20",
+    env: dict[str, str] | None = None,
+    retries: int = 2,
+    name: str = "quickstart",
+) -> str:
+    text = (QUICKSTART / "tau.yaml").read_text()
+    text = text.replace("name: quickstart", f"name: {name}")
+    text = text.replace(
+        'args: ["--steps", "300", "--checkpoint-every", "50"]', f"args: {args.split()!r}"
+    )
+    text = text.replace("max_retries: 2", f"max_retries: {retries}")
+    if retries == 0:
+        text = "\n".join(ln for ln in text.splitlines() if "retry_on" not in ln) + "\n"
+    if env:
+        lines = "".join(f"\n    {k}: '{v}'" for k, v in env.items())
+        text += f"runtime:\n  env:{lines}\n"
+    return text.replace("'", '"')
+
+
+def submit_run(c: httpx.Client, tau_yaml: str) -> dict[str, Any]:
+    code = submit.zip_dir(QUICKSTART, [])
+    import base64
+
+    body = {
+        "tau_yaml": tau_yaml,
+        "filename": "tau.yaml",
+        "code_zip_b64": base64.b64encode(code).decode(),
+    }
+    r = c.post("/v1/runs", json=body)
+    assert r.status_code == 201, r.text
+    return dict(r.json())
+
+
+def wait_run(
+    c: httpx.Client, run_id: str, pred: Callable[[dict[str, Any]], bool], timeout: float = 90
+) -> dict[str, Any]:
+    deadline = time.time() + timeout
+    run: dict[str, Any] = c.get(f"/v1/runs/{run_id}").json()
+    while not pred(run):
+        if time.time() > deadline:
+            raise AssertionError(f"timed out; run is {run['state']}: {phases(run)}")
+        time.sleep(0.3)
+        run = c.get(f"/v1/runs/{run_id}").json()
+    return run
+
+
+def phases(run: dict[str, Any]) -> dict[str, str]:
+    return {p["phase"]: p["status"] for p in run["phases"]}
+
+
+def finished(run: dict[str, Any]) -> bool:
+    return (
+        run["state"] in ("succeeded", "failed", "cancelled") and phases(run)["released"] == "done"
+    )

@@ -1,0 +1,156 @@
+"""End to end through the real pieces: hub server, agent, Ray cluster, the quickstart.
+
+One shared 2-node Ray cluster (127.0.0.11-12, 4 emulated A100-80G each) per module;
+a fresh hub (SQLite; the happy path also on PostgreSQL) and agent per test.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from taugrid.backends import ray_local
+from taugrid.store import db
+from tests.hub import region as rg
+from tests.hub.harness import HubServer, make_hub
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ray_local.LocalRayCluster]:
+    cluster = rg.start_ray(["127.0.0.11", "127.0.0.12"], tmp_path_factory.mktemp("ray"))
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+def sqlite_engine(tmp_path: Path) -> Iterator[sa.Engine]:
+    eng = db.open_engine(f"sqlite:///{tmp_path / 'hub.db'}")
+    yield eng
+    eng.dispose()
+
+
+def _platform(
+    server_engine: sa.Engine, tmp_path: Path, cluster: ray_local.LocalRayCluster, **cfg: float
+) -> Iterator[tuple[HubServer, rg.AgentThread]]:
+    server = HubServer(make_hub(server_engine, tmp_path / "home", **cfg)).start()
+    agent = rg.AgentThread(server, cluster, tmp_path / "agent").start()
+    try:
+        yield server, agent
+    finally:
+        agent.stop()
+        server.stop()
+
+
+@pytest.fixture
+def platform(
+    sqlite_engine: sa.Engine, tmp_path: Path, ray_cluster: ray_local.LocalRayCluster
+) -> Iterator[tuple[HubServer, rg.AgentThread]]:
+    yield from _platform(sqlite_engine, tmp_path, ray_cluster)
+
+
+def test_quickstart_runs_to_completion_on_both_databases(
+    engine: sa.Engine, tmp_path: Path, ray_cluster: ray_local.LocalRayCluster
+) -> None:
+    for server, _agent in _platform(engine, tmp_path, ray_cluster):
+        with server.http() as c:
+            run = rg.submit_run(c, rg.quickstart_yaml())
+            done = rg.wait_run(c, run["id"], rg.finished)
+            metrics = c.get(f"/v1/runs/{run['id']}/metrics").json()
+            logs = c.get(f"/v1/runs/{run['id']}/logs").json()["text"]
+        assert done["state"] == "succeeded", done["reason"]
+        assert all(s in ("done", "skipped") for s in rg.phases(done).values()), rg.phases(done)
+        assert rg.phases(done)["artifacts_saved"] == "done"
+        losses = [m["value"] for m in metrics if m["name"] == "loss"]
+        assert len(losses) >= 50 and losses[-1] < losses[0]
+        assert "val_acc" in logs or "step" in logs
+        record = Path(done["record_dir"])
+        for part in (
+            "run.json",
+            "tau.yaml",
+            "events.jsonl",
+            "COMPLETE",
+            "artifacts/model.npz",
+            "metrics/metrics.jsonl",
+            "logs/driver.log",
+            "rendered/ray-job-submission-a1.json",
+        ):
+            assert (record / part).exists(), part
+        sub = json.loads((record / "rendered/ray-job-submission-a1.json").read_text())
+        assert (
+            sub["entrypoint_num_gpus"] == 1
+            and sub["runtime_env"]["env_vars"]["TAU_RUN_ID"] == run["id"]
+        )
+        assert json.loads((record / "run.json").read_text())["state"] == "succeeded"
+
+
+def test_failing_entrypoint_reports_exit_code_and_log_tail(
+    platform: tuple[HubServer, rg.AgentThread],
+) -> None:
+    server, _ = platform
+    text = rg.quickstart_yaml("--steps 30 --fail-at-step 5 --fail-attempts 9", retries=0)
+    with server.http() as c:
+        run = rg.submit_run(c, text)
+        done = rg.wait_run(c, run["id"], rg.finished)
+    assert done["state"] == "failed"
+    completed = next(p for p in done["phases"] if p["phase"] == "completed")
+    assert completed["status"] == "failed" and "exit code 3" in completed["reason"]
+    assert done["attempts"][0]["exit_code"] == 3
+
+
+def test_exit_nonzero_is_retried_and_resumes_from_checkpoint(
+    platform: tuple[HubServer, rg.AgentThread],
+) -> None:
+    server, _ = platform
+    text = rg.quickstart_yaml(
+        "--steps 60 --checkpoint-every 20 --fail-at-step 45 --fail-attempts 1"
+    )
+    with server.http() as c:
+        run = rg.submit_run(c, text)
+        done = rg.wait_run(c, run["id"], rg.finished, timeout=150)
+        metrics = c.get(f"/v1/runs/{run['id']}/metrics").json()
+    assert done["state"] == "succeeded", done["reason"]
+    first, second = done["attempts"]
+    assert first["state"] == "failed" and first["checkpoint_step"] == 40
+    assert second["resumed_from"] and second["resumed_from"].endswith("step-00000040")
+    steps2 = [m["step"] for m in metrics if m["attempt"] == 2 and m["name"] == "loss"]
+    assert min(steps2) == 41  # continued after the checkpoint, not from step 0
+
+
+def test_cancel_while_running_releases_quota_and_gpus(
+    platform: tuple[HubServer, rg.AgentThread],
+) -> None:
+    server, _ = platform
+    with server.http() as c:
+        run = rg.submit_run(c, rg.quickstart_yaml("--steps 400 --step-sleep 0.2"))
+        rg.wait_run(c, run["id"], lambda r: r["state"] == "running")
+        c.post(f"/v1/runs/{run['id']}/cancel")
+        done = rg.wait_run(c, run["id"], rg.finished)
+        quota = server.hub.runs.quota_usage()
+    assert done["state"] == "cancelled"
+    assert done["attempts"][0]["state"] == "stopped" and done["attempts"][0]["released"]
+    assert quota == {}
+
+
+def test_hub_restart_while_running_keeps_the_run(
+    sqlite_engine: sa.Engine, tmp_path: Path, ray_cluster: ray_local.LocalRayCluster
+) -> None:
+    server = HubServer(make_hub(sqlite_engine, tmp_path / "home")).start()
+    agent = rg.AgentThread(server, ray_cluster, tmp_path / "agent").start()
+    try:
+        with server.http() as c:
+            run = rg.submit_run(c, rg.quickstart_yaml("--steps 60 --step-sleep 0.1"))
+            rg.wait_run(c, run["id"], lambda r: r["state"] == "running")
+        server.stop()  # the hub goes away mid-run; the agent keeps the attempt
+        server2 = HubServer(make_hub(sqlite_engine, tmp_path / "home"), port=server.port).start()
+        with server2.http(server.admin_token) as c:
+            done = rg.wait_run(c, run["id"], rg.finished)
+        assert done["state"] == "succeeded" and len(done["attempts"]) == 1
+        server2.stop()
+    finally:
+        agent.stop()
