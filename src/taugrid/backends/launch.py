@@ -240,6 +240,9 @@ def _log(msg: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the process exit status."""
     cfg = parse_args(argv)
+    # Ray's driver folds lines that differ only in numbers ("[rank 0] up", "[rank 1]
+    # up") into one "[repeated 2x]"; every rank's line must reach the job log.
+    os.environ.setdefault("RAY_DEDUP_LOGS", "0")
     import ray
     from ray.util.placement_group import placement_group, remove_placement_group
 

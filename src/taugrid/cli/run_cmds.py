@@ -41,6 +41,7 @@ def _watch(
             time.sleep(1.0)
             run = cli.run(ref)
             live.update(views.phase_tree(run))
+    views.console.print()
     return run
 
 

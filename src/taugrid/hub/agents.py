@@ -223,7 +223,7 @@ def _running(
         )
     if rep.nodes and rep.nodes != a["nodes"]:
         hub.runs.update_attempt(a["token"], nodes=rep.nodes)
-    where = ", ".join(rep.nodes) or "Ray"
+    where = ", ".join(n[:12] for n in rep.nodes) or "Ray"
     _phase(
         hub, run["id"], ph.Phase.SCHEDULED, ph.PhaseStatus.DONE, "ray", f"workers bound to {where}"
     )

@@ -91,7 +91,9 @@ class RunRecord:
             return []
         out = []
         for p in sorted(root.rglob("*")):
-            if p.is_file() and ".staging" not in p.parts:
+            if p.is_file() and not any(
+                part.startswith(".") for part in p.relative_to(self.dir).parts
+            ):
                 out.append({"path": str(p.relative_to(self.dir)), "size": p.stat().st_size})
         return out
 

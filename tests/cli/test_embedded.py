@@ -1,0 +1,138 @@
+"""The researcher path through the real ``tau`` console script and embedded platform.
+
+``tau up`` starts the hub and the ``local`` agent (with its real Ray cluster) under a
+temporary ``$TAU_HOME``; the quickstart runs to completion with ``--watch``; status,
+metrics, logs, get, history and cancel work; ``tau down`` leaves no process behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.backends import backend_helpers as bh
+from tests.hub.harness import free_port
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+TAU = shutil.which("tau") or str(ROOT / ".venv" / "bin" / "tau")
+IP = "127.0.0.17"
+
+
+def tau(env: dict[str, str], *args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [TAU, *args], env=env, capture_output=True, text=True, timeout=timeout, cwd=ROOT
+    )
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    home = tmp_path_factory.mktemp("tau-home")
+    e = {**os.environ, "TAU_HOME": str(home), "TAU_HUB_PORT": str(free_port()), "TAU_RAY_IP": IP,
+         "TAU_RAY_GCS_PORT": str(bh.free_port(IP, 6700, 6799)),
+         "TAU_RAY_DASHBOARD_PORT": str(bh.free_port(IP, 8700, 8799)), "COLUMNS": "200"}  # fmt: skip
+    for k in ("TAU_HUB_URL", "TAU_TOKEN"):
+        e.pop(k, None)
+    up = tau(e, "up")
+    assert up.returncode == 0, up.stderr + up.stdout
+    try:
+        yield e
+    finally:
+        down = tau(e, "down")
+        pids = [
+            (home / "run" / f).read_text()
+            for f in ("hub.pid", "agent-local.pid")
+            if (home / "run" / f).exists()
+        ]
+        assert down.returncode == 0 and not pids, down.stderr
+        time.sleep(1)
+        left = subprocess.run(
+            ["pgrep", "-f", f"node-ip-address={IP}"], capture_output=True, text=True
+        ).stdout
+        assert not left.strip(), f"Ray processes left behind: {left}"
+
+
+def test_credentials_are_private(env: dict[str, str]) -> None:
+    creds = Path(env["TAU_HOME"]) / "credentials.json"
+    assert creds.stat().st_mode & 0o777 == 0o600
+    assert json.loads(creds.read_text())["token"].startswith("tau_")
+
+
+def test_up_status_reports_emulated_gpus(env: dict[str, str]) -> None:
+    out = tau(env, "cluster", "list", "-o", "json")
+    assert out.returncode == 0, out.stderr
+    (cluster,) = json.loads(out.stdout)
+    report = cluster["report"]
+    assert cluster["state"] == "ready" and report["emulated_gpus"] is True
+    assert report["gpu_models"] == {"A100-80G": 8} and len(report["nodes"]) == 2
+
+
+def test_quickstart_end_to_end(env: dict[str, str], tmp_path: Path) -> None:
+    run = tau(env, "run", "examples/quickstart", "--watch")
+    assert run.returncode == 0, run.stderr + run.stdout
+    assert "loss" in run.stdout and "artifacts/model.npz" in run.stdout
+    status = json.loads(tau(env, "run", "status", "quickstart", "-o", "json").stdout)
+    assert status["state"] == "succeeded"
+    assert [p["status"] for p in status["phases"]] == ["done"] * 9
+    metrics = json.loads(tau(env, "run", "metrics", "quickstart", "-o", "json").stdout)
+    assert len([m for m in metrics if m["name"] == "loss"]) == 300
+    assert "Running entrypoint" in tau(env, "run", "logs", "quickstart", "--tail", "50").stdout
+    got = tau(env, "run", "get", "quickstart", "--artifact", "model.npz", "-d", str(tmp_path))
+    assert got.returncode == 0 and (tmp_path / "model.npz").stat().st_size > 1000
+    hist = json.loads(tau(env, "run", "history", "quickstart", "-o", "json").stdout)
+    assert hist["attempts"][0]["exit_code"] == 0 and hist["events"][0]["kind"] == "submitted"
+
+
+def test_cancel_running_returns_when_released(env: dict[str, str], tmp_path: Path) -> None:
+    src = ROOT / "examples" / "quickstart"
+    work = tmp_path / "slow"
+    shutil.copytree(src, work)
+    text = (work / "tau.yaml").read_text().replace('"--checkpoint-every", "50"]',
+                                                   '"--checkpoint-every", "50", "--step-sleep", "0.5"]')  # fmt: skip
+    (work / "tau.yaml").write_text(text.replace("name: quickstart", "name: slow"))
+    sub = tau(env, "run", str(work), "-o", "json")
+    assert sub.returncode == 0, sub.stderr
+    run_id = json.loads(sub.stdout)["id"]
+    deadline = time.time() + 90
+    while json.loads(tau(env, "run", "status", run_id, "-o", "json").stdout)["state"] != "running":
+        assert time.time() < deadline
+        time.sleep(1)
+    out = tau(env, "run", "cancel", run_id)
+    assert out.returncode == 0 and "cancelled (quota and GPUs released)" in out.stdout, (
+        out.stdout + out.stderr
+    )
+
+
+def test_bad_input_is_a_clear_error(env: dict[str, str], tmp_path: Path) -> None:
+    (tmp_path / "tau.yaml").write_text(
+        "schema_version: 1\nname: x\nrun:\n  entrypoint: t.py\ncompute:\n  gpu: 1\n"
+    )
+    (tmp_path / "t.py").write_text("print(1)\n")
+    bad = tau(env, "run", str(tmp_path))
+    assert (
+        bad.returncode == 2 and "tau.yaml:6:3" in bad.stderr and "did you mean 'gpus'" in bad.stderr
+    )
+    big = (tmp_path / "tau.yaml").read_text().replace("gpu: 1", "gpus: 4\n  workers: 3")
+    (tmp_path / "tau.yaml").write_text(big)
+    out = tau(env, "run", str(tmp_path))
+    assert out.returncode == 2 and "12 GPUs" in out.stderr and "Traceback" not in out.stderr
+    missing = tau(env, "run", "status", "does-not-exist")
+    assert missing.returncode == 2 and "no run named" in missing.stderr
+
+
+def test_unreachable_hub_is_a_clear_error(env: dict[str, str]) -> None:
+    e = {**env, "TAU_HUB_URL": f"http://127.0.0.1:{free_port()}", "TAU_TOKEN": "tau_x"}
+    out = tau(e, "run", "list")
+    assert (
+        out.returncode == 1
+        and "cannot reach the TauGrid hub" in out.stderr
+        and "Traceback" not in out.stderr
+    )
