@@ -39,10 +39,13 @@ class _RenderedSubmission(pydantic.BaseModel):
 def test_submission_coerces_duck_typed_models_and_quantities() -> None:
     sub = base.Submission.coerce(
         _RenderedSubmission(
-            submission_id="run-1", entrypoint="python x.py", entrypoint_num_gpus=2,
-            entrypoint_memory="1Gi", runtime_env={"env_vars": {"A": "1"}},
+            submission_id="run-1",
+            entrypoint="python x.py",
+            entrypoint_num_gpus=2,
+            entrypoint_memory="1Gi",
+            runtime_env={"env_vars": {"A": "1"}},
         )
-    )  # fmt: skip
+    )
     assert sub.entrypoint_num_gpus == 2 and sub.entrypoint_memory == 2**30
     assert sub.runtime_env == {"env_vars": {"A": "1"}}
     assert base.Submission.coerce(sub) is sub
@@ -55,11 +58,18 @@ def test_submission_coerces_duck_typed_models_and_quantities() -> None:
 
 def _node(node_id: str, gpu_free: float, alive: bool = True, model: str = "A100-80G") -> dict:
     return {
-        "node_id": node_id, "node_ip": "127.0.0.9", "state": "ALIVE" if alive else "DEAD",
+        "node_id": node_id,
+        "node_ip": "127.0.0.9",
+        "state": "ALIVE" if alive else "DEAD",
         "is_head_node": node_id == "a",
-        "resources_total": {"CPU": 16.0, "GPU": 4.0, f"accelerator_type:{model}": 4.0,
-                            "memory": 2.0**37, "my_res": 2.0},
-    }  # fmt: skip
+        "resources_total": {
+            "CPU": 16.0,
+            "GPU": 4.0,
+            f"accelerator_type:{model}": 4.0,
+            "memory": 2.0**37,
+            "my_res": 2.0,
+        },
+    }
 
 
 def test_inventory_from_dashboard_usage_maps_camel_case_names_back() -> None:
@@ -133,9 +143,22 @@ def test_missing_working_dir_is_rejected_before_contacting_ray(tmp_path) -> None
 
 def test_launcher_arguments_bundle_and_env(monkeypatch: pytest.MonkeyPatch) -> None:
     cfg = launch.parse_args(
-        ["--workers", "2", "--gpus-per-worker", "4", "--cpus-per-worker", "8",
-         "--accelerator", "A100-80G", "--", "python", "train.py", "--lr", "1"]
-    )  # fmt: skip
+        [
+            "--workers",
+            "2",
+            "--gpus-per-worker",
+            "4",
+            "--cpus-per-worker",
+            "8",
+            "--accelerator",
+            "A100-80G",
+            "--",
+            "python",
+            "train.py",
+            "--lr",
+            "1",
+        ]
+    )
     assert cfg.command == ("python", "train.py", "--lr", "1") and cfg.workers == 2
     assert launch.bundle(cfg) == {"CPU": 8, "GPU": 4, "accelerator_type:A100-80G": 0.001}
     monkeypatch.setenv("TAU_RUN_ID", "r1")

@@ -36,9 +36,15 @@ def tau(env: dict[str, str], *args: str, timeout: float = 240) -> subprocess.Com
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     home = tmp_path_factory.mktemp("tau-home")
-    e = {**os.environ, "TAU_HOME": str(home), "TAU_HUB_PORT": str(free_port()), "TAU_RAY_IP": IP,
-         "TAU_RAY_GCS_PORT": str(bh.free_port(IP, 6700, 6799)),
-         "TAU_RAY_DASHBOARD_PORT": str(bh.free_port(IP, 8700, 8799)), "COLUMNS": "200"}  # fmt: skip
+    e = {
+        **os.environ,
+        "TAU_HOME": str(home),
+        "TAU_HUB_PORT": str(free_port()),
+        "TAU_RAY_IP": IP,
+        "TAU_RAY_GCS_PORT": str(bh.free_port(IP, 6700, 6799)),
+        "TAU_RAY_DASHBOARD_PORT": str(bh.free_port(IP, 8700, 8799)),
+        "COLUMNS": "200",
+    }
     for k in ("TAU_HUB_URL", "TAU_TOKEN"):
         e.pop(k, None)
     up = tau(e, "up")
@@ -95,8 +101,8 @@ def test_cancel_running_returns_when_released(env: dict[str, str], tmp_path: Pat
     src = ROOT / "examples" / "quickstart"
     work = tmp_path / "slow"
     shutil.copytree(src, work)
-    text = (work / "tau.yaml").read_text().replace('"--checkpoint-every", "50"]',
-                                                   '"--checkpoint-every", "50", "--step-sleep", "0.5"]')  # fmt: skip
+    slow = '"--checkpoint-every", "50", "--step-sleep", "0.5"]'
+    text = (work / "tau.yaml").read_text().replace('"--checkpoint-every", "50"]', slow)
     (work / "tau.yaml").write_text(text.replace("name: quickstart", "name: slow"))
     sub = tau(env, "run", str(work), "-o", "json")
     assert sub.returncode == 0, sub.stderr

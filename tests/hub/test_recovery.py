@@ -28,9 +28,13 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ray_local.Loca
     shapes = [ray_local.NodeShape(ip=ips[0], num_gpus=0, num_cpus=4)]
     shapes += [ray_local.NodeShape(ip=ip) for ip in ips[1:]]
     c = ray_local.LocalRayCluster(
-        ips[0], bh.free_port(ips[0], 6600, 6699), bh.free_port(ips[0], 8600, 8699), shapes,
-        tmp_path_factory.mktemp("ray-recovery"), job_start_timeout_s=60,
-    )  # fmt: skip
+        ips[0],
+        bh.free_port(ips[0], 6600, 6699),
+        bh.free_port(ips[0], 8600, 8699),
+        shapes,
+        tmp_path_factory.mktemp("ray-recovery"),
+        job_start_timeout_s=60,
+    )
     c.start(timeout_s=180)
     yield c
     c.stop()

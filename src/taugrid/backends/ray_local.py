@@ -401,9 +401,15 @@ class LocalRayCluster:
             "tmp_root": str(self._tmp_root),
             "marker": f"{_procs.MARKER_ENV}={self._token}/<index>",
             "nodes": [
-                {"index": n.index, "ip": n.ip, "pid": n.proc.pid if n.proc else None,
-                 "temp_dir": str(n.temp_dir), "log": str(n.log), "shape": n.shape.model_dump()}
+                {
+                    "index": n.index,
+                    "ip": n.ip,
+                    "pid": n.proc.pid if n.proc else None,
+                    "temp_dir": str(n.temp_dir),
+                    "log": str(n.log),
+                    "shape": n.shape.model_dump(),
+                }
                 for n in self._nodes
             ],
-        }  # fmt: skip
+        }
         (self.state_dir / _STATE_FILE).write_text(json.dumps(state, indent=2))

@@ -102,11 +102,16 @@ def plan(spec: runspec.RunSpec) -> EntrypointPlan:
             resources,
         )
     launch = [
-        "python", "-m", LAUNCH_MODULE,
-        "--workers", str(spec.workers),
-        "--gpus-per-worker", str(spec.gpus_per_worker),
-        "--cpus-per-worker", f"{spec.cpus_per_worker:g}",
-    ]  # fmt: skip
+        "python",
+        "-m",
+        LAUNCH_MODULE,
+        "--workers",
+        str(spec.workers),
+        "--gpus-per-worker",
+        str(spec.gpus_per_worker),
+        "--cpus-per-worker",
+        f"{spec.cpus_per_worker:g}",
+    ]
     if spec.gpu_model and spec.gpus_per_worker > 0:
         launch += ["--accelerator", spec.gpu_model]
     return EntrypointPlan((*launch, "--", *argv), DRIVER_CPUS, 0, None, {}, driver_only=True)
