@@ -41,7 +41,7 @@ import ray
 
 import taugrid as tau
 
-QUICKSTART = Path(__file__).resolve().parent.parent / "quickstart" / "train.py"
+QUICKSTART = Path(__file__).resolve().parent.parent / "quickstart" / "train.py"  # working_dir: ..
 BATCH_PER_WORKER = 64
 
 

@@ -80,8 +80,8 @@ def quickstart_yaml(
     return text.replace("'", '"')
 
 
-def submit_run(c: httpx.Client, tau_yaml: str) -> dict[str, Any]:
-    code = submit.zip_dir(QUICKSTART, [])
+def submit_run(c: httpx.Client, tau_yaml: str, code_dir: Path = QUICKSTART) -> dict[str, Any]:
+    code = submit.zip_dir(code_dir, [])
     import base64
 
     body = {

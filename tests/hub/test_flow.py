@@ -154,3 +154,16 @@ def test_hub_restart_while_running_keeps_the_run(
         server2.stop()
     finally:
         agent.stop()
+
+
+def test_ray_train_ddp_runs_two_workers(platform: tuple[HubServer, rg.AgentThread]) -> None:
+    server, _ = platform
+    ddp = rg.QUICKSTART.parent / "ray-train-ddp"
+    text = (ddp / "tau.yaml").read_text().replace('"200"', '"40"').replace('"50"', '"20"')
+    with server.http() as c:
+        run = rg.submit_run(c, text, ddp.parent)
+        done = rg.wait_run(c, run["id"], rg.finished, timeout=180)
+        logs = c.get(f"/v1/runs/{run['id']}/logs").json()["text"]
+    assert done["state"] == "succeeded", done["reason"] + logs[-2000:]
+    assert '"backend": "ray-train"' in logs
+    assert rg.phases(done)["artifacts_saved"] == "done"
