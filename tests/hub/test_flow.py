@@ -167,3 +167,27 @@ def test_ray_train_ddp_runs_two_workers(platform: tuple[HubServer, rg.AgentThrea
     assert done["state"] == "succeeded", done["reason"] + logs[-2000:]
     assert '"backend": "ray-train"' in logs
     assert rg.phases(done)["artifacts_saved"] == "done"
+
+
+def test_agent_restart_reattaches_without_duplicates(
+    sqlite_engine: sa.Engine, tmp_path: Path, ray_cluster: ray_local.LocalRayCluster
+) -> None:
+    server = HubServer(make_hub(sqlite_engine, tmp_path / "home")).start()
+    agent = rg.AgentThread(server, ray_cluster, tmp_path / "agent").start()
+    try:
+        with server.http() as c:
+            run = rg.submit_run(c, rg.quickstart_yaml("--steps 80 --step-sleep 0.05"))
+            rg.wait_run(
+                c, run["id"], lambda r: r["state"] == "running" and r["attempts"][0]["last_step"]
+            )
+            agent.stop()  # the agent process dies; its Ray job keeps running
+            agent = rg.AgentThread(server, ray_cluster, tmp_path / "agent").start()
+            done = rg.wait_run(c, run["id"], rg.finished)
+            metrics = c.get(f"/v1/runs/{run['id']}/metrics", params={"name": "loss"}).json()
+            logs = c.get(f"/v1/runs/{run['id']}/logs").json()["text"]
+        assert done["state"] == "succeeded" and len(done["attempts"]) == 1
+        assert sorted(m["step"] for m in metrics) == list(range(1, 81))
+        assert logs.count("Running entrypoint") == 1
+    finally:
+        agent.stop()
+        server.stop()

@@ -83,9 +83,15 @@ class Agent:
             self._last_report = time.time()
         self._act(reply)
 
+    @property
+    def _attempts_dir(self) -> Path:
+        return self.config.state_dir / "attempts"
+
     def _poll(self, t: tracker.AttemptTracker) -> wire.AttemptReport | None:
         try:
-            return t.poll(self.backend, self.faulty)
+            report = t.poll(self.backend, self.faulty)
+            t.save(self._attempts_dir)
+            return report
         except errors.TauError as exc:
             log.warning("poll of attempt %s failed: %s", t.a.token, exc)
             return None
@@ -102,6 +108,7 @@ class Agent:
             ended = t.state not in st.ACTIVE_ATTEMPT_STATES
             if tok not in wanted and ended and t.released:
                 del self.trackers[tok]
+                (self._attempts_dir / f"{tok}.json").unlink(missing_ok=True)
 
     # -- actions ----------------------------------------------------------------
     def _start(self, a: wire.Assignment) -> None:
@@ -109,6 +116,7 @@ class Agent:
         t = tracker.AttemptTracker(a, sid)
         self.trackers[a.token] = t
         if a.submission_id:
+            t.restore(self._attempts_dir)
             log.info("re-attaching to attempt %s (%s)", a.token, sid)
             return
         try:

@@ -53,6 +53,23 @@ class AttemptTracker:
         self.submission: dict[str, Any] | None = None
         self.log_tail = ""
 
+    _SAVED = ("log_offset", "metrics_offset", "last_step", "log_tail")
+
+    def save(self, directory: Path) -> None:
+        """Persist read offsets so a restarted agent resumes without duplicates."""
+        directory.mkdir(parents=True, exist_ok=True)
+        doc = {k: getattr(self, k) for k in self._SAVED}
+        tmp = directory / f".{self.a.token}.json"
+        tmp.write_text(json.dumps(doc))
+        tmp.replace(directory / f"{self.a.token}.json")
+
+    def restore(self, directory: Path) -> None:
+        path = directory / f"{self.a.token}.json"
+        if path.exists():
+            for k, v in json.loads(path.read_text()).items():
+                if k in self._SAVED:
+                    setattr(self, k, v)
+
     @property
     def run_dir(self) -> Path:
         return Path(self.a.run_dir)

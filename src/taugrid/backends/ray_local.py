@@ -187,6 +187,32 @@ class LocalRayCluster:
         self.start_seconds = time.monotonic() - t0
         return self
 
+    @classmethod
+    def attach(cls, state_dir: Path) -> LocalRayCluster | None:
+        """The cluster a previous process started from ``state_dir``, if it still runs.
+
+        Used by an agent that restarts: running jobs keep running, and ``stop()`` of
+        the attached object still finds every node process by its marker.
+        """
+        path = Path(state_dir) / _STATE_FILE
+        if not path.exists():
+            return None
+        state = json.loads(path.read_text())
+        token = state["marker"].split("=", 1)[1].split("/", 1)[0]
+        if not _procs.marked(token + "/", prefix=True):
+            return None
+        gcs_ip, gcs_port = state["gcs_address"].rsplit(":", 1)
+        dash_port = int(state["dashboard_url"].rsplit(":", 1)[1])
+        shapes = [NodeShape.model_validate(n["shape"]) for n in state["nodes"]]
+        cluster = cls(gcs_ip, int(gcs_port), dash_port, shapes, Path(state_dir))
+        cluster._token = token
+        cluster._tmp_root = Path(state["tmp_root"])
+        cluster._nodes = [
+            _Node(n["index"], shape, n["ip"], Path(n["temp_dir"]), Path(n["log"]))
+            for n, shape in zip(state["nodes"], shapes, strict=True)
+        ]
+        return cluster
+
     def add_node(self, shape: NodeShape | None = None, timeout_s: float = 60.0) -> int:
         """Start one more node joining the head; returns its index once it is ALIVE."""
         if not self._nodes:
