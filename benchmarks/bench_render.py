@@ -15,13 +15,12 @@ import argparse
 import contextlib
 import itertools
 import os
-import pathlib
 import platform as pyplatform
 import random
-import re
 import statistics
 import time
 
+from benchmarks import report
 from taugrid import errors
 from taugrid.platform import load as platform_load
 from taugrid.platform import models as pm
@@ -30,7 +29,6 @@ from taugrid.spec import load as spec_load
 
 __all__ = ["generate", "main", "run"]
 
-DOC = pathlib.Path(__file__).resolve().parents[1] / "docs" / "BENCHMARKS.md"
 TARGET_MS = 5.0
 
 PLATFORM_YAML = """\
@@ -193,18 +191,6 @@ def _section(result: dict[str, float], command: str) -> str:
     )
 
 
-def write_section(section: str, doc: pathlib.Path = DOC) -> None:
-    """Replace (or append) the "## Render" section of docs/BENCHMARKS.md."""
-    text = doc.read_text() if doc.exists() else "# Benchmarks\n\nResults of `benchmarks/`.\n"
-    pattern = re.compile(r"^## Render\n.*?(?=^## |\Z)", re.S | re.M)
-    if pattern.search(text):
-        text = pattern.sub(lambda _: section + "\n", text).rstrip("\n") + "\n"
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    doc.parent.mkdir(parents=True, exist_ok=True)
-    doc.write_text(text)
-
-
 def main(argv: list[str] | None = None) -> None:
     """Command line: run the benchmark, print and record the numbers."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -222,7 +208,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     if not args.no_write:
         command = "python -m benchmarks.bench_render" + (" --quick" if args.quick else "")
-        write_section(_section(result, command))
+        report.write_section(_section(result, command))
 
 
 if __name__ == "__main__":
