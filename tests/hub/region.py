@@ -37,11 +37,15 @@ class AgentThread:
     """The real ``Agent`` loop in a thread (sync every 0.3 s, full report every second)."""
 
     def __init__(
-        self, server: HubServer, cluster: ray_local.LocalRayCluster, state_dir: Path
+        self,
+        server: HubServer,
+        cluster: ray_local.LocalRayCluster,
+        state_dir: Path,
+        sync_s: float = 0.3,
     ) -> None:
         self.backend = cluster.backend()
         self.hub = hubclient.HubClient(server.url, server.agent_token(), "local")
-        cfg = agent.AgentConfig("local", "local", state_dir, sync_s=0.3, report_s=1.0)
+        cfg = agent.AgentConfig("local", "local", state_dir, sync_s=sync_s, report_s=1.0)
         gcs = cluster.gcs_address
         self.agent = agent.Agent(
             cfg, self.backend, self.hub, lambda n, why: ray_drain.drain_node(gcs, n, why)

@@ -110,3 +110,11 @@ def test_file_access_cannot_escape_the_run(hub_server: HubServer) -> None:
             r = c.get(f"/v1/runs/{run['id']}/file", params={"path": bad})
             assert r.status_code in (400, 404), bad
             assert "passwd" not in r.text or r.status_code != 200
+
+
+def test_prometheus_metrics_endpoint(hub_server: HubServer) -> None:
+    with hub_server.http() as c:
+        _submit(c)
+        text = c.get("/metrics").text
+    assert 'tau_runs{state="queued"} 1.0' in text or 'tau_runs{state="admitted"} 1.0' in text
+    assert "tau_scheduling_latency_seconds_bucket" in text

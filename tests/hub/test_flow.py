@@ -191,3 +191,23 @@ def test_agent_restart_reattaches_without_duplicates(
     finally:
         agent.stop()
         server.stop()
+
+
+def test_resume_a_failed_run_from_its_checkpoint(
+    platform: tuple[HubServer, rg.AgentThread],
+) -> None:
+    server, _ = platform
+    text = rg.quickstart_yaml(
+        "--steps 60 --checkpoint-every 20 --fail-at-step 45 --fail-attempts 1", retries=0
+    )
+    with server.http() as c:
+        run = rg.submit_run(c, text)
+        failed = rg.wait_run(c, run["id"], rg.finished)
+        assert failed["state"] == "failed"
+        r = c.post(f"/v1/runs/{run['id']}/resume")
+        assert r.status_code == 200, r.text
+        done = rg.wait_run(c, run["id"], rg.finished)
+        metrics = c.get(f"/v1/runs/{run['id']}/metrics", params={"name": "loss"}).json()
+    assert done["state"] == "succeeded" and len(done["attempts"]) == 2
+    assert done["attempts"][1]["resumed_from"].endswith("step-00000040")
+    assert min(m["step"] for m in metrics if m["attempt"] == 2) == 41

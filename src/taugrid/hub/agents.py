@@ -270,6 +270,8 @@ def end_attempt(
         revoked=revoke or a["revoked"],
         event=f"attempt_{state.value}",
     )
+    if state is st.AttemptState.FAILED:
+        hub.metrics.failures.labels(kind=(kind or st.FailureKind.EXIT_NONZERO).value).inc()
     run = hub.runs.get_run(a["run_id"])
     if run is None or run["current_token"] != a["token"]:
         return

@@ -40,4 +40,8 @@ def create_app(hub: context.Hub) -> fastapi.FastAPI:
     def healthz() -> dict[str, Any]:
         return {"ok": True, "time": time.time(), "runs": hub.runs.count_runs()}
 
+    @app.get("/metrics", include_in_schema=False)
+    def prometheus() -> fastapi.Response:
+        return fastapi.Response(hub.metrics.render(), media_type="text/plain; version=0.0.4")
+
     return app

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
+from taugrid.hub import metrics
 from taugrid.platform import load as platform_load
 from taugrid.platform import models as pm
 from taugrid.store import auth, clusters, db, runs
@@ -52,3 +53,4 @@ class Hub:
             else platform_load.default_platform()
         )
         self.data_root = config.data_root
+        self.metrics = metrics.Metrics(self)

@@ -98,6 +98,11 @@ class RunStore:
         with self.engine.connect() as c:
             return {(r[0], r[1] or ""): int(r[2] or 0) for r in c.execute(q)}
 
+    def count_by_state(self) -> dict[str, int]:
+        q = sa.select(t.runs.c.state, sa.func.count()).group_by(t.runs.c.state)
+        with self.engine.connect() as c:
+            return {str(r[0]): int(r[1]) for r in c.execute(q)}
+
     def count_runs(self) -> int:
         with self.engine.connect() as c:
             return int(c.execute(sa.select(sa.func.count()).select_from(t.runs)).scalar_one())
