@@ -28,6 +28,7 @@ def test_every_endpoint_needs_a_token(hub_server: HubServer) -> None:
     with httpx.Client(base_url=hub_server.url) as anon:
         assert anon.get("/healthz").status_code == 200
         assert anon.get("/v1/runs").status_code == 401
+        assert anon.get("/metrics").status_code == 401
         assert anon.post("/v1/runs", json={"tau_yaml": QUICK}).status_code == 401
     with hub_server.http("tau_not-a-token") as bad:
         assert bad.get("/v1/runs").status_code == 401

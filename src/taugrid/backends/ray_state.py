@@ -162,7 +162,9 @@ def job_released(
     ray_job_id = details.get("job_id")
     if not ray_job_id:
         return True  # the entrypoint never connected to Ray: only the supervisor held anything
-    alive = dashboard.list_state("actors", [("job_id", ray_job_id), ("state", "ALIVE")], detail=True)
+    alive = dashboard.list_state(
+        "actors", [("job_id", ray_job_id), ("state", "ALIVE")], detail=True
+    )
     # Resource-free helpers (e.g. Ray Train's detached _AutoscalingCoordinatorActor)
     # outlive jobs by design; they hold no CPU/GPU, so they do not block the release.
     if any(a.get("required_resources") for a in alive):

@@ -13,7 +13,7 @@ from typing import Any
 
 import fastapi
 
-from taugrid.hub import api, context, scheduler
+from taugrid.hub import api, auth, context, scheduler
 
 __all__ = ["create_app"]
 
@@ -40,7 +40,7 @@ def create_app(hub: context.Hub) -> fastapi.FastAPI:
     def healthz() -> dict[str, Any]:
         return {"ok": True, "time": time.time(), "runs": hub.runs.count_runs()}
 
-    @app.get("/metrics", include_in_schema=False)
+    @app.get("/metrics", include_in_schema=False, dependencies=[fastapi.Depends(auth.principal)])
     def prometheus() -> fastapi.Response:
         return fastapi.Response(hub.metrics.render(), media_type="text/plain; version=0.0.4")
 
