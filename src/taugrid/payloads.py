@@ -11,7 +11,7 @@ Compatibility rules (SkyPilot ``payloads.py`` style):
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import pydantic
 
@@ -22,10 +22,15 @@ __all__ = [
     "AgentSyncReply",
     "Assignment",
     "AttemptReport",
+    "MembersChange",
     "NodeFault",
+    "QuotaDecision",
+    "QuotaRequestCreate",
     "StateReport",
     "StopOrder",
     "SubmitRequest",
+    "TokenCreate",
+    "WorkspaceCreate",
 ]
 
 API_VERSION = "v1"
@@ -131,3 +136,53 @@ class AgentSyncReply(_Payload):
     assignments: list[Assignment] = pydantic.Field(default_factory=list)
     stop: list[StopOrder] = pydantic.Field(default_factory=list)
     faulty_nodes: dict[str, str] = pydantic.Field(default_factory=dict)
+
+
+# -- tenancy (hub.tenancy_api) ---------------------------------------------------------
+# Lengths match the store's columns; names are validated again against the platform
+# models (``platform.models``) by the hub, which reports the field that is wrong.
+
+_USER = r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}$"
+User = Annotated[str, pydantic.StringConstraints(pattern=_USER)]
+
+
+class WorkspaceCreate(_Payload):
+    """``POST /v1/workspaces`` (admin): a TauWorkspace spec."""
+
+    name: str = pydantic.Field(min_length=1, max_length=63)
+    team: str = pydantic.Field(min_length=1, max_length=63)
+    members: list[User] = pydantic.Field(default_factory=list, max_length=1000)
+    namespace: str | None = pydantic.Field(default=None, max_length=63)
+    queue: str | None = pydantic.Field(default=None, max_length=63)
+    defaults: dict[str, Any] = pydantic.Field(default_factory=dict)
+    data: dict[str, Any] = pydantic.Field(default_factory=dict)
+
+
+class MembersChange(_Payload):
+    """``POST /v1/workspaces/{name}/members`` (admin): members to add and to remove."""
+
+    add: list[User] = pydantic.Field(default_factory=list, max_length=1000)
+    remove: list[User] = pydantic.Field(default_factory=list, max_length=1000)
+
+
+class QuotaRequestCreate(_Payload):
+    """``POST /v1/workspaces/{name}/quota-requests``: ask for a team's new nominal quota."""
+
+    gpu_model: str = pydantic.Field(min_length=1, max_length=64)
+    gpus: int = pydantic.Field(ge=0, le=1_000_000, description="the nominal quota asked for")
+    reason: str = pydantic.Field(min_length=1, max_length=2000)
+
+
+class QuotaDecision(_Payload):
+    """``POST /v1/admin/quota-requests/{id}/approve|reject`` (admin)."""
+
+    reason: str = pydantic.Field(default="", max_length=2000)
+
+
+class TokenCreate(_Payload):
+    """``POST /v1/admin/tokens`` (admin): a bearer token for a person or an agent."""
+
+    name: User
+    role: str = pydantic.Field(pattern=r"^(admin|researcher|agent)$")
+    workspaces: list[str] = pydantic.Field(default_factory=list, max_length=1000)
+    cluster: str | None = pydantic.Field(default=None, max_length=64)

@@ -13,7 +13,7 @@ from typing import Any
 
 import fastapi
 
-from taugrid.hub import api, auth, context, scheduler
+from taugrid.hub import api, auth, context, scheduler, tenancy_api
 
 __all__ = ["create_app"]
 
@@ -34,6 +34,7 @@ def create_app(hub: context.Hub) -> fastapi.FastAPI:
     app = fastapi.FastAPI(title="TauGrid hub", version="0.1.0", lifespan=lifespan)
     app.state.hub = hub
     app.include_router(api.router)
+    app.include_router(tenancy_api.router)
     api.install_error_handlers(app)
 
     @app.get("/healthz")

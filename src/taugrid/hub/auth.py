@@ -2,7 +2,10 @@
 
 Every endpoint but ``/healthz`` requires ``Authorization: Bearer <token>``. A
 ``Principal`` is the looked-up token: ``admin`` may do anything; ``researcher`` sees
-only the workspaces in its scope; ``agent`` may only sync for its own cluster.
+only its workspaces — those in its token's ``scope.workspaces`` plus every workspace
+whose members list the token's ``name`` (looked up on each request, so adding or
+removing a member takes effect at once); ``agent`` may only sync for its own cluster.
+Tokens are looked up on every request: a revoked token fails its next request.
 Failures are 401 (no/unknown/revoked token) or 403 (known token, wrong scope).
 """
 
@@ -15,7 +18,14 @@ import fastapi
 
 from taugrid.hub import context
 
-__all__ = ["Principal", "principal", "require_admin", "require_agent", "workspaces_of"]
+__all__ = [
+    "Principal",
+    "principal",
+    "require_admin",
+    "require_agent",
+    "require_workspace",
+    "workspaces_of",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,7 +59,11 @@ def principal(
     row = _hub(request).auth.lookup(authorization.removeprefix("Bearer ").strip())
     if row is None:
         raise fastapi.HTTPException(401, "unknown or revoked token", {"WWW-Authenticate": "Bearer"})
-    return Principal(row["id"], row["name"], row["role"], row["scope"])
+    scope = dict(row["scope"])
+    if row["role"] == "researcher":
+        own = set(scope.get("workspaces", []))
+        scope["workspaces"] = sorted(own | set(_hub(request).tenancy.memberships(row["name"])))
+    return Principal(row["id"], row["name"], row["role"], scope)
 
 
 def require_admin(p: Annotated[Principal, fastapi.Depends(principal)]) -> Principal:
@@ -73,3 +87,9 @@ def workspaces_of(p: Principal) -> list[str] | None:
     if p.role == "researcher":
         return list(p.scope.get("workspaces", []))
     raise fastapi.HTTPException(403, "agent tokens cannot read runs")
+
+
+def require_workspace(p: Principal, workspace: str) -> None:
+    """403 unless ``p`` may see ``workspace`` (admins see every workspace)."""
+    if not p.can_see(workspace):
+        raise fastapi.HTTPException(403, f"you are not a member of workspace {workspace}")

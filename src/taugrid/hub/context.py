@@ -2,12 +2,20 @@
 
 Owns construction of everything a request handler or the scheduling loop needs, so
 that both receive one ``Hub`` object instead of reaching for globals.
+
+``Hub.platform`` is the *effective* platform: platform.yaml (``base_platform``) with the
+teams, quotas and workspaces of the store applied (``store.tenancy``), so what the
+tenancy API creates or approves is what ``render.resolve`` and the scheduler see. It is
+cached; a change made through this hub invalidates it at once (``platform_changed``),
+a change made by another hub process is seen within ``PLATFORM_TTL_S``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import threading
+import time
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -15,9 +23,11 @@ import sqlalchemy as sa
 from taugrid.hub import metrics
 from taugrid.platform import load as platform_load
 from taugrid.platform import models as pm
-from taugrid.store import auth, clusters, db, runs
+from taugrid.store import auth, clusters, db, runs, tenancy
 
-__all__ = ["Hub", "HubConfig"]
+__all__ = ["PLATFORM_TTL_S", "Hub", "HubConfig"]
+
+PLATFORM_TTL_S = 2.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,10 +57,30 @@ class Hub:
         self.runs = runs.RunStore(self.engine)
         self.clusters = clusters.ClusterStore(self.engine)
         self.auth = auth.AuthStore(self.engine)
-        self.platform: pm.Platform = (
+        self.tenancy = tenancy.TenancyStore(self.engine)
+        self.base_platform: pm.Platform = (
             platform_load.load_platform(config.platform_file)
             if config.platform_file
             else platform_load.default_platform()
         )
+        self.tenancy.seed(self.base_platform)
+        self._platform_lock = threading.Lock()
+        self._platform: pm.Platform | None = None
+        self._platform_at = 0.0
         self.data_root = config.data_root
         self.metrics = metrics.Metrics(self)
+
+    @property
+    def platform(self) -> pm.Platform:
+        """platform.yaml with the store's teams, quotas and workspaces applied (cached)."""
+        with self._platform_lock:
+            now = time.monotonic()
+            if self._platform is None or now - self._platform_at > PLATFORM_TTL_S:
+                self._platform = self.tenancy.apply(self.base_platform)
+                self._platform_at = now
+            return self._platform
+
+    def platform_changed(self) -> None:
+        """Drop the cached effective platform (after a tenancy change)."""
+        with self._platform_lock:
+            self._platform = None

@@ -25,8 +25,13 @@ __all__ = [
     "metrics",
     "node_marks",
     "phases",
+    "quota_requests",
     "runs",
+    "team_quotas",
+    "teams",
     "tokens",
+    "workspace_members",
+    "workspaces",
 ]
 
 metadata = sa.MetaData()
@@ -159,4 +164,68 @@ audit = sa.Table(
     sa.Column("action", sa.String(64), nullable=False),
     sa.Column("target", sa.String(256), nullable=False),
     sa.Column("detail", sa.JSON, nullable=False),
+)
+
+
+# -- tenancy (hub.tenancy): teams, workspaces, quotas, quota requests ------------------
+# ``origin`` is ``platform`` for an object seeded from platform.yaml and never changed
+# through the hub (re-seeded at start), ``api`` once the hub changed it (kept as is).
+
+teams = sa.Table(
+    "teams",
+    metadata,
+    sa.Column("name", sa.String(64), primary_key=True),
+    sa.Column("spec", sa.JSON, nullable=False),  # TeamSpec less name and quotas
+    sa.Column("origin", sa.String(16), nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
+)
+
+team_quotas = sa.Table(
+    "team_quotas",
+    metadata,
+    sa.Column("team", sa.String(64), sa.ForeignKey("teams.name"), primary_key=True),
+    sa.Column("gpu_model", sa.String(64), primary_key=True),
+    sa.Column("position", sa.Integer, nullable=False),  # order of TeamSpec.quotas
+    sa.Column("nominal", sa.Integer, nullable=False),
+    sa.Column("borrowing_limit", sa.Integer, nullable=True),
+    sa.Column("lending_limit", sa.Integer, nullable=True),
+    sa.Column("updated_at", sa.Float, nullable=False),
+)
+
+workspaces = sa.Table(
+    "workspaces",
+    metadata,
+    sa.Column("name", sa.String(64), primary_key=True),
+    sa.Column("team", sa.String(64), nullable=False, index=True),
+    sa.Column("spec", sa.JSON, nullable=False),  # WorkspaceSpec less name, team, members
+    sa.Column("origin", sa.String(16), nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
+)
+
+workspace_members = sa.Table(
+    "workspace_members",
+    metadata,
+    sa.Column("workspace", sa.String(64), sa.ForeignKey("workspaces.name"), primary_key=True),
+    sa.Column("member", sa.String(128), primary_key=True, index=True),
+    sa.Column("added_at", sa.Float, nullable=False),
+)
+
+quota_requests = sa.Table(
+    "quota_requests",
+    metadata,
+    sa.Column("id", sa.String(32), primary_key=True),
+    sa.Column("workspace", sa.String(64), nullable=False, index=True),
+    sa.Column("team", sa.String(64), nullable=False),
+    sa.Column("gpu_model", sa.String(64), nullable=False),
+    sa.Column("nominal", sa.Integer, nullable=False),  # the quota asked for (new nominal)
+    sa.Column("previous_nominal", sa.Integer, nullable=True),  # set when decided
+    sa.Column("reason", sa.Text, nullable=False),
+    sa.Column("state", sa.String(16), nullable=False, index=True),
+    sa.Column("requested_by", sa.String(128), nullable=False),
+    sa.Column("decided_by", sa.String(128), nullable=True),
+    sa.Column("decision_reason", sa.Text, nullable=True),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("decided_at", sa.Float, nullable=True),
 )
