@@ -1,0 +1,388 @@
+"""Admission with Kueue semantics, global across regions: ``admit(state, pending)``.
+
+Owns the decision which pending workloads get quota now, in which flavor, how much
+they borrow, and whom they preempt. Pure: no I/O, no clock, no randomness; inputs
+are frozen (``admission_model``), ties break on names and IDs, so the same input
+always gives the same ``CycleResult``. Quota arithmetic: ``admission_ledger``;
+preemption targets: ``admission_preempt``.
+
+Vocabulary and semantics (Kueue ``v1beta1``/``v1beta2`` where not said otherwise):
+
+- **ClusterQueue** (one per team): resource groups → flavors (GPU models, or
+  ``default-flavor`` for cpu/memory) → per-resource ``nominal`` quota, optional
+  ``borrowing_limit`` (most it may use beyond nominal) and ``lending_limit`` (most of
+  its nominal others may use). A workload is charged in the queue of its
+  **LocalQueue** (one per workspace).
+- **Cohort**: queues sharing unused quota. For every flavor-resource: a queue's usage
+  ≤ nominal + borrowing_limit; the cohort's usage ≤ Σ nominal; a queue's
+  ``nominal - lending_limit`` is never used by a peer (see ``admission_ledger``).
+- **Order** inside a queue: priority (WorkloadPriorityClass value) high first, then
+  ``created_at``, then ID. ``StrictFIFO``: a head that cannot be admitted (even by
+  preemption) blocks its queue for the pass; ``BestEffortFIFO``: it stays queued and
+  the next workload is tried.
+- **Flavor assignment** per resource group: flavors in the queue's order, skipping
+  those the workload does not allow; the first one where it fits, with or without
+  borrowing, wins; otherwise the first one where preemption could make room (Kueue's
+  default fungibility: whenCanBorrow=Borrow, whenCanPreempt=TryNextFlavor).
+- **Heads across queues** of a cohort are taken in order of: not borrowing first, then
+  the dominant resource share the queue would have after admission (fair sharing),
+  then priority, then ``created_at``. Cohorts are independent of one another.
+- **Preemption** (``admission_preempt``): within a queue only of strictly lower
+  priority, newest first; reclaim of quota lent to borrowing peers of the cohort when
+  the preemptor's queue stays within its nominal; a minimal set. The preemptor gets
+  ``Status.PREEMPTING`` with its targets; its usage is reserved for the rest of the
+  pass so no one else takes the room; it is admitted by a later pass once the shell
+  has evicted the targets (``Eviction``, reason ``Preempted``).
+- **Waiting** results carry a reason naming the queue, flavor, resource, amount
+  requested, used/nominal and what the cohort can still lend.
+
+Where this deviates from Kueue, and why:
+
+- One pass admits every head that fits, repeatedly, instead of one head per queue per
+  cycle with borrowing conflicts in a cohort deferred to the next cycle: a pure
+  function over a snapshot has no reason to wait for a next cycle.
+- Fair sharing is always on for ordering borrowers and for choosing which borrowing
+  peer gives first in reclaim; Kueue's fair-sharing *preemption* strategies (a queue
+  preempting a peer with a higher share without reclaim) are not implemented, nor
+  ``borrowWithinCohort``, hierarchical cohorts, partial admission or pod sets
+  (a workload is one total request per resource).
+- Workloads admitted earlier in the same pass are never preemption targets.
+- BestEffortFIFO retries inadmissible workloads on every pass; Kueue parks them until
+  the cohort's usage changes. Same outcome, the shell may skip unchanged cohorts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Mapping, Sequence
+
+from taugrid.platform import models as pm
+from taugrid.scheduling import admission_ledger as al
+from taugrid.scheduling import admission_model as m
+from taugrid.scheduling import admission_preempt as ap
+from taugrid.spec import units
+
+__all__ = [
+    "AdmittedWorkload",
+    "Cause",
+    "ClusterQueue",
+    "CycleResult",
+    "Eviction",
+    "FlavorQuotas",
+    "LocalQueue",
+    "PreemptionPolicy",
+    "Reclaim",
+    "ResourceGroup",
+    "ResourceQuota",
+    "State",
+    "Status",
+    "WithinClusterQueue",
+    "Workload",
+    "WorkloadResult",
+    "admit",
+    "cluster_queue_of",
+]
+
+AdmittedWorkload = m.AdmittedWorkload
+Cause = m.Cause
+ClusterQueue = m.ClusterQueue
+CycleResult = m.CycleResult
+Eviction = m.Eviction
+FlavorQuotas = m.FlavorQuotas
+LocalQueue = m.LocalQueue
+PreemptionPolicy = m.PreemptionPolicy
+Reclaim = m.Reclaim
+ResourceGroup = m.ResourceGroup
+ResourceQuota = m.ResourceQuota
+State = m.State
+Status = m.Status
+WithinClusterQueue = m.WithinClusterQueue
+Workload = m.Workload
+WorkloadResult = m.WorkloadResult
+
+
+class _Mode(enum.IntEnum):
+    """How a workload can get its quota now; higher is worse."""
+
+    FIT = 0
+    BORROW = 1
+    PREEMPT = 2
+    NO_FIT = 3
+
+
+@dataclasses.dataclass(frozen=True)
+class _Eval:
+    mode: _Mode
+    reason: str = ""
+    assignment: tuple[tuple[str, str], ...] = ()
+    needed: Mapping[m.FR, int] = dataclasses.field(default_factory=dict)
+    borrows: bool = False
+
+
+def _shortage(cq: str, fr: m.FR, amount: int, ledger: al.Ledger) -> str:
+    """Which quota is short, in words: requested, used/nominal, what the cohort lends."""
+    flavor, resource = fr
+    q = ledger.quota[cq][fr]
+    used = ledger.used(cq, fr)
+    text = f"ClusterQueue {cq}: {resource} of flavor {flavor}: requested {amount}, used {used}"
+    text += f"/{q.nominal} nominal"
+    cohort = ledger.cqs[cq].cohort
+    if cohort is None:
+        return text + ", no cohort to borrow from"
+    text += f", {ledger.available(cq, fr)} available incl. cohort {cohort}"
+    if q.borrowing_limit is not None:
+        text += f" (borrowing limit {q.borrowing_limit})"
+    return text
+
+
+def _flavor_mode(
+    cq: str, flavor: str, want: Mapping[str, int], ledger: al.Ledger
+) -> tuple[_Mode, str]:
+    mode, why = _Mode.FIT, ""
+    for resource, amount in sorted(want.items()):
+        fr = (flavor, resource)
+        q = ledger.quota[cq].get(fr)
+        if q is None:
+            return _Mode.NO_FIT, f"flavor {flavor} has no {resource} quota in {cq}"
+        if amount <= ledger.available(cq, fr):
+            one = _Mode.FIT if ledger.used(cq, fr) + amount <= q.nominal else _Mode.BORROW
+        elif amount <= ledger.capacity(cq, fr):
+            one, why = _Mode.PREEMPT, why or _shortage(cq, fr, amount, ledger)
+        else:
+            cap = ledger.capacity(cq, fr)
+            return _Mode.NO_FIT, (
+                f"ClusterQueue {cq}: {resource} of flavor {flavor}: requested {amount} "
+                f"but at most {cap} can ever be available to it"
+            )
+        mode = max(mode, one)
+    return mode, why
+
+
+def _pick_flavor(
+    wl: m.Workload, cq: str, group: m.ResourceGroup, want: Mapping[str, int], ledger: al.Ledger
+) -> tuple[str | None, _Mode, str]:
+    preempt: tuple[str, str] | None = None
+    reasons = []
+    for fq in group.flavors:
+        if not all(wl.allows(r, fq.flavor) for r in want):
+            continue
+        mode, why = _flavor_mode(cq, fq.flavor, want, ledger)
+        if mode <= _Mode.BORROW:
+            return fq.flavor, mode, ""
+        if mode is _Mode.PREEMPT and preempt is None:
+            preempt = (fq.flavor, why)
+        reasons.append(why)
+    if preempt is not None:
+        return preempt[0], _Mode.PREEMPT, preempt[1]
+    allowed = sorted({f for _, f in wl.allowed_flavors})
+    return (
+        None,
+        _Mode.NO_FIT,
+        "; ".join(reasons)
+        or (f"ClusterQueue {cq} has no flavor of {', '.join(sorted(want))} among {allowed}"),
+    )
+
+
+def _evaluate(wl: m.Workload, cq: str, ledger: al.Ledger) -> _Eval:
+    """Flavor assignment and how the workload could get it (Fit/Borrow/Preempt/NoFit)."""
+    requests = {r: a for r, a in wl.requests if a > 0}
+    assignment: list[tuple[str, str]] = []
+    needed: dict[m.FR, int] = {}
+    mode, reason = _Mode.FIT, ""
+    for group in ledger.cqs[cq].resource_groups:
+        want = {r: a for r, a in requests.items() if r in group.covered}
+        if not want:
+            continue
+        flavor, gmode, why = _pick_flavor(wl, cq, group, want, ledger)
+        if flavor is None:
+            return _Eval(_Mode.NO_FIT, why)
+        assignment += [(r, flavor) for r in want]
+        needed.update({(flavor, r): a for r, a in want.items()})
+        mode, reason = max(mode, gmode), reason or why
+    missing = sorted(set(requests) - {r for r, _ in assignment})
+    if missing:
+        return _Eval(_Mode.NO_FIT, f"ClusterQueue {cq} has no quota for {', '.join(missing)}")
+    borrows = any(ledger.used(cq, fr) + a > ledger.nominal(cq, fr) for fr, a in needed.items())
+    return _Eval(mode, reason, tuple(sorted(assignment)), needed, borrows)
+
+
+@dataclasses.dataclass
+class _Pass:
+    """Working state of one ``admit`` call; every field is private to the call."""
+
+    ledger: al.Ledger
+    running: dict[str, dict[str, m.AdmittedWorkload]]
+    queues: dict[str, list[m.Workload]]
+    results: list[m.WorkloadResult] = dataclasses.field(default_factory=list)
+    evictions: list[m.Eviction] = dataclasses.field(default_factory=list)
+    cursor: dict[str, int] = dataclasses.field(default_factory=dict)
+
+    def wait(self, cq: str, wl: m.Workload, reason: str) -> None:
+        self.results.append(m.WorkloadResult(wl.id, cq, m.Status.WAITING, reason))
+        self.cursor[cq] += 1
+        if self.ledger.cqs[cq].strategy is pm.QueueingStrategy.STRICT_FIFO:
+            rest = self.queues[cq][self.cursor[cq] :]
+            why = f"behind {wl.id} in ClusterQueue {cq} (StrictFIFO): {reason}"
+            self.results += [m.WorkloadResult(w.id, cq, m.Status.WAITING, why) for w in rest]
+            self.cursor[cq] = len(self.queues[cq])
+
+    def head(self, cq: str) -> tuple[m.Workload, _Eval] | None:
+        """The queue's next workload that is not hopeless now (those wait on the way)."""
+        queue = self.queues[cq]
+        while self.cursor[cq] < len(queue):
+            wl = queue[self.cursor[cq]]
+            ev = _evaluate(wl, cq, self.ledger)
+            if ev.mode is not _Mode.NO_FIT:
+                return wl, ev
+            self.wait(cq, wl, ev.reason)
+        return None
+
+    def admit(self, cq: str, wl: m.Workload, ev: _Eval) -> None:
+        before = {fr: self.ledger.borrowing(cq, fr) for fr in ev.needed}
+        self.ledger.add(cq, ev.needed.items())
+        borrowed = tuple(
+            (f, r, self.ledger.borrowing(cq, (f, r)) - before[(f, r)])
+            for f, r in sorted(ev.needed)
+            if self.ledger.borrowing(cq, (f, r)) > before[(f, r)]
+        )
+        reason = "admitted" + (" borrowing from cohort" if borrowed else "")
+        self.results.append(
+            m.WorkloadResult(wl.id, cq, m.Status.ADMITTED, reason, ev.assignment, borrowed)
+        )
+        self.cursor[cq] += 1
+
+    def preempt(self, cq: str, wl: m.Workload, ev: _Eval) -> None:
+        targets = ap.find_targets(wl, cq, ev.needed, self.ledger, self.running)
+        if targets is None:
+            self.wait(cq, wl, f"{ev.reason}; no workload may be preempted for it")
+            return
+        for t in targets:
+            del self.running[t.workload.cluster_queue][t.workload.id]
+            self.evictions.append(_eviction(wl, cq, t))
+        self.ledger.add(cq, ev.needed.items())  # reserved until the targets are gone
+        ids = tuple(t.workload.id for t in targets)
+        reason = f"preempting {len(ids)} workload(s) to make room: {ev.reason}"
+        self.results.append(
+            m.WorkloadResult(wl.id, cq, m.Status.PREEMPTING, reason, ev.assignment, (), ids)
+        )
+        self.cursor[cq] += 1
+
+    def run(self, group: Sequence[str]) -> None:
+        """Admit heads of the group's queues, best first, until none can move."""
+        for cq in group:
+            self.cursor[cq] = 0
+        while True:
+            heads = [(cq, h) for cq in group if (h := self.head(cq)) is not None]
+            if not heads:
+                return
+            cq, (wl, ev) = min(heads, key=lambda x: self._key(x[0], x[1][0], x[1][1]))
+            if ev.mode is _Mode.PREEMPT:
+                self.preempt(cq, wl, ev)
+            else:
+                self.admit(cq, wl, ev)
+
+    def _key(self, cq: str, wl: m.Workload, ev: _Eval) -> tuple[bool, float, int, float, str]:
+        share = self.ledger.share(cq, ev.needed) if ev.borrows else 0.0
+        return (ev.borrows, share, -wl.priority, wl.created_at, wl.id)
+
+
+def _eviction(preemptor: m.Workload, cq: str, t: ap.Target) -> m.Eviction:
+    w = t.workload
+    if t.cause is m.Cause.PRIORITY:
+        why = f"preempted by {preemptor.id} (priority {preemptor.priority} > {w.priority})"
+    else:
+        why = f"quota reclaimed by ClusterQueue {cq} for {preemptor.id}; {w.cluster_queue} borrowed"
+    return m.Eviction(w.id, w.cluster_queue, preemptor.id, t.cause, why)
+
+
+def _running(state: m.State, ledger: al.Ledger) -> dict[str, dict[str, m.AdmittedWorkload]]:
+    """Charge every admitted workload; index the preemptible ones by queue."""
+    running: dict[str, dict[str, m.AdmittedWorkload]] = {cq: {} for cq in ledger.cqs}
+    for w in state.admitted:
+        if w.cluster_queue not in ledger.cqs:
+            raise ValueError(f"admitted workload {w.id} names unknown queue {w.cluster_queue}")
+        ledger.add(w.cluster_queue, ap.usage_of(w))
+        if w.preemptible:
+            running[w.cluster_queue][w.id] = w
+    return running
+
+
+def _enqueue(
+    state: m.State, pending: Sequence[m.Workload], ledger: al.Ledger
+) -> tuple[dict[str, list[m.Workload]], list[m.WorkloadResult]]:
+    to_cq = {lq.name: lq.cluster_queue for lq in state.local_queues}
+    queues: dict[str, list[m.Workload]] = {cq: [] for cq in ledger.cqs}
+    lost, seen = [], set()
+    for wl in pending:
+        if wl.id in seen:
+            raise ValueError(f"workload {wl.id} is pending twice")
+        seen.add(wl.id)
+        cq = to_cq.get(wl.queue)
+        if cq is None or cq not in queues:
+            why = f"LocalQueue {wl.queue} does not exist or names no known ClusterQueue"
+            lost.append(m.WorkloadResult(wl.id, cq or "", m.Status.WAITING, why))
+            continue
+        queues[cq].append(wl)
+    for q in queues.values():
+        q.sort(key=lambda w: (-w.priority, w.created_at, w.id))
+    return queues, lost
+
+
+def _groups(ledger: al.Ledger, queues: Mapping[str, list[m.Workload]]) -> list[list[str]]:
+    """Queues that share quota (a cohort, or a queue alone), each with pending work."""
+    by_cohort: dict[str, list[str]] = {}
+    for name in sorted(ledger.cqs):
+        cohort = ledger.cqs[name].cohort
+        by_cohort.setdefault(f"c:{cohort}" if cohort else f"q:{name}", []).append(name)
+    return [g for _, g in sorted(by_cohort.items()) if any(queues[cq] for cq in g)]
+
+
+def admit(state: m.State, pending: Sequence[m.Workload]) -> m.CycleResult:
+    """Decide admission for ``pending`` against ``state`` (see the module docstring).
+
+    Returns one ``WorkloadResult`` per pending workload (cohort by cohort, in decision
+    order) and the ``Eviction``s that PREEMPTING results wait for.
+    """
+    ledger = al.Ledger(state.cluster_queues)
+    work = _Pass(ledger, _running(state, ledger), {})
+    work.queues, lost = _enqueue(state, pending, ledger)
+    work.results += lost
+    for group in _groups(ledger, work.queues):
+        work.run(group)
+    return m.CycleResult(tuple(work.results), tuple(work.evictions))
+
+
+def cluster_queue_of(team: pm.TeamSpec, *, cpu_memory: bool = False) -> m.ClusterQueue:
+    """A team's ClusterQueue, as ``render.kueue.cluster_queue`` writes it for Kueue.
+
+    GPU quotas form one resource group (flavor per GPU model, in declared order);
+    with ``cpu_memory`` the team's cpu (milli-CPUs) and memory (bytes) quotas form a
+    second group on ``default-flavor``. Limits only apply with a cohort, as in Kueue.
+    """
+    gpu = m.ResourceGroup(
+        tuple(
+            m.FlavorQuotas(
+                q.gpu_model,
+                (
+                    m.ResourceQuota(
+                        m.GPU,
+                        q.nominal,
+                        q.borrowing_limit if team.cohort else None,
+                        q.lending_limit if team.cohort else None,
+                    ),
+                ),
+            )
+            for q in team.quotas
+        )
+    )
+    groups = [gpu] if team.quotas else []
+    if cpu_memory:
+        groups.append(_cpu_memory_group(team))
+    return m.ClusterQueue(team.name, tuple(groups), team.cohort, team.queueing_strategy)
+
+
+def _cpu_memory_group(team: pm.TeamSpec) -> m.ResourceGroup:
+    cpu = m.ResourceQuota(m.CPU, round(team.cpu_quota * 1000))
+    memory = m.ResourceQuota(m.MEMORY, units.parse_quantity_bytes(team.memory_quota))
+    return m.ResourceGroup((m.FlavorQuotas(m.DEFAULT_FLAVOR, (cpu, memory)),))
