@@ -12,7 +12,15 @@ from typing import Any
 import typer
 import typer.core
 
-__all__ = ["admin_app", "app", "cluster_app", "platform_app", "run_app"]
+__all__ = [
+    "admin_app",
+    "app",
+    "cluster_app",
+    "platform_app",
+    "queue_app",
+    "run_app",
+    "workspace_app",
+]
 
 _SETTINGS = {"help_option_names": ["-h", "--help"]}
 
@@ -41,8 +49,14 @@ run_app = typer.Typer(
 cluster_app = typer.Typer(help="Regions and clusters: capacity, health, heartbeats.")
 platform_app = typer.Typer(help="Validate and show platform.yaml.", no_args_is_help=True)
 admin_app = typer.Typer(help="Platform administration.", no_args_is_help=True)
+workspace_app = typer.Typer(
+    help="Workspaces: members, status, quota and quota requests.", no_args_is_help=True
+)
+queue_app = typer.Typer(help="Runs waiting for admission or placement.", no_args_is_help=True)
 
 app.add_typer(run_app, name="run")
 app.add_typer(platform_app, name="platform")
 app.add_typer(admin_app, name="admin")
 app.add_typer(cluster_app, name="cluster")
+app.add_typer(workspace_app, name="workspace")
+app.add_typer(queue_app, name="queue")

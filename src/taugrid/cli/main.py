@@ -11,11 +11,17 @@ import sys
 
 from taugrid import errors
 from taugrid.cli import app as _app
-from taugrid.cli import ops_cmds, platform_cmds, run_cmds, spec_cmds, views
+from taugrid.cli import ops_cmds, platform_cmds, run_cmds, spec_cmds, tenancy_cmds, views
 
 __all__ = ["main"]
 
-_COMMAND_MODULES = (ops_cmds, platform_cmds, run_cmds, spec_cmds)  # imported to register
+_COMMAND_MODULES = (
+    ops_cmds,
+    platform_cmds,
+    run_cmds,
+    spec_cmds,
+    tenancy_cmds,
+)  # imported to register
 
 
 def main() -> None:

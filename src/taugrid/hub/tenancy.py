@@ -11,7 +11,8 @@ Owns the rules; ``hub.tenancy_api`` owns the HTTP surface and who may call what;
   have; approval sets that nominal for real (store transaction) and is audited with
   the previous value; rejection needs a reason. Only ``pending`` requests are decided.
 - Every admin action and every quota change goes to the audit log
-  (actor = the token's name).
+  (actor = the token's name); ``quota.change`` is written by the store in the
+  approval's own transaction.
 - After any change the hub's effective platform is invalidated
   (``context.Hub.platform_changed``), so resolve and the scheduler see it at once.
 
@@ -208,14 +209,6 @@ def decide(hub: context.Hub, request_id: str, approve: bool, actor: str, reason:
     hub.platform_changed()
     action = "quota.approve" if approve else "quota.reject"
     hub.auth.audit(actor, action, request_id, _request_detail(done))
-    if approve:
-        detail = {
-            "gpu_model": done["gpu_model"],
-            "from": done["previous_nominal"],
-            "to": done["nominal"],
-            "request": request_id,
-        }
-        hub.auth.audit(actor, "quota.change", done["team"], detail)
     return done
 
 

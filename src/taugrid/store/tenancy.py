@@ -11,9 +11,10 @@ Invariants:
   refreshes those whose ``origin`` is still ``platform``; an object changed through the
   hub (``origin = api``) is never overwritten by platform.yaml again. Idempotent.
 - ``decide`` moves a request out of ``pending`` exactly once (conditional UPDATE) and,
-  when it approves, sets the team's nominal quota in the same transaction — so an
-  approval and its quota change are one atomic fact, and a request cannot be decided
-  twice even by concurrent admins.
+  when it approves, sets the team's nominal quota and appends the ``quota.change``
+  audit row in the same transaction — so an approval, its quota change and its audit
+  entry are one atomic fact (audit order is commit order), and a request cannot be
+  decided twice even by concurrent admins.
 - Quota order (``position``) is the order of ``TeamSpec.quotas`` (the first flavor is a
   team's default charge); a new flavor goes last.
 """
@@ -300,6 +301,16 @@ class TenancyStore:
                 prev = _set_nominal(c, row["team"], row["gpu_model"], row["nominal"], now)
                 c.execute(qr.update().where(qr.c.id == request_id).values(previous_nominal=prev))
                 row["previous_nominal"] = prev
+                detail = {"gpu_model": row["gpu_model"], "from": prev, "to": row["nominal"]}
+                c.execute(
+                    t.audit.insert().values(
+                        ts=now,
+                        actor=actor,
+                        action="quota.change",
+                        target=row["team"],
+                        detail={**detail, "request": request_id},
+                    )
+                )
         return row
 
     # -- views of runs -------------------------------------------------------------------
@@ -342,7 +353,9 @@ def _set_nominal(c: sa.Connection, team: str, gpu_model: str, nominal: int, now:
     """Set a team's nominal quota of one flavor; returns the previous nominal (0 if none)."""
     tq = t.team_quotas
     key = (tq.c.team == team) & (tq.c.gpu_model == gpu_model)
-    prev = c.execute(sa.select(tq.c.nominal).where(key)).scalar_one_or_none()
+    # FOR UPDATE: concurrent approvals of one flavor serialize here (PostgreSQL), so the
+    # previous value each records is the one it replaced.
+    prev = c.execute(sa.select(tq.c.nominal).where(key).with_for_update()).scalar_one_or_none()
     if prev is None:
         pos = c.execute(sa.select(sa.func.max(tq.c.position)).where(tq.c.team == team)).scalar()
         c.execute(
