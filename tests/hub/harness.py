@@ -60,5 +60,8 @@ class HubServer:
         )
 
 
-def make_hub(engine: sa.Engine, home: Path, **cfg: float) -> context.Hub:
-    return context.Hub(context.HubConfig(tau_home=home, cycle_s=0.2, **cfg), engine=engine)
+def make_hub(
+    engine: sa.Engine, home: Path, platform_file: Path | None = None, **cfg: float
+) -> context.Hub:
+    config = context.HubConfig(tau_home=home, cycle_s=0.2, platform_file=platform_file, **cfg)
+    return context.Hub(config, engine=engine)
