@@ -23,7 +23,7 @@ from taugrid.lifecycle import phases as ph
 from taugrid.lifecycle import states as st
 from taugrid.spec import units
 
-__all__ = ["end_attempt", "register", "sync"]
+__all__ = ["end_attempt", "preempt", "register", "sync"]
 
 _ACTIVE = {s.value for s in st.ACTIVE_ATTEMPT_STATES}
 _DEFAULT_RETRY_ON = ("node_failure", "preemption", "lost_contact")
@@ -74,7 +74,8 @@ def _reply(hub: context.Hub, cluster_id: str) -> wire.AgentSyncReply:
         if run is None:
             continue
         current = run["current_token"] == a["token"] and not a["revoked"]
-        if a["state"] in _ACTIVE and current and not run["cancel_requested"]:
+        preempted = a["failure_kind"] == st.FailureKind.PREEMPTION.value
+        if a["state"] in _ACTIVE and current and not run["cancel_requested"] and not preempted:
             assignments.append(_assignment(hub, run, a))
         elif a["state"] in _ACTIVE or not a["released"]:
             stop.append(wire.StopOrder(token=a["token"], submission_id=a["submission_id"]))
@@ -260,6 +261,9 @@ def end_attempt(
     revoke: bool = False,
 ) -> None:
     """Record the end of an attempt and decide the run's next state."""
+    if a["failure_kind"] == st.FailureKind.PREEMPTION.value and state is st.AttemptState.STOPPED:
+        state, kind = st.AttemptState.FAILED, st.FailureKind.PREEMPTION
+        message = a["reason"] or message
     hub.runs.update_attempt(
         a["token"],
         state=state.value,
@@ -345,6 +349,40 @@ def _succeeded(hub: context.Hub, run: dict[str, Any]) -> None:
         )
 
 
+def preempt(hub: context.Hub, run_id: str, why: str) -> None:
+    """Evict a run's attempt so that higher-priority work can have its quota.
+
+    The attempt is marked (``failure_kind=preemption``); the next sync tells its agent
+    to stop it, and the stopped attempt ends as a ``Preempted`` failure that requeues
+    the run from its latest checkpoint without consuming a retry. A run that has not
+    started yet just gives its quota back and waits again.
+    """
+    run = hub.runs.get_run(run_id)
+    if run is None or run["state"] in {s.value for s in st.TERMINAL_RUN_STATES}:
+        return
+    reason = f"Preempted: {why}"
+    if run["current_token"] is None or run["state"] in (
+        st.RunState.QUEUED.value,
+        st.RunState.ADMITTED.value,
+    ):
+        hub.runs.update_run(
+            run_id,
+            state=st.RunState.QUEUED.value,
+            quota_held=False,
+            reason=reason,
+            event="preempted",
+        )
+        _phase(hub, run_id, ph.Phase.ADMITTED, ph.PhaseStatus.PENDING, "queue", reason)
+        return
+    hub.runs.update_attempt(
+        run["current_token"],
+        failure_kind=st.FailureKind.PREEMPTION.value,
+        reason=reason,
+        event="preempting",
+    )
+    _phase(hub, run_id, ph.Phase.COMPLETED, ph.PhaseStatus.WARNING, "queue", reason)
+
+
 def _failed(
     hub: context.Hub,
     run: dict[str, Any],
@@ -356,9 +394,11 @@ def _failed(
     spec = run["spec"]
     retry_on = list(spec.get("retry_on") or _DEFAULT_RETRY_ON)
     left = int(spec.get("max_retries", 0)) - (run["attempts_used"] - 1)
+    if kind is st.FailureKind.PREEMPTION:  # Kueue semantics: eviction never uses up retries
+        retry_on, left = [kind.value], max(left, 1)
     lost = _lost_steps(hub, a)
     if st.is_retryable(kind, retry_on, left):
-        delay = _backoff(spec, run["attempts_used"])
+        delay = 0.0 if kind is st.FailureKind.PREEMPTION else _backoff(spec, run["attempts_used"])
         hub.runs.update_run(
             run["id"],
             state=st.RunState.QUEUED.value,

@@ -176,6 +176,8 @@ def _place(hub: context.Hub, run: dict[str, Any], d: cycle.Decision) -> None:
 
 
 def _dispatch(hub: context.Hub, run: dict[str, Any], d: cycle.Decision) -> None:
+    for victim in getattr(d, "preempt", ()):
+        agents.preempt(hub, victim, f"quota for {run['id']} (priority {run['priority']})")
     if d.outcome is cycle.Outcome.PLACED:
         _place(hub, run, d)
     elif d.outcome is cycle.Outcome.ADMITTED:
