@@ -107,6 +107,8 @@ class AgentSync(_Payload):
 
     report: StateReport | None = None
     attempts: list[AttemptReport] = pydantic.Field(default_factory=list)
+    known: list[int] = pydantic.Field(default_factory=list, description="Tokens the agent tracks.")
+    wait_s: float = pydantic.Field(default=0.0, ge=0, le=30, description="Long-poll for new work.")
 
 
 class Assignment(_Payload):

@@ -66,7 +66,8 @@ class Agent:
         self._pending: list[wire.AttemptReport] = []
 
     # -- one iteration ----------------------------------------------------------
-    def step(self) -> None:
+    def step(self, wait_s: float = 0.0) -> bool:
+        """One sync; ``wait_s`` > 0 long-polls the hub for new work. False if it failed."""
         reports = self._pending + [self._poll(t) for t in list(self.trackers.values())]
         self._pending = []
         report = (
@@ -74,14 +75,21 @@ class Agent:
             if time.time() - self._last_report >= self.config.report_s
             else None
         )
+        req = wire.AgentSync(
+            report=report,
+            attempts=[r for r in reports if r],
+            known=list(self.trackers),
+            wait_s=wait_s,
+        )
         try:
-            reply = self.hub.sync(wire.AgentSync(report=report, attempts=[r for r in reports if r]))
+            reply = self.hub.sync(req)
         except hubclient.HubUnreachable as exc:
             log.warning("sync failed, will retry: %s", exc)
-            return
+            return False
         if report is not None:
             self._last_report = time.time()
         self._act(reply)
+        return True
 
     @property
     def _attempts_dir(self) -> Path:
@@ -240,5 +248,6 @@ class Agent:
                 log.warning("register failed, retrying: %s", exc)
                 stop.wait(2.0)
         while not stop.is_set():
-            self.step()
-            stop.wait(self.config.sync_s)
+            # The long-poll is the pause between syncs: it returns early with new work.
+            if not self.step(wait_s=self.config.sync_s):
+                stop.wait(self.config.sync_s)

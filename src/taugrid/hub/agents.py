@@ -51,7 +51,19 @@ def sync(hub: context.Hub, cluster_id: str, req: wire.AgentSync) -> wire.AgentSy
     hub.clusters.renew(cluster_id, hub.config.lease_s, report)
     for a in req.attempts:
         _apply(hub, a)
-    return _reply(hub, cluster_id)
+    wake = hub.wakeup(cluster_id)
+    wake.clear()
+    reply = _reply(hub, cluster_id)
+    if req.wait_s > 0 and not _news(reply, set(req.known)) and wake.wait(req.wait_s):
+        reply = _reply(hub, cluster_id)
+    return reply
+
+
+def _news(reply: wire.AgentSyncReply, known: set[int]) -> bool:
+    """Something the agent must act on now: an unknown assignment or a stop it can do."""
+    return any(a.token not in known for a in reply.assignments) or any(
+        s.token in known for s in reply.stop
+    )
 
 
 def _cost(hub: context.Hub, cluster_id: str) -> float:

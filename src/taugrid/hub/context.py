@@ -69,6 +69,18 @@ class Hub:
         self._platform_at = 0.0
         self.data_root = config.data_root
         self.metrics = metrics.Metrics(self)
+        self._wakeups: dict[str, threading.Event] = {}
+        self._wakeups_lock = threading.Lock()
+
+    def wakeup(self, cluster_id: str) -> threading.Event:
+        """The event an agent's long-poll sync waits on (set when its work changes)."""
+        with self._wakeups_lock:
+            return self._wakeups.setdefault(cluster_id, threading.Event())
+
+    def notify(self, cluster_id: str | None) -> None:
+        """Wake the long-poll of ``cluster_id``'s agent: new assignment or stop order."""
+        if cluster_id is not None:
+            self.wakeup(cluster_id).set()
 
     @property
     def platform(self) -> pm.Platform:

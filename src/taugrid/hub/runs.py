@@ -203,6 +203,7 @@ def cancel(hub: context.Hub, run: dict[str, Any], actor: str) -> dict[str, Any]:
             reason=f"cancel requested by {actor}",
             event="cancel_requested",
         )
+        hub.notify(run["cluster_id"])
     return hub.runs.get_run(run["id"]) or run
 
 

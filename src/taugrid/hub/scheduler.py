@@ -141,6 +141,7 @@ def _place(hub: context.Hub, run: dict[str, Any], d: cycle.Decision) -> None:
     if attempt is None:
         return
     runs.record_of(hub, run).set_fence(attempt["token"])
+    hub.notify(d.cluster_id)
     if attempt["number"] == 1:
         hub.metrics.scheduling.observe(time.time() - run["created_at"])
     if attempt["number"] > 1:  # a new attempt starts its per-attempt phases afresh
