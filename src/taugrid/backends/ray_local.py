@@ -417,6 +417,10 @@ class LocalRayCluster:
         )
         if self._job_start_timeout_s is not None:
             env["RAY_JOB_START_TIMEOUT_SECONDS"] = str(self._job_start_timeout_s)
+        # Job entrypoints say `python ...`: make that the cluster's own interpreter (the
+        # one with Ray, TauGrid and the job's libraries), not whatever PATH finds first.
+        bindir = str(Path(sys.executable).parent)
+        env["PATH"] = os.pathsep.join([bindir, env.get("PATH", "")])
         return env
 
     def _write_state(self) -> None:
