@@ -16,8 +16,11 @@ __all__ = [
     "admin_app",
     "app",
     "cluster_app",
+    "data_app",
+    "lab_app",
     "platform_app",
     "queue_app",
+    "region_app",
     "run_app",
     "workspace_app",
 ]
@@ -53,6 +56,11 @@ workspace_app = typer.Typer(
     help="Workspaces: members, status, quota and quota requests.", no_args_is_help=True
 )
 queue_app = typer.Typer(help="Runs waiting for admission or placement.", no_args_is_help=True)
+data_app = typer.Typer(
+    help="Datasets: register, list, replicas per region, replicate.", no_args_is_help=True
+)
+region_app = typer.Typer(help="Regions: capacity, health and the measured link matrix.")
+lab_app = typer.Typer(help="Local multi-region lab: hub + N regions on this machine.")
 
 app.add_typer(run_app, name="run")
 app.add_typer(platform_app, name="platform")
@@ -60,3 +68,6 @@ app.add_typer(admin_app, name="admin")
 app.add_typer(cluster_app, name="cluster")
 app.add_typer(workspace_app, name="workspace")
 app.add_typer(queue_app, name="queue")
+app.add_typer(data_app, name="data")
+app.add_typer(region_app, name="region")
+app.add_typer(lab_app, name="lab")

@@ -11,11 +11,22 @@ import sys
 
 from taugrid import errors
 from taugrid.cli import app as _app
-from taugrid.cli import ops_cmds, platform_cmds, run_cmds, spec_cmds, tenancy_cmds, views
+from taugrid.cli import (
+    data_cmds,
+    lab_cmds,
+    ops_cmds,
+    platform_cmds,
+    run_cmds,
+    spec_cmds,
+    tenancy_cmds,
+    views,
+)
 
 __all__ = ["main"]
 
 _COMMAND_MODULES = (
+    data_cmds,
+    lab_cmds,
     ops_cmds,
     platform_cmds,
     run_cmds,

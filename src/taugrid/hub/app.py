@@ -13,7 +13,7 @@ from typing import Any
 
 import fastapi
 
-from taugrid.hub import api, auth, context, scheduler, tenancy_api
+from taugrid.hub import api, auth, context, data_api, scheduler, tenancy_api
 
 __all__ = ["create_app"]
 
@@ -35,6 +35,7 @@ def create_app(hub: context.Hub) -> fastapi.FastAPI:
     app.state.hub = hub
     app.include_router(api.router)
     app.include_router(tenancy_api.router)
+    data_api.install(app, hub)
     api.install_error_handlers(app)
 
     @app.get("/healthz")

@@ -16,7 +16,7 @@ import threading
 import time
 from typing import Any
 
-from taugrid.hub import agents, context, runs
+from taugrid.hub import agents, context, data_view, runs
 from taugrid.lifecycle import phases as ph
 from taugrid.lifecycle import states as st
 from taugrid.scheduling import cycle
@@ -43,9 +43,10 @@ def _nodes(report: dict[str, Any], faulty: set[str]) -> tuple[snap.NodeView, ...
     )
 
 
-def pending_view(run: dict[str, Any]) -> snap.PendingRun:
+def pending_view(run: dict[str, Any], hub: context.Hub | None = None) -> snap.PendingRun:
+    """The run as the core sees it; with ``hub``, also its datasets and runtime key."""
     s = run["spec"]
-    return snap.PendingRun(
+    view = snap.PendingRun(
         run_id=run["id"],
         team=run["team"],
         priority=run["priority"],
@@ -59,6 +60,7 @@ def pending_view(run: dict[str, Any]) -> snap.PendingRun:
         admitted=run["state"] == st.RunState.ADMITTED.value,
         not_before=run["not_before"],
     )
+    return data_view.with_needs(hub, run, view) if hub is not None else view
 
 
 def _cluster_view(hub: context.Hub, row: dict[str, Any], now: float) -> snap.ClusterView:
@@ -70,6 +72,7 @@ def _cluster_view(hub: context.Hub, row: dict[str, Any], now: float) -> snap.Clu
         nodes=_nodes(row["report"], faulty),
         cost_per_gpu_hour=float(row["report"].get("cost_per_gpu_hour", 0.0)),
         queued=int(row["report"].get("queued_jobs", 0)),
+        **data_view.cluster_fields(hub, row, now),
     )
     # Attempts assigned but not yet visible in the agent's report still take room.
     for a in hub.runs.attempts_on_cluster(row["id"]):
@@ -219,7 +222,9 @@ def tick(hub: context.Hub, policy: cycle.Policy, now: float | None = None) -> li
     if not waiting:
         return []
     by_id = {r["id"]: r for r in waiting}
-    decisions = cycle.schedule(build_snapshot(hub, now), [pending_view(r) for r in waiting], policy)
+    snapshot = build_snapshot(hub, now)
+    pending = data_view.near_data([pending_view(r, hub) for r in waiting], snapshot)
+    decisions = cycle.schedule(snapshot, pending, policy)
     for d in decisions:
         _dispatch(hub, by_id[d.run_id], d)
     return decisions

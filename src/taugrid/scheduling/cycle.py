@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 
-from taugrid.scheduling import plugins
+from taugrid.scheduling import plugins, plugins_data
 from taugrid.scheduling import snapshot as snap
 
 __all__ = [
@@ -79,10 +79,25 @@ class Policy:
 
 
 def default_policy() -> Policy:
-    """Built-in filters and the idle-GPU/cost scores (data affinity comes with regions)."""
+    """Built-in filters (+ move-vs-wait) and scores: data affinity, idle GPUs, cost.
+
+    ``wait`` and ``warm`` are scored and shown by explain-placement but weigh 0 unless
+    a policy gives them a weight.
+    """
     return Policy(
-        filters=(plugins.ReadyFilter(), plugins.RegionFilter(), plugins.FitFilter()),
-        scorers=(plugins.IdleGpuScore(), plugins.CostScore()),
+        filters=(
+            plugins.ReadyFilter(),
+            plugins.RegionFilter(),
+            plugins.FitFilter(),
+            plugins_data.DataMoveFilter(),
+        ),
+        scorers=(
+            plugins_data.DataAffinityScore(),
+            plugins.IdleGpuScore(),
+            plugins.CostScore(),
+            plugins_data.ExpectedWaitScore(),
+            plugins_data.WarmRuntimeScore(),
+        ),
         weights={"data": 0.5, "idle_gpu": 0.3, "cost": 0.2},
     )
 

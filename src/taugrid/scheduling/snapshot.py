@@ -3,13 +3,27 @@
 The hub builds a ``Snapshot`` from its store and the agents' latest reports; the
 simulator builds one from a trace. Nothing here performs I/O or reads a clock: ``now``
 is a field.
+
+Data-aware fields (all defaulted, filled by the hub from agent reports and the dataset
+registry; see ``scheduling.plugins_data``): a cluster's measured inbound links
+(``LinkView`` per peer region), the datasets and runtimes its region holds, and when
+its running work is expected to give GPUs back; a run's dataset needs (``DataNeed``),
+runtime key, and the expected wait near its data.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-__all__ = ["ClusterView", "NodeView", "PendingRun", "QuotaView", "Snapshot"]
+__all__ = [
+    "ClusterView",
+    "DataNeed",
+    "LinkView",
+    "NodeView",
+    "PendingRun",
+    "QuotaView",
+    "Snapshot",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,6 +45,30 @@ class NodeView:
 
 
 @dataclasses.dataclass(frozen=True)
+class LinkView:
+    """The latest measurement of the link *from* ``source`` region into a cluster's region.
+
+    ``throughput_bps`` is bytes/s of a TCP payload (not ping); ``rtt_s`` the round trip;
+    ``egress_cost_per_gb`` what the source charges per GB leaving it.
+    """
+
+    source: str
+    throughput_bps: float
+    rtt_s: float = 0.0
+    measured_at: float = 0.0
+    egress_cost_per_gb: float = 0.0
+
+
+@dataclasses.dataclass(frozen=True)
+class DataNeed:
+    """One input dataset of a run: its size and the regions holding a complete replica."""
+
+    name: str
+    size_bytes: int
+    regions: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
 class ClusterView:
     """One member cluster: ``ready`` clusters hold a valid lease; others get nothing new."""
 
@@ -40,6 +78,15 @@ class ClusterView:
     nodes: tuple[NodeView, ...]
     cost_per_gpu_hour: float = 0.0
     queued: int = 0
+    links: tuple[LinkView, ...] = ()
+    datasets: tuple[str, ...] = ()
+    warm_runtimes: tuple[str, ...] = ()
+    releases: tuple[tuple[float, float], ...] = ()
+    """(seconds from now, GPUs given back) per running attempt, soonest first."""
+
+    def link_from(self, region: str) -> LinkView | None:
+        """The latest measured link from ``region`` into this cluster, if any."""
+        return next((link for link in self.links if link.source == region), None)
 
     def gpus(self, model: str | None = None) -> tuple[float, float]:
         """(total, free) GPUs on usable nodes, of one model when given."""
@@ -63,6 +110,10 @@ class PendingRun:
     allowed_regions: tuple[str, ...] = ()
     admitted: bool = False
     not_before: float = 0.0
+    datasets: tuple[DataNeed, ...] = ()
+    runtime_key: str | None = None
+    wait_near_data_s: float | None = None
+    """Expected wait at the best ready cluster holding all its data (None: none holds it)."""
 
     @property
     def total_gpus(self) -> int:

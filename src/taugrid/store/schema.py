@@ -20,6 +20,8 @@ __all__ = [
     "attempts",
     "audit",
     "clusters",
+    "dataset_replicas",
+    "datasets",
     "events",
     "metadata",
     "metrics",
@@ -30,6 +32,7 @@ __all__ = [
     "team_quotas",
     "teams",
     "tokens",
+    "transfers",
     "workspace_members",
     "workspaces",
 ]
@@ -228,4 +231,54 @@ quota_requests = sa.Table(
     sa.Column("decision_reason", sa.Text, nullable=True),
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Column("decided_at", sa.Float, nullable=True),
+)
+
+# -- data plane (store.data): datasets, their replicas per region, transfers -----------
+
+datasets = sa.Table(
+    "datasets",
+    metadata,
+    sa.Column("id", sa.String(160), primary_key=True),  # name@version
+    sa.Column("name", sa.String(128), nullable=False, index=True),
+    sa.Column("version", sa.String(31), nullable=False),
+    sa.Column("state", sa.String(16), nullable=False),  # scanning | ready | failed
+    sa.Column("origin_region", sa.String(64), nullable=False),
+    sa.Column("size_bytes", sa.BigInteger, nullable=False, default=0),
+    sa.Column("sha256", sa.String(64), nullable=True),  # digest of the manifest
+    sa.Column("files", sa.JSON, nullable=False),  # [{path, size, sha256}]
+    sa.Column("error", sa.Text, nullable=True),
+    sa.Column("created_by", sa.String(128), nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
+)
+
+dataset_replicas = sa.Table(
+    "dataset_replicas",
+    metadata,
+    sa.Column("dataset_id", sa.String(160), sa.ForeignKey("datasets.id"), primary_key=True),
+    sa.Column("region", sa.String(64), primary_key=True),
+    sa.Column("state", sa.String(16), nullable=False),  # scanning|queued|copying|complete|failed
+    sa.Column("path", sa.Text, nullable=False),
+    sa.Column("bytes_present", sa.BigInteger, nullable=False, default=0),
+    sa.Column("updated_at", sa.Float, nullable=False),
+)
+
+transfers = sa.Table(
+    "transfers",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("dataset_id", sa.String(160), sa.ForeignKey("datasets.id"), nullable=False),
+    sa.Column("src_region", sa.String(64), nullable=False),
+    sa.Column("dst_region", sa.String(64), nullable=False, index=True),
+    sa.Column("state", sa.String(16), nullable=False, index=True),  # queued|active|done|failed
+    sa.Column("bytes_total", sa.BigInteger, nullable=False, default=0),
+    sa.Column("bytes_done", sa.BigInteger, nullable=False, default=0),
+    sa.Column("reserved_bps", sa.Float, nullable=False, default=0.0),
+    sa.Column("rate_bps", sa.Float, nullable=False, default=0.0),
+    sa.Column("estimate_s", sa.Float, nullable=True),
+    sa.Column("error", sa.Text, nullable=True),
+    sa.Column("created_by", sa.String(128), nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("started_at", sa.Float, nullable=True),
+    sa.Column("ended_at", sa.Float, nullable=True),
 )

@@ -1,0 +1,108 @@
+"""What the data-aware plugins need in the scheduling snapshot, read from the hub's state.
+
+Owns the translation of agent reports and the dataset registry into the defaulted
+snapshot fields of ``scheduling.snapshot`` (the pure core never reads the store):
+
+- ``ClusterView.links`` from the cluster's own probe results (``StateReport.probes``:
+  peer region → ``throughput_mbps``, ``rtt_ms``, ``measured_at``, ``egress_cost_per_gb``,
+  measured by downloading a payload *from* the peer, i.e. the direction data moves in);
+- ``ClusterView.datasets`` from complete replicas in the cluster's region;
+- ``ClusterView.warm_runtimes`` from ``StateReport.cached_runtimes``;
+- ``ClusterView.releases`` from the cluster's active attempts: each gives its GPUs back
+  at its ``max_runtime`` (or ``DEFAULT_RUN_S`` when it has none) after it started;
+- ``PendingRun.datasets`` / ``runtime_key`` from the run's spec, and
+  ``wait_near_data_s`` from the snapshot (``scheduling.plugins_data.wait_near_data``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+from taugrid.dataplane import runtimes
+from taugrid.lifecycle import states as st
+from taugrid.scheduling import plugins_data
+from taugrid.scheduling import snapshot as snap
+from taugrid.store import data as store_data
+
+if TYPE_CHECKING:
+    from taugrid.hub import context
+
+__all__ = ["DEFAULT_RUN_S", "cluster_fields", "links", "near_data", "with_needs"]
+
+DEFAULT_RUN_S = 3600.0
+_ACTIVE = {s.value for s in st.ACTIVE_ATTEMPT_STATES}
+
+
+def links(report: dict[str, Any]) -> tuple[snap.LinkView, ...]:
+    """Inbound links of a cluster from its latest probe results."""
+    out = []
+    for peer, p in sorted((report.get("probes") or {}).items()):
+        mbps = float(p.get("throughput_mbps", 0.0))
+        if mbps <= 0:
+            continue
+        out.append(
+            snap.LinkView(
+                source=peer,
+                throughput_bps=mbps * 1e6 / 8,
+                rtt_s=float(p.get("rtt_ms", 0.0)) / 1000,
+                measured_at=float(p.get("measured_at", 0.0)),
+                egress_cost_per_gb=float(p.get("egress_cost_per_gb", 0.0)),
+            )
+        )
+    return tuple(out)
+
+
+def _releases(hub: context.Hub, cluster_id: str, now: float) -> tuple[tuple[float, float], ...]:
+    out = []
+    for a in hub.runs.attempts_on_cluster(cluster_id):
+        if a["state"] not in _ACTIVE:
+            continue
+        run = hub.runs.get_run(a["run_id"])
+        if run is None:
+            continue
+        spec = run["spec"]
+        limit = spec.get("max_runtime_s") or DEFAULT_RUN_S
+        started = a.get("started_at") or now
+        gpus = float(spec.get("workers", 1) * spec.get("gpus_per_worker", 0))
+        out.append((max(0.0, started + limit - now), gpus))
+    return tuple(sorted(out))
+
+
+def cluster_fields(hub: context.Hub, row: dict[str, Any], now: float) -> dict[str, Any]:
+    """Keyword fields for ``snap.ClusterView`` of one cluster row."""
+    held = store_data.DataStore(hub.engine).complete_regions()
+    report = row["report"]
+    return {
+        "links": links(report),
+        "datasets": tuple(sorted(d for d, regions in held.items() if row["region"] in regions)),
+        "warm_runtimes": tuple(report.get("cached_runtimes", ())),
+        "releases": _releases(hub, row["id"], now),
+    }
+
+
+def with_needs(hub: context.Hub, run: dict[str, Any], view: snap.PendingRun) -> snap.PendingRun:
+    """``view`` with the run's dataset needs and runtime key."""
+    spec = run["spec"]
+    inputs = spec.get("inputs", ()) or ()
+    if not inputs and not spec.get("pip"):
+        return view
+    ds = store_data.DataStore(hub.engine)
+    held = ds.complete_regions() if inputs else {}
+    needs = []
+    for i in inputs:
+        did = store_data.dataset_id(i["dataset"])
+        row = ds.get(did)
+        size = int(row["size_bytes"]) if row and row["state"] == "ready" else 0
+        needs.append(snap.DataNeed(did, size, held.get(did, ()) if row else ()))
+    return dataclasses.replace(view, datasets=tuple(needs), runtime_key=runtimes.runtime_key(spec))
+
+
+def near_data(pending: list[snap.PendingRun], snapshot: snap.Snapshot) -> list[snap.PendingRun]:
+    """Fill ``wait_near_data_s`` of runs that need datasets."""
+    return [
+        dataclasses.replace(r, wait_near_data_s=plugins_data.wait_near_data(r, snapshot.clusters))
+        if r.datasets
+        else r
+        for r in pending
+    ]
