@@ -25,7 +25,7 @@ from pathlib import Path
 
 from taugrid import errors
 from taugrid import payloads as wire
-from taugrid.agent import hubclient, tracker
+from taugrid.agent import datasync, hubclient, tracker
 from taugrid.backends import base
 from taugrid.backends import errors as berr
 from taugrid.lifecycle import states as st
@@ -64,6 +64,7 @@ class Agent:
         self._cordoned: set[str] = set()
         self._last_report = 0.0
         self._pending: list[wire.AttemptReport] = []
+        self.sidecar: datasync.Sidecar | None = None  # probes, dataset caches (daemon)
 
     # -- one iteration ----------------------------------------------------------
     def step(self, wait_s: float = 0.0) -> bool:
@@ -232,6 +233,9 @@ class Agent:
             running_attempts=[
                 t for t, x in self.trackers.items() if x.state in st.ACTIVE_ATTEMPT_STATES
             ],
+            probes=self.sidecar.probe_results() if self.sidecar else {},
+            cached_datasets=self.sidecar.cached_datasets() if self.sidecar else [],
+            cached_runtimes=self.sidecar.cached_runtimes() if self.sidecar else [],
         )
 
     # -- loop -----------------------------------------------------------------------

@@ -17,7 +17,7 @@ import threading
 from pathlib import Path
 from types import FrameType
 
-from taugrid.agent import agent, hubclient
+from taugrid.agent import agent, datasync, hubclient
 from taugrid.backends import ray_drain, ray_jobs, ray_local
 from taugrid.platform import load as platform_load
 from taugrid.platform import models as pm
@@ -74,6 +74,7 @@ def _args() -> argparse.Namespace:
     )
     p.add_argument("--sync", type=float, default=1.0)
     p.add_argument("--report", type=float, default=10.0)
+    datasync.add_args(p)
     return p.parse_args()
 
 
@@ -107,6 +108,7 @@ def main() -> None:
     cordon = (lambda node, why: ray_drain.drain_node(gcs, node, why)) if gcs else None
     cfg = agent.AgentConfig(args.cluster, region, state_dir, sync_s=args.sync, report_s=args.report)
     stop = threading.Event()
+    sidecar: datasync.Sidecar | None = None
 
     def _term(_sig: int, _frame: FrameType | None) -> None:
         stop.set()
@@ -114,8 +116,12 @@ def main() -> None:
     signal.signal(signal.SIGTERM, _term)
     signal.signal(signal.SIGINT, _term)
     try:
-        agent.Agent(cfg, backend, hub, cordon).run(stop)
+        the_agent = agent.Agent(cfg, backend, hub, cordon)
+        the_agent.sidecar = sidecar = datasync.from_args(args, args.hub, token, args.cluster)
+        the_agent.run(stop)
     finally:
+        if sidecar is not None:
+            sidecar.stop()
         hub.close()
         if cluster is not None and os.environ.get("TAU_KEEP_RAY") != "1":
             cluster.stop()

@@ -158,7 +158,8 @@ def _file(conn: _Conn, run: _Run, f: dict[str, Any], dest: Path) -> None:
         return
     final.parent.mkdir(parents=True, exist_ok=True)
     part = final.with_name(final.name + manifest.PART_SUFFIX)
-    offset = part.stat().st_size if part.exists() else 0
+    part.touch()
+    offset = part.stat().st_size
     if offset > size:
         part.unlink()
         offset = 0
