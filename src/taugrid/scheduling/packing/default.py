@@ -1,0 +1,175 @@
+"""TauGrid's default node placement: FGD, refined by capacity-aware fragmentation.
+
+Score of a node for a task, compared lexicographically (encoded in one float):
+
+1. **FGD score** (``fgd.FgdScore``): ``int(100·sigmoid(ΔF/1000))`` where ΔF is the drop of
+   the node's expected fragmentation against the typical workload. Its coarse integer
+   steps keep FGD's behaviour: decisions that fragment alike tie.
+2. **Model pressure** (GPU tasks that accept any model): prefer GPU models that few
+   model-constrained tasks of the typical workload ask for. ``pressure[m]`` is the
+   constrained demand for model ``m`` (split over the models each shape accepts, in
+   proportion to capacity) divided by the capacity of ``m``, scaled to [0, 1]. It is 0
+   when no shape names a model (then this level is inert).
+3. **Capacity-aware fragmentation drop** (among the FGD ties): FGD asks "does one task
+   of shape t still fit?"; this asks "how much of the node's free GPU can tasks of shape
+   t still use?" — ``usable_t = min(⌊cpu/c_t⌋, GPU slots_t) · gpu_t`` with GPU
+   slots ``Σ_i ⌊free_i/m_t⌋`` for a sharing shape and ``⌊whole free GPUs/k_t⌋`` for a
+   k-GPU shape — and scores ``Σ_t p_t·(free - usable_t)`` before minus after. It sees
+   CPU stranding (a node whose CPU runs out leaves its GPUs idle) that FGD's one-task
+   test misses. Memory is not part of typical shapes (as in the paper), so not here.
+4. Remaining ties: the packer's tie-break (lowest node index by default).
+
+A sharing task takes the GPU that is best by (1, 3). All levels depend only on the node's
+own state and the task's shape, so scores are memoised per node version
+(``cache.ScoreCache``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from taugrid.scheduling.packing import cache, fgd, plugins
+from taugrid.scheduling.packing import state as st
+
+__all__ = ["TauGridScore", "model_pressure"]
+
+FloatArray = npt.NDArray[np.float64]
+_FGD_STEP = 1e5  # one FGD point outweighs every lower level
+_PRESSURE_STEP = 1e4  # full pressure outweighs any capacity-aware drop (< 8000 milli)
+
+
+def model_pressure(typical: fgd.TypicalWorkload, state: st.ClusterState) -> FloatArray:
+    """Per model code (plus a trailing 0 for CPU-only nodes): constrained demand / capacity."""
+    models = state.model_names
+    cap = np.array([state.gpu_cnt[state.model == j].sum() * st.MILLI for j in range(len(models))])
+    demand = np.zeros(len(models))
+    for shape, p in zip(typical.shapes, typical.probs, strict=True):
+        picked = [j for j, m in enumerate(models) if m in shape.models]
+        if not shape.num_gpu or not picked:
+            continue
+        share = cap[picked] / max(cap[picked].sum(), 1)
+        demand[picked] += p * shape.gpu_milli * shape.num_gpu * share
+    pressure = np.where(cap > 0, demand / np.maximum(cap, 1), 0.0)
+    top = pressure.max(initial=0.0)
+    return np.append(pressure / top if top > 0 else pressure, 0.0)
+
+
+class _Capacity:
+    """Capacity-aware fragmentation of nodes, now and after a hypothetical placement."""
+
+    def __init__(self, typical: fgd.TypicalWorkload, state: st.ClusterState) -> None:
+        gpu = [(s, p) for s, p in zip(typical.shapes, typical.probs, strict=True) if s.num_gpu]
+        self.state = state
+        self.prob = np.array([p for _, p in gpu])
+        self.cpu = np.array([s.cpu_milli for s, _ in gpu], dtype=np.int64)
+        self.milli = np.array([s.gpu_milli for s, _ in gpu], dtype=np.int64)
+        self.num = np.array([s.num_gpu for s, _ in gpu], dtype=np.int64)
+        self.sharing = self.milli < st.MILLI
+        self.access = np.array(
+            [[not s.models or m in s.models for m in state.model_names] + [False] for s, _ in gpu],
+            dtype=bool,
+        ).reshape(len(gpu), len(state.model_names) + 1)
+
+    def _frag(
+        self,
+        access: npt.NDArray[np.bool_],
+        cpu: st.IntArray,
+        total: st.IntArray,
+        slots: st.IntArray,
+    ) -> FloatArray:
+        shape = (-1,) + (1,) * (cpu.ndim - 1)
+        tasks = np.minimum(cpu // np.maximum(self.cpu.reshape(shape), 1), slots)
+        usable = np.where(access, tasks * (self.milli * self.num).reshape(shape), 0)
+        lost = total - np.minimum(usable, total)
+        return np.asarray((self.prob.reshape(shape) * lost).sum(axis=0), dtype=np.float64)
+
+    def _slots(self, gpu_left: st.IntArray) -> tuple[st.IntArray, st.IntArray]:
+        """GPU slots per (shape, node) and the whole free GPUs per node."""
+        per_gpu = gpu_left[None, :, :] // self.milli[:, None, None]
+        full = (gpu_left == st.MILLI).sum(axis=1)
+        slots = np.where(
+            self.sharing[:, None], per_gpu.sum(axis=2), full[None, :] // self.num[:, None]
+        )
+        return slots, full
+
+    def drop(self, task: st.Task, nodes: st.IntArray) -> FloatArray:
+        """Fragmentation before minus after: (S,) for a CPU/whole-GPU task, (S, 8) sharing."""
+        gl = self.state.gpu_left[nodes]
+        cpu = self.state.cpu_left[nodes]
+        total = gl.sum(axis=1)
+        access = self.access[:, self.state.model[nodes]]
+        slots, full = self._slots(gl)
+        before = self._frag(access, cpu[None, :], total[None, :], slots)
+        if task.sharing:
+            new = gl - task.gpu_milli
+            lost = (
+                gl[None] // self.milli[:, None, None]
+                - np.maximum(new, 0)[None] // self.milli[:, None, None]
+            )
+            full3 = full[:, None] - (gl == st.MILLI)
+            slots3 = np.where(
+                self.sharing[:, None, None],
+                slots[:, :, None] - lost,
+                full3[None] // self.num[:, None, None],
+            )
+            cpu3 = (cpu - task.cpu_milli)[None, :, None]
+            after = self._frag(
+                access[:, :, None], cpu3, (total - task.gpu_milli)[None, :, None], slots3
+            )
+            return np.where(gl >= task.gpu_milli, before[:, None] - after, -np.inf)
+        if task.gpu_total:
+            per_full = (st.MILLI // self.milli) * task.num_gpu
+            slots = np.where(
+                self.sharing[:, None],
+                slots - per_full[:, None],
+                (full - task.num_gpu)[None, :] // self.num[:, None],
+            )
+        after = self._frag(
+            access, (cpu - task.cpu_milli)[None, :], (total - task.gpu_total)[None, :], slots
+        )
+        return before - after
+
+
+class TauGridScore:
+    """TauGrid's default node score (see the module docstring)."""
+
+    name = "TauGrid"
+
+    def __init__(self, typical: fgd.TypicalWorkload) -> None:
+        self.typical = typical
+        self._fgd = fgd.FgdScore(typical)
+        self._cache = cache.ScoreCache()
+        self._capacity: _Capacity | None = None
+        self._pressure: FloatArray | None = None
+
+    def _parts(self, state: st.ClusterState) -> tuple[_Capacity, FloatArray]:
+        if self._capacity is None or self._capacity.state is not state:
+            self._capacity = _Capacity(self.typical, state)
+            self._pressure = model_pressure(self.typical, state)
+        assert self._pressure is not None
+        return self._capacity, self._pressure
+
+    def score(self, task: st.Task, state: st.ClusterState, nodes: st.IntArray) -> plugins.Scores:
+        capacity, pressure = self._parts(state)
+        frag = self._fgd.fragmenter(state)
+
+        def compute(sub: st.IntArray) -> plugins.Scores:
+            before = frag.current(sub)
+            drop = capacity.drop(task, sub)
+            if task.sharing:
+                after = frag.after_gpu(task, sub)
+                ok = np.isfinite(after)
+                fgd_points = fgd.sigmoid_score(before[:, None] - np.where(ok, after, 0.0))
+                per_gpu = np.where(ok, fgd_points * _FGD_STEP + np.where(ok, drop, 0.0), -np.inf)
+                gpu = per_gpu.argmax(axis=1).astype(np.int64)
+                value = per_gpu.max(axis=1)
+            else:
+                fgd_points = fgd.sigmoid_score(before - frag.after_node(task, sub))
+                value = fgd_points * _FGD_STEP + drop
+                gpu = np.full(len(sub), -1, dtype=np.int64)
+            if task.gpu_total and not task.models:
+                value = value - _PRESSURE_STEP * pressure[state.model[sub]]
+            return plugins.Scores(value, gpu)
+
+        return self._cache.scores(fgd.shape_key(task), state, nodes, compute)
