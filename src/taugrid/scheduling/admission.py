@@ -64,6 +64,11 @@ from taugrid.scheduling import admission_preempt as ap
 from taugrid.spec import units
 
 __all__ = [
+    "CPU",
+    "DEFAULT_FLAVOR",
+    "GPU",
+    "MEMORY",
+    "PREEMPTED",
     "AdmittedWorkload",
     "Cause",
     "ClusterQueue",
@@ -84,6 +89,11 @@ __all__ = [
     "cluster_queue_of",
 ]
 
+CPU = m.CPU
+DEFAULT_FLAVOR = m.DEFAULT_FLAVOR
+GPU = m.GPU
+MEMORY = m.MEMORY
+PREEMPTED = m.PREEMPTED
 AdmittedWorkload = m.AdmittedWorkload
 Cause = m.Cause
 ClusterQueue = m.ClusterQueue
@@ -136,6 +146,15 @@ def _shortage(cq: str, fr: m.FR, amount: int, ledger: al.Ledger) -> str:
     return text
 
 
+def _never(cq: str, fr: m.FR, amount: int, ledger: al.Ledger) -> str:
+    q, cap = ledger.quota[cq][fr], ledger.capacity(cq, fr)
+    text = f"ClusterQueue {cq}: {fr[1]} of flavor {fr[0]}: requested {amount} but at most "
+    text += f"{cap} can ever be available to it"
+    if ledger.cqs[cq].cohort is not None and q.borrowing_limit is not None:
+        text += f" (nominal {q.nominal}, borrowing limit {q.borrowing_limit})"
+    return text
+
+
 def _flavor_mode(
     cq: str, flavor: str, want: Mapping[str, int], ledger: al.Ledger
 ) -> tuple[_Mode, str]:
@@ -150,11 +169,7 @@ def _flavor_mode(
         elif amount <= ledger.capacity(cq, fr):
             one, why = _Mode.PREEMPT, why or _shortage(cq, fr, amount, ledger)
         else:
-            cap = ledger.capacity(cq, fr)
-            return _Mode.NO_FIT, (
-                f"ClusterQueue {cq}: {resource} of flavor {flavor}: requested {amount} "
-                f"but at most {cap} can ever be available to it"
-            )
+            return _Mode.NO_FIT, _never(cq, fr, amount, ledger)
         mode = max(mode, one)
     return mode, why
 

@@ -5,8 +5,11 @@ Numbered phases, kueue ``schedule()`` style:
 1. heads    — order pending runs: priority (high first), then submission time (FIFO).
 2. snapshot — copy free capacity and quota usage into mutable working state; the
               caller's ``Snapshot`` is never mutated.
-3. admit    — a run not yet admitted reserves quota of its team for its GPU model;
-              without room it waits (BestEffortFIFO: later runs may still go).
+3. admit    — runs not yet admitted go through ``scheduling.admission`` (Kueue
+              semantics: a ClusterQueue per team, cohorts with borrowing/lending
+              limits, StrictFIFO/BestEffortFIFO, priority preemption and reclaim, fair
+              sharing). A run that needs others preempted waits with ``preempt`` set;
+              a run among those targets is not placed. Runs asking no GPUs need no quota.
 4. place    — filter every cluster, score the survivors, pick the best.
 5. reserve  — deduct the run's resources from the working state so later runs in this
               cycle see them as taken.
@@ -21,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 
+from taugrid.scheduling import admission as adm
 from taugrid.scheduling import plugins, plugins_data
 from taugrid.scheduling import snapshot as snap
 
@@ -40,7 +44,7 @@ class Outcome(enum.StrEnum):
 
     PLACED = "placed"  # admitted (now or before) and assigned to a cluster
     ADMITTED = "admitted"  # quota reserved, no cluster fits yet
-    WAITING_QUOTA = "waiting_quota"  # not admitted: quota of its team is used up
+    WAITING_QUOTA = "waiting_quota"  # not admitted: quota used up (or: preempting others)
     NOT_YET = "not_yet"  # backoff: not before a later time
 
 
@@ -58,11 +62,23 @@ class ClusterVerdict:
 
 @dataclasses.dataclass(frozen=True)
 class Decision:
+    """The cycle's answer for one pending run.
+
+    ``flavor``: the GPU model whose quota the run is charged (set when admitted in this
+    cycle); ``borrowed``: GPUs of it taken beyond the team's nominal, from the cohort.
+    ``preempt``: with WAITING_QUOTA, the runs that must be evicted (reason ``Preempted``,
+    ``preempt_reasons`` aligned with them) before this run can be admitted.
+    """
+
     run_id: str
     outcome: Outcome
     cluster_id: str | None
     reason: str
     verdicts: tuple[ClusterVerdict, ...] = ()
+    preempt: tuple[str, ...] = ()
+    preempt_reasons: tuple[str, ...] = ()
+    borrowed: int = 0
+    flavor: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,25 +121,65 @@ def default_policy() -> Policy:
 @dataclasses.dataclass
 class _Work:
     clusters: dict[str, snap.ClusterView]
-    quota_left: dict[tuple[str, str], int]
 
 
 def _heads(pending: list[snap.PendingRun]) -> list[snap.PendingRun]:
     return sorted(pending, key=lambda r: (-r.priority, r.created_at, r.run_id))
 
 
-def _admit(run: snap.PendingRun, work: _Work) -> str | None:
-    """Reserve quota; returns the GPU model charged, or None when there is no room."""
-    if run.total_gpus == 0:
-        return ""
-    models = (
-        [run.gpu_model] if run.gpu_model else sorted(m for t, m in work.quota_left if t == run.team)
+def _cluster_queues(quotas: tuple[snap.QuotaView, ...]) -> tuple[adm.ClusterQueue, ...]:
+    """One ClusterQueue per team; its GPU flavors in the order the quotas are listed."""
+    by_team: dict[str, list[snap.QuotaView]] = {}
+    for q in quotas:
+        by_team.setdefault(q.team, []).append(q)
+    return tuple(
+        adm.ClusterQueue(
+            team,
+            (adm.ResourceGroup(tuple(_flavor(q) for q in qs)),),
+            qs[0].cohort,
+            qs[0].strategy,
+        )
+        for team, qs in by_team.items()
     )
-    for model in models:
-        if work.quota_left.get((run.team, model), 0) >= run.total_gpus:
-            work.quota_left[(run.team, model)] -= run.total_gpus
-            return model
-    return None
+
+
+def _flavor(q: snap.QuotaView) -> adm.FlavorQuotas:
+    borrow, lend = (q.borrowing_limit, q.lending_limit) if q.cohort else (None, None)
+    return adm.FlavorQuotas(q.gpu_model, (adm.ResourceQuota(adm.GPU, q.nominal, borrow, lend),))
+
+
+def _held(snapshot: snap.Snapshot, teams: set[str]) -> tuple[adm.AdmittedWorkload, ...]:
+    """Listed admitted runs (preemptible), plus the rest of ``used`` as pinned usage."""
+    held, listed = [], dict.fromkeys(((q.team, q.gpu_model) for q in snapshot.quotas), 0)
+    for a in snapshot.admitted:
+        if a.gpus > 0 and (a.team, a.gpu_model) in listed:
+            listed[(a.team, a.gpu_model)] += a.gpus
+            usage = ((a.gpu_model, adm.GPU, a.gpus),)
+            held.append(adm.AdmittedWorkload(a.run_id, a.team, a.priority, a.admitted_at, usage))
+    for q in snapshot.quotas:
+        rest = q.used - listed[(q.team, q.gpu_model)]
+        if rest > 0 and q.team in teams:
+            usage = ((q.gpu_model, adm.GPU, rest),)
+            pin = f"held:{q.team}:{q.gpu_model}"
+            held.append(adm.AdmittedWorkload(pin, q.team, 0, 0.0, usage, preemptible=False))
+    return tuple(held)
+
+
+def _workload(run: snap.PendingRun) -> adm.Workload:
+    allowed = ((adm.GPU, run.gpu_model),) if run.gpu_model else ()
+    return adm.Workload(
+        run.run_id, run.team, run.priority, run.created_at, ((adm.GPU, run.total_gpus),), allowed
+    )
+
+
+def _admit(snapshot: snap.Snapshot, runs: list[snap.PendingRun]) -> _Admission:
+    """Phase 3 for the runs that need quota now (one admission pass over all of them)."""
+    cqs = _cluster_queues(snapshot.quotas)
+    teams = {c.name for c in cqs}
+    local = tuple(adm.LocalQueue(t, t) for t in sorted(teams))
+    state = adm.State(cqs, local, _held(snapshot, teams))
+    out = adm.admit(state, [_workload(r) for r in runs if r.team in teams])
+    return _Admission(out.by_id(), {e.workload_id: e for e in out.evictions})
 
 
 def _verdict(run: snap.PendingRun, c: snap.ClusterView, policy: Policy) -> ClusterVerdict:
@@ -170,28 +226,61 @@ def _place(run: snap.PendingRun, work: _Work, policy: Policy) -> Decision:
     )
 
 
+@dataclasses.dataclass(frozen=True)
+class _Admission:
+    """Phase 3's answers, indexed: results by run ID, evictions by target ID."""
+
+    results: dict[str, adm.WorkloadResult]
+    evicted: dict[str, adm.Eviction]
+
+    def why_evicted(self, run_id: str) -> str:
+        e = self.evicted[run_id]
+        return f"{e.reason}: {e.message}"
+
+
+def _waiting(run: snap.PendingRun, r: adm.WorkloadResult, admission: _Admission) -> Decision:
+    """Not admitted; with ``preempt`` when it waits for those runs to be evicted."""
+    return Decision(
+        run.run_id,
+        Outcome.WAITING_QUOTA,
+        None,
+        r.reason,
+        preempt=r.preempt,
+        preempt_reasons=tuple(admission.why_evicted(t) for t in r.preempt),
+        flavor=dict(r.assignment).get(adm.GPU),
+    )
+
+
+def _decide(run: snap.PendingRun, admission: _Admission, work: _Work, policy: Policy) -> Decision:
+    if run.run_id in admission.evicted:
+        why = admission.why_evicted(run.run_id)
+        return Decision(run.run_id, Outcome.WAITING_QUOTA, None, why)
+    if run.admitted or run.total_gpus == 0:
+        return _place(run, work, policy)
+    r = admission.results.get(run.run_id)
+    if r is None:
+        why = f"team {run.team} has no quota for {run.gpu_model or 'GPUs'}"
+        return Decision(run.run_id, Outcome.WAITING_QUOTA, None, why)
+    if r.status is not adm.Status.ADMITTED:
+        return _waiting(run, r, admission)
+    d = _place(run, work, policy)
+    return dataclasses.replace(
+        d, borrowed=r.borrowed_of(adm.GPU), flavor=dict(r.assignment).get(adm.GPU)
+    )
+
+
 def schedule(
     snapshot: snap.Snapshot, pending: list[snap.PendingRun], policy: Policy
 ) -> list[Decision]:
     """Run phases 1-5 over ``pending``; one ``Decision`` per run, in head order."""
-    work = _Work(
-        clusters={c.cluster_id: c for c in snapshot.clusters},
-        quota_left={(q.team, q.gpu_model): q.nominal - q.used for q in snapshot.quotas},
-    )
+    work = _Work(clusters={c.cluster_id: c for c in snapshot.clusters})
+    heads = _heads(pending)
+    due = [r for r in heads if r.not_before <= snapshot.now]
+    admission = _admit(snapshot, [r for r in due if not r.admitted and r.total_gpus > 0])
     decisions = []
-    for run in _heads(pending):
+    for run in heads:
         if run.not_before > snapshot.now:
             decisions.append(Decision(run.run_id, Outcome.NOT_YET, None, "retry backoff"))
-            continue
-        if not run.admitted and _admit(run, work) is None:
-            decisions.append(
-                Decision(
-                    run.run_id,
-                    Outcome.WAITING_QUOTA,
-                    None,
-                    f"team {run.team} quota for {run.gpu_model or 'GPUs'} is in use",
-                )
-            )
-            continue
-        decisions.append(_place(run, work, policy))
+        else:
+            decisions.append(_decide(run, admission, work, policy))
     return decisions

@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import dataclasses
 
+from taugrid.platform import models as pm
+
 __all__ = [
+    "AdmittedRun",
     "ClusterView",
     "DataNeed",
     "LinkView",
@@ -122,12 +125,38 @@ class PendingRun:
 
 @dataclasses.dataclass(frozen=True)
 class QuotaView:
-    """A team's GPU quota of one model: ``nominal`` guaranteed, ``used`` held by admitted runs."""
+    """A team's GPU quota of one model: ``nominal`` guaranteed, ``used`` held by admitted runs.
+
+    The team is a Kueue ClusterQueue (``scheduling.admission``): ``cohort`` lets it borrow
+    unused nominal quota of its cohort peers, up to ``borrowing_limit`` beyond nominal, and
+    lend at most ``lending_limit`` of its own (``None``: no limit; both need a cohort).
+    ``strategy`` is the team's queueing strategy (the first row of a team is used).
+    """
 
     team: str
     gpu_model: str
     nominal: int
     used: int
+    cohort: str | None = None
+    borrowing_limit: int | None = None
+    lending_limit: int | None = None
+    strategy: pm.QueueingStrategy = pm.QueueingStrategy.BEST_EFFORT_FIFO
+
+
+@dataclasses.dataclass(frozen=True)
+class AdmittedRun:
+    """A run holding quota (admitted, placed or running): a candidate for preemption.
+
+    Its GPUs must be part of ``QuotaView.used`` of its team and model; usage not listed
+    here is held too, but cannot be preempted.
+    """
+
+    run_id: str
+    team: str
+    gpu_model: str
+    gpus: int
+    priority: int
+    admitted_at: float
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,3 +166,4 @@ class Snapshot:
     now: float
     clusters: tuple[ClusterView, ...]
     quotas: tuple[QuotaView, ...]
+    admitted: tuple[AdmittedRun, ...] = ()
