@@ -84,20 +84,24 @@ class StateReport(_Payload):
     probes: dict[str, dict[str, float]] = pydantic.Field(default_factory=dict)
 
 
+Int32 = Annotated[int, pydantic.Field(ge=-(2**31), le=2**31 - 1)]  # an INTEGER column
+Count32 = Annotated[int, pydantic.Field(ge=0, le=2**31 - 1)]
+
+
 class AttemptReport(_Payload):
     """What an agent knows about one attempt since its last sync."""
 
-    token: int
+    token: Count32
     state: str
     submission_id: str | None = None
     message: str = ""
-    exit_code: int | None = None
+    exit_code: Int32 | None = None
     failure_kind: str | None = None
     nodes: list[str] = pydantic.Field(default_factory=list)
     log_chunk: str = ""
     metrics: list[dict[str, Any]] = pydantic.Field(default_factory=list)
-    last_step: int | None = None
-    checkpoint_step: int | None = None
+    last_step: Count32 | None = None
+    checkpoint_step: Count32 | None = None
     released: bool = False
     submission: dict[str, Any] | None = None
 
@@ -145,6 +149,7 @@ class AgentSyncReply(_Payload):
 # models (``platform.models``) by the hub, which reports the field that is wrong.
 
 _USER = r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}$"
+_TEXT = r"^[^\x00]*$"  # free text without NUL (PostgreSQL text cannot hold it)
 User = Annotated[str, pydantic.StringConstraints(pattern=_USER)]
 
 
@@ -172,13 +177,13 @@ class QuotaRequestCreate(_Payload):
 
     gpu_model: str = pydantic.Field(min_length=1, max_length=64)
     gpus: int = pydantic.Field(ge=0, le=1_000_000, description="the nominal quota asked for")
-    reason: str = pydantic.Field(min_length=1, max_length=2000)
+    reason: str = pydantic.Field(min_length=1, max_length=2000, pattern=_TEXT)
 
 
 class QuotaDecision(_Payload):
     """``POST /v1/admin/quota-requests/{id}/approve|reject`` (admin)."""
 
-    reason: str = pydantic.Field(default="", max_length=2000)
+    reason: str = pydantic.Field(default="", max_length=2000, pattern=_TEXT)
 
 
 class TokenCreate(_Payload):

@@ -26,6 +26,7 @@ router = fastapi.APIRouter(prefix="/v1")
 Auth = Annotated[Principal, fastapi.Depends(principal)]
 Admin = Annotated[Principal, fastapi.Depends(require_admin)]
 Agent = Annotated[Principal, fastapi.Depends(require_agent)]
+_INT32 = 2**31 - 1  # integer columns (event ids, fencing tokens) are 32-bit on PostgreSQL
 
 
 def _hub(request: fastapi.Request) -> context.Hub:
@@ -68,7 +69,7 @@ def list_runs(
     p: Auth,
     workspace: str | None = None,
     state: str | None = None,
-    limit: int = 100,
+    limit: Annotated[int, fastapi.Query(ge=1, le=1000)] = 100,
 ) -> list[dict[str, Any]]:
     allowed = workspaces_of(p)
     wss = [workspace] if workspace else allowed
@@ -97,7 +98,11 @@ def resume_run(request: fastapi.Request, ref: str, p: Auth) -> dict[str, Any]:
 
 @router.get("/runs/{ref}/logs")
 def run_logs(
-    request: fastapi.Request, ref: str, p: Auth, offset: int = 0, tail: int | None = None
+    request: fastapi.Request,
+    ref: str,
+    p: Auth,
+    offset: Annotated[int, fastapi.Query(ge=0)] = 0,
+    tail: Annotated[int | None, fastapi.Query(ge=0, le=1_000_000)] = None,
 ) -> dict[str, Any]:
     text = runs.record_of(_hub(request), _run(request, ref, p)).read_log()
     if tail is not None:
@@ -116,7 +121,12 @@ def run_metrics(
 
 
 @router.get("/runs/{ref}/events")
-def run_events(request: fastapi.Request, ref: str, p: Auth, after: int = 0) -> list[dict[str, Any]]:
+def run_events(
+    request: fastapi.Request,
+    ref: str,
+    p: Auth,
+    after: Annotated[int, fastapi.Query(ge=0, le=_INT32)] = 0,
+) -> list[dict[str, Any]]:
     return _hub(request).runs.events(_run(request, ref, p)["id"], after)
 
 

@@ -1,7 +1,8 @@
 """The hub's ASGI application: routes, error handlers, and the scheduling loop's life.
 
 ``create_app(hub)`` is what both the daemon (uvicorn) and the tests use; the scheduler
-thread starts with the app and stops with it.
+thread starts with the app and stops with it. A value the database refuses
+(``sqlalchemy.exc.DataError``) is the request's fault: 400, never a 500.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import fastapi
+import sqlalchemy as sa
+from fastapi import responses
 
 from taugrid.hub import api, auth, context, data_api, scheduler, tenancy_api
 
@@ -37,6 +40,16 @@ def create_app(hub: context.Hub) -> fastapi.FastAPI:
     app.include_router(tenancy_api.router)
     data_api.install(app, hub)
     api.install_error_handlers(app)
+
+    @app.exception_handler(sa.exc.DataError)
+    async def _unstorable(_: fastapi.Request, exc: sa.exc.DataError) -> responses.JSONResponse:
+        # The database refused a value the request carried (PostgreSQL: a NUL character
+        # in text, a number out of a column's range): the caller's fault, not the hub's.
+        detail = (
+            "a value in the request cannot be stored (a NUL character or a number out of range)"
+        )
+        hint = "remove control characters and keep numbers within 32-bit range"
+        return responses.JSONResponse({"detail": detail, "hint": hint}, status_code=400)
 
     @app.get("/healthz")
     def healthz() -> dict[str, Any]:

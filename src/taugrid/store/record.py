@@ -27,6 +27,12 @@ SUBDIRS = ("rendered", "logs", "metrics", "checkpoints", "artifacts")
 
 def resolve_inside(root: Path, rel: str) -> Path:
     """``root/rel`` if it stays inside ``root`` (after resolving links), else UserError."""
+    if "\x00" in rel or len(rel) > 4096 or any(len(part) > 255 for part in rel.split("/")):
+        # NUL and over-long names make the OS calls below raise instead of answering.
+        raise UserError(
+            "not a valid path in a run's record (NUL byte or over-long name)",
+            "use a path relative to the run directory, as listed by: tau run get NAME --list",
+        )
     base = root.resolve()
     target = (base / rel.lstrip("/")).resolve()
     if target != base and base not in target.parents:
@@ -89,10 +95,14 @@ class RunRecord:
         root = resolve_inside(self.dir, sub) if sub else self.dir
         if not root.exists():
             return []
+        base = self.dir.resolve()
         out = []
         for p in sorted(root.rglob("*")):
-            if p.is_file() and not any(
-                part.startswith(".") for part in p.relative_to(self.dir).parts
+            # A link that leads out of the record is not listed (fetching it is refused).
+            if (
+                p.is_file()
+                and base in p.resolve().parents
+                and not any(part.startswith(".") for part in p.relative_to(self.dir).parts)
             ):
                 out.append({"path": str(p.relative_to(self.dir)), "size": p.stat().st_size})
         return out
