@@ -209,9 +209,14 @@ class EmbeddedPlatform:
 
 
 def ensure_client(progress: Progress = _quiet) -> client.Client:
-    """A client of the configured hub; starts the embedded platform when none is configured."""
+    """A client of the configured hub; starts the embedded platform when none is configured.
+
+    A hub is configured by ``TAU_HUB_URL`` (+ ``TAU_TOKEN``) or by credentials that
+    ``tau login`` saved for a hub other than this machine's embedded one.
+    """
     cfg = client.HubConfig.discover()
-    if os.environ.get("TAU_HUB_URL"):
+    plat = EmbeddedPlatform()
+    if os.environ.get("TAU_HUB_URL") or (cfg is not None and cfg.url.rstrip("/") != plat.url):
         if cfg is None:
             raise client.HubUnreachable(
                 os.environ["TAU_HUB_URL"], "no token: set TAU_TOKEN or run `tau login`"
@@ -219,4 +224,4 @@ def ensure_client(progress: Progress = _quiet) -> client.Client:
         cli = client.Client(cfg)
         cli.health()
         return cli
-    return EmbeddedPlatform().up(progress)
+    return plat.up(progress)
