@@ -208,3 +208,15 @@ def test_resolve_inside_never_escapes(
     except UserError:
         return
     assert got == root.resolve() or root.resolve() in got.parents
+
+
+def test_platform_view_shows_only_own_workspaces(tenants: Tenants) -> None:
+    with tenants.server.http(tenants.bob) as b, tenants.server.http() as admin:
+        mine = tb.ok(b.get("/v1/platform"))
+        everything = tb.ok(admin.get("/v1/platform"))
+    assert [w["name"] for w in mine["workspaces"]] == ["ws-b"]
+    assert mine["default_workspace"] is None and [t["name"] for t in mine["teams"]] == ["research"]
+    assert {w["name"] for w in everything["workspaces"]} == {"default", "ws-a", "ws-b"}
+    with tenants.server.http(tenants.server.agent_token()) as agent:
+        seen = tb.ok(agent.get("/v1/platform"))
+    assert seen["workspaces"] == [] and seen["regions"]

@@ -15,7 +15,7 @@ from fastapi import responses
 
 from taugrid import errors
 from taugrid import payloads as wire
-from taugrid.hub import agents, context, runs
+from taugrid.hub import agents, context, runs, tenancy
 from taugrid.hub.auth import Principal, principal, require_admin, require_agent, workspaces_of
 from taugrid.spec import errors as spec_errors
 from taugrid.store import record
@@ -159,7 +159,8 @@ def list_clusters(request: fastapi.Request, p: Auth) -> list[dict[str, Any]]:
 
 @router.get("/platform")
 def get_platform(request: fastapi.Request, p: Auth) -> dict[str, Any]:
-    return _hub(request).platform.model_dump(mode="json")
+    allowed = [] if p.role == "agent" else workspaces_of(p)
+    return tenancy.visible_platform(_hub(request).platform, allowed).model_dump(mode="json")
 
 
 @router.post("/admin/nodes/fault")

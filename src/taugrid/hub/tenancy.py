@@ -44,6 +44,7 @@ __all__ = [
     "request_quota",
     "revoke_token",
     "status",
+    "visible_platform",
     "workspace",
 ]
 
@@ -53,6 +54,24 @@ Row = dict[str, Any]
 def effective_platform(hub: context.Hub) -> pm.Platform:
     """platform.yaml with the store's teams, quotas and workspaces (cached by the hub)."""
     return hub.platform
+
+
+def visible_platform(plat: pm.Platform, workspaces: list[str] | None) -> pm.Platform:
+    """``plat`` as a caller who sees only ``workspaces`` (None: all) may read it: other
+    workspaces (and their members) and teams without a visible workspace are left out."""
+    if workspaces is None:
+        return plat
+    wss = [w for w in plat.workspaces if w.name in workspaces]
+    teams = {w.team for w in wss}
+    return plat.model_copy(
+        update={
+            "workspaces": wss,
+            "teams": [t for t in plat.teams if t.name in teams],
+            "default_workspace": plat.default_workspace
+            if plat.default_workspace in workspaces
+            else None,
+        }
+    )
 
 
 def _invalid(exc: pydantic.ValidationError, what: str) -> UserError:
