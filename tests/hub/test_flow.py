@@ -211,3 +211,54 @@ def test_resume_a_failed_run_from_its_checkpoint(
     assert done["state"] == "succeeded" and len(done["attempts"]) == 2
     assert done["attempts"][1]["resumed_from"].endswith("step-00000040")
     assert min(m["step"] for m in metrics if m["attempt"] == 2) == 41
+
+
+PREEMPT_PLATFORM = """\
+schema_version: 1
+gpu_types: [{name: A100-80G}]
+regions:
+  - name: local
+    clusters:
+      - name: local
+        emulated_gpus: true
+        node_pools: [{name: a, gpu_model: A100-80G, gpus_per_node: 4, cpus_per_node: 16,
+                      memory_per_node: 128Gi, nodes: 2}]
+priority_classes: [{name: low, value: 100}, {name: high, value: 10000}]
+profiles: [{name: default}]
+teams: [{name: research, quotas: [{gpu_model: A100-80G, nominal: 4}]}]
+workspaces: [{name: default, team: research, defaults: {priority: low, profile: default}}]
+default_workspace: default
+"""
+
+
+def test_higher_priority_preempts_and_the_victim_resumes(
+    sqlite_engine: sa.Engine, tmp_path: Path, ray_cluster: ray_local.LocalRayCluster
+) -> None:
+    (tmp_path / "platform.yaml").write_text(PREEMPT_PLATFORM)
+    for server, _agent in _platform(
+        sqlite_engine, tmp_path, ray_cluster, platform_file=tmp_path / "platform.yaml"
+    ):
+        low_yaml = rg.quickstart_yaml(
+            "--steps 150 --checkpoint-every 20 --step-sleep 0.1", name="low"
+        )
+        low_yaml = low_yaml.replace("gpus: 1", "gpus: 4")
+        high_yaml = rg.quickstart_yaml("--steps 30", name="high").replace("gpus: 1", "gpus: 4")
+        high_yaml = high_yaml.replace("compute:", "policy:\n  priority: high\ncompute:")
+        with server.http() as c:
+            low = rg.submit_run(c, low_yaml)
+            rg.wait_run(
+                c,
+                low["id"],
+                lambda r: (
+                    r["state"] == "running" and (r["attempts"][0]["checkpoint_step"] or 0) >= 20
+                ),
+            )
+            high = rg.submit_run(c, high_yaml)
+            high_done = rg.wait_run(c, high["id"], rg.finished, timeout=120)
+            low_done = rg.wait_run(c, low["id"], rg.finished, timeout=180)
+            events = c.get(f"/v1/runs/{low['id']}/events").json()
+        assert high_done["state"] == "succeeded" and low_done["state"] == "succeeded"
+        first = low_done["attempts"][0]
+        assert first["failure_kind"] == "preemption" and "Preempted" in first["reason"]
+        assert low_done["attempts"][1]["resumed_from"]
+        assert any(e["kind"] == "preempting" for e in events)

@@ -87,14 +87,31 @@ def _cluster_view(hub: context.Hub, row: dict[str, Any], now: float) -> snap.Clu
 
 
 def build_snapshot(hub: context.Hub, now: float) -> snap.Snapshot:
+    """Clusters, quotas (with cohorts and limits) and quota holders, as of ``now``."""
     usage = hub.runs.quota_usage()
     quotas = tuple(
-        snap.QuotaView(t.name, q.gpu_model, q.nominal, usage.get((t.name, q.gpu_model), 0))
+        snap.QuotaView(
+            t.name,
+            q.gpu_model,
+            q.nominal,
+            usage.get((t.name, q.gpu_model), 0),
+            cohort=t.cohort,
+            borrowing_limit=q.borrowing_limit,
+            lending_limit=q.lending_limit,
+            strategy=t.queueing_strategy,
+        )
         for t in hub.platform.teams
         for q in t.quotas
     )
+    admitted = tuple(
+        snap.AdmittedRun(
+            r["id"], r["team"], r["gpu_model"] or "", r["gpus"], r["priority"], r["created_at"]
+        )
+        for r in hub.runs.holding_quota()
+        if r["gpus"]
+    )
     clusters = tuple(_cluster_view(hub, c, now) for c in hub.clusters.all())
-    return snap.Snapshot(now=now, clusters=clusters, quotas=quotas)
+    return snap.Snapshot(now=now, clusters=clusters, quotas=quotas, admitted=admitted)
 
 
 def _phase(
@@ -180,7 +197,7 @@ def _place(hub: context.Hub, run: dict[str, Any], d: cycle.Decision) -> None:
 
 
 def _dispatch(hub: context.Hub, run: dict[str, Any], d: cycle.Decision) -> None:
-    for victim in getattr(d, "preempt", ()):
+    for victim in d.preempt:
         agents.preempt(hub, victim, f"quota for {run['id']} (priority {run['priority']})")
     if d.outcome is cycle.Outcome.PLACED:
         _place(hub, run, d)

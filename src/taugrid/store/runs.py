@@ -98,6 +98,20 @@ class RunStore:
         with self.engine.connect() as c:
             return {(r[0], r[1] or ""): int(r[2] or 0) for r in c.execute(q)}
 
+    def holding_quota(self) -> list[Row]:
+        """Runs whose quota is held (admitted, placed, running): preemption candidates."""
+        cols = (
+            t.runs.c.id,
+            t.runs.c.team,
+            t.runs.c.gpu_model,
+            t.runs.c.gpus,
+            t.runs.c.priority,
+            t.runs.c.created_at,
+        )
+        q = sa.select(*cols).where(t.runs.c.quota_held.is_(True))
+        with self.engine.connect() as c:
+            return _rows(c.execute(q))
+
     def count_by_state(self) -> dict[str, int]:
         q = sa.select(t.runs.c.state, sa.func.count()).group_by(t.runs.c.state)
         with self.engine.connect() as c:
