@@ -1,0 +1,250 @@
+"""Start and stop the local multi-region lab: one hub, N regions, shaped links.
+
+``Lab(home).up(topology)``:
+1. ``platform.yaml`` with one region/cluster per topology region (one Ray node with
+   ``gpus_per_region`` emulated A100-80G, the region's GPU price);
+2. network namespaces and shaped veth links (``lab.net``);
+3. the hub daemon on 127.0.0.1 (a free port), SQLite under ``home/hub``;
+4. per region an agent daemon with ``--start-ray`` (its own Ray cluster on
+   127.0.0.6x, GCS port 68xx, dashboard 88xx) whose probe and data servers listen in
+   the region's namespace, one address per link, with the link's RTT added in user space;
+5. wait until every agent is registered; ``home/lab.json`` records what runs.
+
+``down`` stops agents (each stops its Ray cluster; a Ray cluster left behind by a killed
+agent is stopped from its state file), then the hub, then removes the namespaces.
+Both are idempotent. Needs root (namespaces, tc).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+from taugrid import errors
+from taugrid.backends import ray_local
+from taugrid.lab import net, topology
+from taugrid.sdk import embedded
+
+__all__ = ["RAY_BASE_IP", "Lab"]
+
+RAY_BASE_IP = 60  # region i's Ray cluster on 127.0.0.(60 + i)
+_STATE = "lab.json"
+Progress = Callable[[str], None]
+
+
+def _quiet(_: str) -> None:
+    return None
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Lab:
+    """The lab rooted at ``home`` (default ``$TAU_HOME/lab``)."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self.hub_home = home / "hub"
+
+    # -- state -------------------------------------------------------------------------
+    def state(self) -> dict[str, Any] | None:
+        path = self.home / _STATE
+        return dict(json.loads(path.read_text())) if path.exists() else None
+
+    def _net(self, st: dict[str, Any]) -> net.Net:
+        links = tuple(net.LinkSpec(**ln) for ln in st["links"])
+        return net.Net(st["tag"], tuple(st["regions"]), links)
+
+    def _daemon(self, name: str) -> embedded.Daemon:
+        # "lab-" names: never the embedded platform's hub/agent pid files
+        return embedded.Daemon(f"lab-{name}", self.hub_home)
+
+    # -- up ------------------------------------------------------------------------------
+    def up(
+        self, topo: topology.Topology, progress: Progress = _quiet, timeout_s: float = 180
+    ) -> dict[str, Any]:
+        if self.state() is not None:
+            raise errors.UserError(
+                f"a lab already runs from {self.home}", "stop it first with: tau lab down"
+            )
+        regions = topo.names()
+        n = net.Net(f"tl{secrets.token_hex(2)}", tuple(regions), topo.link_specs())
+        st = {
+            "tag": n.tag,
+            "regions": regions,
+            "links": [ln.__dict__ for ln in n.links],
+            "started_at": time.time(),
+        }
+        self.home.mkdir(parents=True, exist_ok=True)
+        (self.home / _STATE).write_text(json.dumps(st, indent=2))
+        try:
+            platform = self._write_platform(topo)
+            progress(f"network: {len(regions)} namespaces, {len(n.links)} shaped links")
+            n.up()
+            url = self._start_hub(platform, progress)
+            token_file = self.hub_home / "data.token"
+            token_file.write_text(secrets.token_urlsafe(24))
+            token_file.chmod(0o600)
+            for i, region in enumerate(regions):
+                self._start_agent(i, region, n, url, platform, token_file, progress)
+            st.update(hub_url=url, credentials=str(self.hub_home / "credentials.json"))
+            (self.home / _STATE).write_text(json.dumps(st, indent=2))
+            self._wait_agents(url, regions, progress, timeout_s)
+        except BaseException:
+            self.down(progress)
+            raise
+        return st
+
+    def _write_platform(self, topo: topology.Topology) -> Path:
+        regions = [
+            {
+                "name": r,
+                "clusters": [
+                    {
+                        "name": r,
+                        "emulated_gpus": True,
+                        "node_pools": [
+                            {
+                                "name": "gpu",
+                                "gpu_model": "A100-80G",
+                                "gpus_per_node": topo.gpus_per_region,
+                                "cpus_per_node": 4,
+                                "memory_per_node": "16Gi",
+                                "nodes": 1,
+                                "cost_per_gpu_hour": topo.gpu_cost.get(r, 1.0),
+                            }
+                        ],
+                    }
+                ],
+            }
+            for r in topo.names()
+        ]
+        gpus = topo.gpus_per_region * len(regions)
+        doc = {
+            "schema_version": 1,
+            "gpu_types": [{"name": "A100-80G"}],
+            "regions": regions,
+            "priority_classes": [{"name": "normal", "value": 1000}],
+            "profiles": [{"name": "default"}],
+            "teams": [{"name": "research", "quotas": [{"gpu_model": "A100-80G", "nominal": gpus}]}],
+            "workspaces": [
+                {
+                    "name": "default",
+                    "team": "research",
+                    "defaults": {"priority": "normal", "profile": "default"},
+                }
+            ],
+            "default_workspace": "default",
+        }
+        path = self.home / "platform.yaml"
+        path.write_text(yaml.safe_dump(doc, sort_keys=False))
+        return path
+
+    def _env(self) -> dict[str, str]:
+        env = dict(os.environ, TAU_HOME=str(self.hub_home), PYTHONUNBUFFERED="1")
+        env.pop("TAU_HUB_URL", None)
+        env.pop("TAU_TOKEN", None)
+        return env
+
+    def _start_hub(self, platform: Path, progress: Progress) -> str:
+        port = _free_port()
+        argv = [sys.executable, "-m", "taugrid.hub.daemon", "--home", str(self.hub_home)]
+        argv += ["--port", str(port), "--platform", str(platform), "--lease", "15"]
+        self._daemon("hub").start(argv, self._env())
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            try:
+                if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+                    progress(f"hub: {url}")
+                    return url
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.3)
+        raise errors.SystemFault(
+            "the lab hub did not answer /healthz within 60 s", "see hub/logs/hub.log"
+        )
+
+    def _start_agent(
+        self,
+        i: int,
+        region: str,
+        n: net.Net,
+        url: str,
+        platform: Path,
+        token_file: Path,
+        progress: Progress,
+    ) -> None:
+        ip = f"127.0.0.{RAY_BASE_IP + i}"
+        argv = [
+            sys.executable,
+            "-m",
+            "taugrid.agent.daemon",
+            "--home",
+            str(self.hub_home),
+            "--hub",
+            url,
+        ]
+        argv += ["--cluster", region, "--platform", str(platform), "--start-ray", "--ray-ip", ip]
+        argv += ["--ray-gcs-port", str(6800 + i), "--ray-dashboard-port", str(8800 + i)]
+        argv += ["--report", "5", "--data-root", str(self.home / "regions" / region / "data")]
+        argv += ["--netns", n.ns(region), "--data-token-file", str(token_file)]
+        argv += ["--probe-interval", "10"]
+        for peer in n.regions:
+            if peer == region:
+                continue
+            link = n.link(region, peer)
+            mine = n.address(region, peer)
+            argv += ["--region-address", mine, "--peer", f"{peer}={n.address(peer, region)}"]
+            argv += ["--egress", f"{peer}={link.egress_per_gb}", "--delay", f"{mine}={link.rtt_ms}"]
+        self._daemon(f"agent-{region}").start(argv, self._env())
+        progress(f"region {region}: agent + Ray on {ip} (namespace {n.ns(region)})")
+
+    def _wait_agents(
+        self, url: str, regions: list[str], progress: Progress, timeout_s: float
+    ) -> None:
+        token = json.loads((self.hub_home / "credentials.json").read_text())["token"]
+        deadline = time.time() + timeout_s
+        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}) as c:
+            while time.time() < deadline:
+                ready = {x["id"] for x in c.get("/v1/clusters").json() if x["report"].get("nodes")}
+                if ready >= set(regions):
+                    progress(f"all {len(regions)} regions report")
+                    return
+                time.sleep(1.0)
+        raise errors.SystemFault(
+            f"lab regions did not all report within {timeout_s:.0f} s",
+            f"see the agent logs under {self.hub_home / 'logs'}",
+        )
+
+    # -- down ----------------------------------------------------------------------------
+    def down(self, progress: Progress = _quiet) -> bool:
+        st = self.state()
+        if st is None:
+            return False
+        for region in st["regions"]:
+            if self._daemon(f"agent-{region}").stop(timeout_s=30):
+                progress(f"region {region}: agent stopped")
+            leftover = ray_local.LocalRayCluster.attach(self.hub_home / "agents" / region / "ray")
+            if leftover is not None:
+                leftover.stop()
+        if self._daemon("hub").stop(timeout_s=15):
+            progress("hub stopped")
+        self._net(st).down()
+        progress("network namespaces removed")
+        (self.home / _STATE).unlink(missing_ok=True)
+        return True

@@ -1,0 +1,84 @@
+"""The lab's topology file: regions, their GPU price, and links between them.
+
+    regions: [r0, r1, r2]            # or a count: regions: 3 (names r0..r2)
+    gpu_cost: {r0: 3.0, r1: 1.0}     # $/GPU-hour per region (default 1.0)
+    gpus_per_region: 2               # emulated A100-80G on one Ray node per region
+    default_link: {mbit: 1000, rtt_ms: 1, egress_per_gb: 0.0}
+    links:                           # symmetric; pairs not listed get default_link
+      - {a: r0, b: r1, mbit: 100, rtt_ms: 20, egress_per_gb: 0.02}
+
+Every pair of regions is linked (full mesh). ``mbit`` is shaped with kernel ``tbf``,
+``rtt_ms`` is added in user space, ``egress_per_gb`` is what the source region charges
+for data leaving it (reported with the probes, priced into placement estimates).
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+import pydantic
+import yaml
+
+from taugrid import errors
+from taugrid.lab import net
+
+__all__ = ["LinkModel", "Topology", "load"]
+
+
+class LinkModel(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="forbid")
+    a: str = ""
+    b: str = ""
+    mbit: float = pydantic.Field(default=1000.0, gt=0, le=100_000)
+    rtt_ms: float = pydantic.Field(default=1.0, ge=0, le=10_000)
+    egress_per_gb: float = pydantic.Field(default=0.0, ge=0)
+
+
+class Topology(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="forbid")
+    regions: list[str] | int = 3
+    gpu_cost: dict[str, float] = pydantic.Field(default_factory=dict)
+    gpus_per_region: int = pydantic.Field(default=2, ge=0, le=16)
+    default_link: LinkModel = pydantic.Field(default_factory=LinkModel)
+    links: list[LinkModel] = pydantic.Field(default_factory=list)
+
+    def names(self) -> list[str]:
+        if isinstance(self.regions, int):
+            return [f"r{i}" for i in range(self.regions)]
+        return list(self.regions)
+
+    def link_specs(self) -> tuple[net.LinkSpec, ...]:
+        given = {frozenset((ln.a, ln.b)): ln for ln in self.links}
+        out = []
+        for a, b in itertools.combinations(self.names(), 2):
+            ln = given.get(frozenset((a, b)), self.default_link)
+            out.append(net.LinkSpec(a, b, ln.mbit, ln.rtt_ms, ln.egress_per_gb))
+        return tuple(out)
+
+
+def load(path: Path | None, regions: int | None = None) -> Topology:
+    """The topology in ``path`` (default: ``regions`` regions at 1 Gbit/s, 1 ms)."""
+    doc: dict[str, Any] = {}
+    if path is not None:
+        try:
+            doc = yaml.safe_load(path.read_text()) or {}
+            topo = Topology.model_validate(doc)
+        except (OSError, yaml.YAMLError, pydantic.ValidationError) as exc:
+            raise errors.UserError(
+                f"{path}: not a valid lab topology: {exc}",
+                "see `taugrid.lab.topology` for the format",
+            ) from exc
+    else:
+        topo = Topology()
+    if regions is not None and (path is None or "regions" not in doc):
+        topo = topo.model_copy(update={"regions": regions})
+    names = topo.names()
+    bad = [f"{ln.a}-{ln.b}" for ln in topo.links if ln.a not in names or ln.b not in names]
+    if bad or len(set(names)) != len(names) or not names:
+        raise errors.UserError(
+            f"lab topology: unknown or duplicate regions ({', '.join(bad) or names})",
+            "list each region once and link only listed regions",
+        )
+    return topo
