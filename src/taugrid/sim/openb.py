@@ -77,7 +77,10 @@ def run_inflation(
     capacity = state.gpu_capacity
     sequence, rng = inflate(tasks, capacity, seed, inflation)
     typical = fgd.TypicalWorkload.from_tasks(tasks)
-    scorer = packer.make_scorer(policy, seed=int(rng.integers(2**31)), typical=typical)
+    every = fgd.TypicalWorkload.from_tasks(tasks, popularity=1.0, with_memory=True)
+    scorer = packer.make_scorer(
+        policy, seed=int(rng.integers(2**31)), typical=typical, every_shape=every
+    )
     tie_rng = np.random.default_rng(int(rng.integers(2**31)))
     pack = packer.Packer(scorer, tie_break, tie_rng)
     arrived = placed = failed = failed_milli = 0

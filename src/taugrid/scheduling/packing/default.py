@@ -5,11 +5,11 @@ Score of a node for a task, compared lexicographically (encoded in one float):
 1. **FGD score** (``fgd.FgdScore``): ``int(100·sigmoid(ΔF/1000))`` where ΔF is the drop of
    the node's expected fragmentation against the typical workload. Its coarse integer
    steps keep FGD's behaviour: decisions that fragment alike tie.
-2. **Model pressure** (GPU tasks that accept any model): prefer GPU models that few
-   model-constrained tasks of the typical workload ask for. ``pressure[m]`` is the
-   constrained demand for model ``m`` (split over the models each shape accepts, in
-   proportion to capacity) divided by the capacity of ``m``, scaled to [0, 1]. It is 0
-   when no shape names a model (then this level is inert).
+2. **Node pressure** (``node_pressure``): stay off nodes that are the only home of
+   *constrained* shapes — shapes that, by capacity (CPU, memory, GPU count, GPU model),
+   fit on nodes holding under half of the GPUs (8-GPU tasks asking 120 CPUs and
+   640 GiB fit only the 128-CPU nodes; tasks pinned to a GPU model fit only those).
+   Inert (0) when no shape is constrained.
 3. **Capacity-aware fragmentation drop** (among the FGD ties): FGD asks "does one task
    of shape t still fit?"; this asks "how much of the node's free GPU can tasks of shape
    t still use?" — ``usable_t = min(⌊cpu/c_t⌋, GPU slots_t) · gpu_t`` with GPU
@@ -18,6 +18,11 @@ Score of a node for a task, compared lexicographically (encoded in one float):
    CPU stranding (a node whose CPU runs out leaves its GPUs idle) that FGD's one-task
    test misses. Memory is not part of typical shapes (as in the paper), so not here.
 4. Remaining ties: the packer's tie-break (lowest node index by default).
+
+The capacity-aware level and the pressure use *every* shape of the workload
+(``every_shape``: popularity 100 %), not only the 95 % typical ones: rare large shapes
+(8-GPU tasks with 120 CPUs that only fit the 128-CPU nodes) are what a careless
+placement strands first.
 
 A sharing task takes the GPU that is best by (1, 3). All levels depend only on the node's
 own state and the task's shape, so scores are memoised per node version
@@ -32,27 +37,50 @@ import numpy.typing as npt
 from taugrid.scheduling.packing import cache, fgd, plugins
 from taugrid.scheduling.packing import state as st
 
-__all__ = ["TauGridScore", "model_pressure"]
+__all__ = ["TauGridScore", "node_pressure"]
 
 FloatArray = npt.NDArray[np.float64]
 _FGD_STEP = 1e5  # one FGD point outweighs every lower level
 _PRESSURE_STEP = 1e4  # full pressure outweighs any capacity-aware drop (< 8000 milli)
 
 
-def model_pressure(typical: fgd.TypicalWorkload, state: st.ClusterState) -> FloatArray:
-    """Per model code (plus a trailing 0 for CPU-only nodes): constrained demand / capacity."""
-    models = state.model_names
-    cap = np.array([state.gpu_cnt[state.model == j].sum() * st.MILLI for j in range(len(models))])
-    demand = np.zeros(len(models))
-    for shape, p in zip(typical.shapes, typical.probs, strict=True):
-        picked = [j for j, m in enumerate(models) if m in shape.models]
-        if not shape.num_gpu or not picked:
+def node_pressure(
+    every_shape: fgd.TypicalWorkload, state: st.ClusterState, constrained: float = 0.5
+) -> FloatArray:
+    """Per node, in [0, 1]: GPU demand of *constrained* shapes that only this node's kind serves.
+
+    A shape is constrained when the nodes able to host it at all (by capacity: CPU,
+    memory, GPU count and model) hold less than ``constrained`` of the cluster's GPUs —
+    e.g. 8-GPU tasks with 120 CPUs and 640 GiB that only the 128-CPU nodes take, or
+    tasks pinned to one GPU model. Its demand ``p·gpu`` is spread over those nodes in
+    proportion to their GPUs and divided by their GPU capacity. 0 everywhere when no
+    shape is constrained.
+    """
+    gpus = state.gpu_cnt.astype(np.float64) * st.MILLI
+    pressure = np.zeros(len(state))
+    for shape, p in zip(every_shape.shapes, every_shape.probs, strict=True):
+        if not shape.num_gpu:
             continue
-        share = cap[picked] / max(cap[picked].sum(), 1)
-        demand[picked] += p * shape.gpu_milli * shape.num_gpu * share
-    pressure = np.where(cap > 0, demand / np.maximum(cap, 1), 0.0)
+        task = st.Task(
+            "shape",
+            shape.cpu_milli,
+            shape.memory_mib,
+            shape.num_gpu,
+            shape.gpu_milli,
+            frozenset(shape.models),
+        )
+        able = (
+            (state.cpu_cap >= shape.cpu_milli)
+            & (state.mem_cap >= shape.memory_mib)
+            & (state.gpu_cnt >= shape.num_gpu)
+            & state.model_mask(task)
+        )
+        share = gpus[able].sum()
+        if share == 0 or share >= constrained * gpus.sum():
+            continue
+        pressure[able] += p * shape.gpu_milli * shape.num_gpu / share
     top = pressure.max(initial=0.0)
-    return np.append(pressure / top if top > 0 else pressure, 0.0)
+    return pressure / top if top > 0 else pressure
 
 
 class _Capacity:
@@ -136,8 +164,11 @@ class TauGridScore:
 
     name = "TauGrid"
 
-    def __init__(self, typical: fgd.TypicalWorkload) -> None:
+    def __init__(
+        self, typical: fgd.TypicalWorkload, every_shape: fgd.TypicalWorkload | None = None
+    ) -> None:
         self.typical = typical
+        self.every_shape = every_shape or typical
         self._fgd = fgd.FgdScore(typical)
         self._cache = cache.ScoreCache()
         self._capacity: _Capacity | None = None
@@ -145,8 +176,8 @@ class TauGridScore:
 
     def _parts(self, state: st.ClusterState) -> tuple[_Capacity, FloatArray]:
         if self._capacity is None or self._capacity.state is not state:
-            self._capacity = _Capacity(self.typical, state)
-            self._pressure = model_pressure(self.typical, state)
+            self._capacity = _Capacity(self.every_shape, state)
+            self._pressure = node_pressure(self.every_shape, state)
         assert self._pressure is not None
         return self._capacity, self._pressure
 
@@ -168,8 +199,7 @@ class TauGridScore:
                 fgd_points = fgd.sigmoid_score(before - frag.after_node(task, sub))
                 value = fgd_points * _FGD_STEP + drop
                 gpu = np.full(len(sub), -1, dtype=np.int64)
-            if task.gpu_total and not task.models:
-                value = value - _PRESSURE_STEP * pressure[state.model[sub]]
+            value = value - _PRESSURE_STEP * pressure[sub]
             return plugins.Scores(value, gpu)
 
         return self._cache.scores(fgd.shape_key(task), state, nodes, compute)

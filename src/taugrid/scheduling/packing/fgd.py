@@ -51,6 +51,7 @@ class Shape:
     gpu_milli: int
     num_gpu: int
     models: tuple[str, ...] = ()
+    memory_mib: int = 0  # 0 unless built ``with_memory`` (FGD's shapes have none)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,10 +62,18 @@ class TypicalWorkload:
     probs: tuple[float, ...]
 
     @classmethod
-    def from_tasks(cls, tasks: Iterable[st.Task], popularity: float = 0.95) -> TypicalWorkload:
+    def from_tasks(
+        cls, tasks: Iterable[st.Task], popularity: float = 0.95, *, with_memory: bool = False
+    ) -> TypicalWorkload:
         """The most popular shapes covering ``popularity`` of the tasks, renormalised."""
         counts = collections.Counter(
-            Shape(t.cpu_milli, t.gpu_milli if t.num_gpu else 0, t.num_gpu, tuple(sorted(t.models)))
+            Shape(
+                t.cpu_milli,
+                t.gpu_milli if t.num_gpu else 0,
+                t.num_gpu,
+                tuple(sorted(t.models)),
+                t.memory_mib if with_memory else 0,
+            )
             for t in tasks
         )
         if not counts:

@@ -29,9 +29,16 @@ POLICIES = ("Random", "DotProd", "GpuClustering", "GpuPacking", "BestFit", "FGD"
 
 
 def make_scorer(
-    name: str, *, seed: int = 0, typical: fgd.TypicalWorkload | None = None
+    name: str,
+    *,
+    seed: int = 0,
+    typical: fgd.TypicalWorkload | None = None,
+    every_shape: fgd.TypicalWorkload | None = None,
 ) -> plugins.NodeScorer:
-    """Build a plugin by name; FGD and TauGrid need the typical workload."""
+    """Build a plugin by name; FGD and TauGrid need the typical workload.
+
+    ``every_shape`` (TauGrid only): the workload's full shape distribution.
+    """
     if name in ("FGD", "TauGrid") and typical is None:
         raise ValueError(f"{name} needs a typical workload (TypicalWorkload.from_tasks)")
     if name == "Random":
@@ -47,7 +54,7 @@ def make_scorer(
     if name == "FGD" and typical is not None:
         return fgd.FgdScore(typical)
     if name == "TauGrid" and typical is not None:
-        return default.TauGridScore(typical)
+        return default.TauGridScore(typical, every_shape)
     raise ValueError(f"unknown packing policy {name!r}; choose one of {', '.join(POLICIES)}")
 
 

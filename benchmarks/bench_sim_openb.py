@@ -1,0 +1,171 @@
+"""GPU packing on Alibaba openb: the FGD inflation experiment through ``scheduling.packing``.
+
+Reproduces the published default-workload numbers (Weng et al., ATC'23) for Random,
+DotProd, GpuClustering, GpuPacking, BestFit and FGD, runs TauGrid's default placement
+next to them, and compares FGD with TauGrid on the workload variants. Writes the
+"## Scheduling: GPU packing (Alibaba openb)" section of docs/BENCHMARKS.md.
+
+    python -m benchmarks.bench_sim_openb [--quick] [--seeds N] [--no-write]
+
+``--quick``: one seed, default workload, stops at 30 % arrived; prints only.
+Needs the traces (``$TAU_TRACES_DIR`` or ``../shared/traces``); skips with a message.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+
+from benchmarks import bench_sim_doc as doc
+from taugrid.scheduling.packing import packer
+from taugrid.sim import openb, traces
+
+__all__ = ["PUBLISHED", "main", "run"]
+
+TITLE = "Scheduling: GPU packing (Alibaba openb)"
+PUBLISHED = {
+    "Random": 86.30,
+    "DotProd": 90.62,
+    "GpuClustering": 91.65,
+    "GpuPacking": 91.78,
+    "BestFit": 92.86,
+    "FGD": 95.23,
+}
+VARIANTS = ("cpu050", "gpushare40", "multigpu30", "gpuspec33")
+
+
+def run(
+    workload: str, policy: str, seeds: list[int], *, stop: float = 1.0, tie_break: str = "first"
+) -> list[openb.InflationResult]:
+    nodes = traces.load_openb_nodes()
+    tasks = traces.load_openb_tasks(workload)
+    return [
+        openb.run_inflation(nodes, tasks, policy, s, stop=stop, tie_break=tie_break) for s in seeds
+    ]
+
+
+def _stats(results: list[openb.InflationResult]) -> tuple[float, float, float]:
+    values = [r.allocated_pct for r in results]
+    return statistics.fmean(values), min(values), max(values)
+
+
+def _default_table(seeds: list[int]) -> tuple[str, dict[str, list[openb.InflationResult]]]:
+    rows, runs = [], {}
+    for policy in packer.POLICIES:
+        runs[policy] = run("default", policy, seeds)
+        mean, lo, hi = _stats(runs[policy])
+        pub = PUBLISHED.get(policy)
+        delta = f"{mean - pub:+.2f}" if pub is not None else "—"
+        rows.append([policy, f"{mean:.2f}", f"{lo:.2f}", f"{hi:.2f}", pub or "—", delta])
+        print(f"openb default {policy}: {mean:.2f} [{lo:.2f}, {hi:.2f}]", flush=True)
+    header = ["policy", "mean %", "min %", "max %", "published %", "Δ"]
+    return doc.table(header, rows), runs
+
+
+def _variant_table(seeds: list[int]) -> str:
+    rows = []
+    for workload in VARIANTS:
+        fgd = _stats(run(workload, "FGD", seeds))
+        ours = _stats(run(workload, "TauGrid", seeds))
+        verdict = "TauGrid" if ours[0] > fgd[0] else ("tie" if ours[0] == fgd[0] else "FGD")
+        rows.append(
+            [workload]
+            + [f"{v:.2f}" for v in fgd]
+            + [f"{v:.2f}" for v in ours]
+            + [f"{ours[0] - fgd[0]:+.2f}", verdict]
+        )
+        print(f"openb {workload}: FGD {fgd[0]:.2f} TauGrid {ours[0]:.2f}", flush=True)
+    header = [
+        "workload",
+        "FGD mean",
+        "FGD min",
+        "FGD max",
+        "TauGrid mean",
+        "min",
+        "max",
+        "Δ",
+        "higher",
+    ]
+    return doc.table(header, rows)
+
+
+def _tie_table(seeds: list[int]) -> str:
+    """Baselines under each tie-break (fewer seeds: it is a sensitivity check)."""
+    rows = []
+    for policy in PUBLISHED:
+        cells = [policy]
+        for tie in ("first", "last", "random"):
+            cells.append(f"{_stats(run('default', policy, seeds, tie_break=tie))[0]:.2f}")
+        rows.append([*cells, f"{PUBLISHED[policy]:.2f}"])
+    return doc.table(["policy", "first", "last", "random", "published"], rows)
+
+
+def _plot(runs: dict[str, list[openb.InflationResult]]) -> str:
+    series = {
+        p: ([a for a, _ in r[0].curve if a >= 70], [b for a, b in r[0].curve if a >= 70])
+        for p, r in runs.items()
+    }
+    line = doc.plot_lines(
+        "openb_alloc",
+        series,
+        xlabel="arrived GPU demand (% of capacity)",
+        ylabel="allocated GPU (% of capacity)",
+        title=f"openb default, seed {runs['FGD'][0].seed}",
+    )
+    return line or ""
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smoke run: 1 seed, 30 % arrived")
+    parser.add_argument("--seeds", type=int, default=10, help="seeds 42.. (default 10)")
+    parser.add_argument("--tie-seeds", type=int, default=3, help="seeds of the tie-break table")
+    parser.add_argument("--no-write", action="store_true", help="do not touch docs/BENCHMARKS.md")
+    args = parser.parse_args(argv)
+    try:
+        traces.load_openb_nodes()
+    except traces.TraceMissing as exc:
+        print(f"skipped openb benchmark: {exc}", file=sys.stderr)
+        return
+    if args.quick:
+        for policy in packer.POLICIES:
+            r = run("default", policy, [42], stop=0.3)[0]
+            print(f"openb quick {policy}: {r.allocated_pct:.2f} % at {r.arrived_pct:.1f} % arrived")
+        return
+    started = time.perf_counter()
+    seeds = list(range(42, 42 + args.seeds))
+    default, runs = _default_table(seeds)
+    variants = _variant_table(seeds)
+    ties = _tie_table(seeds[: args.tie_seeds])
+    body = _body(default, variants, ties, _plot(runs), seeds, time.perf_counter() - started)
+    if not args.no_write:
+        doc.write_section(TITLE, body)
+
+
+def _body(default: str, variants: str, ties: str, plot: str, seeds: list[int], took: float) -> str:
+    return (
+        "FGD inflation protocol (shared/traces/README.md): 1,523 nodes / 6,212 GPUs, tasks\n"
+        "shuffled per seed and resampled to 130 % of capacity, placed one by one without\n"
+        "deletions; metric = allocated GPU % when arrived demand first reaches 100 %.\n"
+        f"Seeds {seeds[0]}..{seeds[-1]} ({len(seeds)}); ties between equally scored nodes break\n"
+        "on the lowest node index. Every placement goes through `taugrid.scheduling.packing`\n"
+        "(filter → score plugin → pick → reserve), the code the hub uses.\n\n"
+        f"Command: `python -m benchmarks.bench_sim_openb`  \nMachine: {doc.machine()}; "
+        f"{took / 60:.1f} min in all.\n\n"
+        "### Default workload: reproduction and TauGrid\n\n" + default + "\n" + plot + "\n"
+        "### Variants: FGD vs TauGrid (mean/min/max over the same seeds)\n\n" + variants + "\n"
+        "### Tie-break sensitivity (default workload, mean % of the first 3 seeds)\n\n"
+        "The reference simulator does not pin the order among equal scores; the table shows\n"
+        "how much each baseline moves with it. FGD's integer score makes many ties, and only\n"
+        "a consistent order (first/last) reproduces its published 95 %; with random ties it\n"
+        "spreads 1-GPU tasks and strands the 8-GPU ones.\n\n" + ties + "\n"
+        "TauGrid's default (`scheduling/packing/default.py`) keeps FGD's score as the first\n"
+        "key and breaks its ties with (2) a GPU-model pressure term for tasks that accept any\n"
+        "model and (3) a capacity-aware fragmentation drop that also counts CPU stranding.\n"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,161 @@
+"""Node-level packing plugins on hand-built tiny clusters with known answers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from taugrid.scheduling.packing import default, fgd, packer, plugins
+from taugrid.scheduling.packing import state as st
+
+
+def cluster(*nodes: tuple[int, int, str], memory: int = 1 << 20) -> st.ClusterState:
+    """Nodes as (cpu milli, gpus, model)."""
+    return st.ClusterState(
+        [f"n{i}" for i in range(len(nodes))],
+        [c for c, _, _ in nodes],
+        [memory] * len(nodes),
+        [g for _, g, _ in nodes],
+        [m for _, _, m in nodes],
+    )
+
+
+def task(cpu: int, num: int = 0, milli: int = 0, models: frozenset[str] = frozenset()) -> st.Task:
+    return st.Task("t", cpu, 1024, num, milli if num else 0, models)
+
+
+def typical(*shapes: tuple[fgd.Shape, float]) -> fgd.TypicalWorkload:
+    return fgd.TypicalWorkload(tuple(s for s, _ in shapes), tuple(p for _, p in shapes))
+
+
+def place(name: str, state: st.ClusterState, t: st.Task, **kw: object) -> st.Placement | None:
+    scorer = packer.make_scorer(name, **kw)  # type: ignore[arg-type]
+    return packer.Packer(scorer).place(t, state)
+
+
+def test_feasible_filters_cpu_memory_model_and_gpu_room() -> None:
+    s = cluster((4000, 2, "T4"), (64000, 2, "V100"), (64000, 0, ""))
+    s.gpu_left[1] = [300, 0, 0, 0, 0, 0, 0, 0]
+    assert s.feasible(task(8000, 1, 1000)).tolist() == []
+    assert s.feasible(task(2000, 1, 500)).tolist() == [0]
+    assert s.feasible(task(2000, 1, 200)).tolist() == [0, 1]
+    assert s.feasible(task(2000, 1, 200, frozenset({"V100"}))).tolist() == [1]
+    assert s.feasible(task(2000)).tolist() == [0, 1, 2]
+
+
+def test_apply_rejects_overcommit_and_bumps_version() -> None:
+    s = cluster((8000, 1, "T4"))
+    s.apply(task(1000, 1, 600), st.Placement(0, (0,)))
+    assert s.gpu_left[0, 0] == 400 and s.version[0] == 1 and s.gpu_allocated == 600
+    with pytest.raises(ValueError, match="too full"):
+        s.apply(task(1000, 1, 600), st.Placement(0, (0,)))
+
+
+def test_packer_returns_none_and_leaves_state_when_nothing_fits() -> None:
+    s = cluster((8000, 1, "T4"))
+    before = s.gpu_left.copy()
+    assert place("BestFit", s, task(1000, 2, 1000)) is None
+    assert (s.gpu_left == before).all()
+
+
+def test_whole_gpu_task_takes_first_free_gpus() -> None:
+    s = cluster((64000, 4, "G2"))
+    s.gpu_left[0, 0] = 500
+    assert place("BestFit", s, task(1000, 2, 1000)) == st.Placement(0, (1, 2))
+
+
+def test_best_fit_prefers_the_fuller_node() -> None:
+    s = cluster((32000, 4, "G2"), (32000, 4, "G2"))
+    s.gpu_left[1, :3] = 0
+    assert place("BestFit", s, task(1000, 1, 1000)) == st.Placement(1, (3,))
+
+
+def test_dot_product_prefers_small_dot_product() -> None:
+    s = cluster((96000, 8, "G2"), (16000, 2, "P100"))
+    assert place("DotProd", s, task(8000, 1, 1000)) == st.Placement(1, (0,))
+
+
+def test_gpu_packing_prefers_a_shared_gpu_then_a_used_node() -> None:
+    s = cluster((32000, 2, "T4"), (32000, 2, "T4"), (32000, 2, "T4"))
+    s.gpu_left[1] = [1000, 0, 0, 0, 0, 0, 0, 0]  # used node, no shared GPU
+    s.gpu_left[2] = [1000, 400, 0, 0, 0, 0, 0, 0]  # a shared GPU with room
+    assert place("GpuPacking", s, task(1000, 1, 300)) == st.Placement(2, (1,))
+    assert place("GpuPacking", s, task(1000, 1, 1000)) == st.Placement(1, (0,))
+
+
+def test_gpu_clustering_keeps_shapes_together() -> None:
+    s = cluster((32000, 4, "T4"), (32000, 4, "T4"))
+    s.apply(task(1000, 1, 500), st.Placement(1, (0,)))
+    assert place("GpuClustering", s, task(1000, 1, 200)).node == 1  # type: ignore[union-attr]
+    assert place("GpuClustering", s, task(1000, 2, 1000)).node == 0  # type: ignore[union-attr]
+
+
+def test_random_is_deterministic_per_seed() -> None:
+    def picks(seed: int) -> list[int]:
+        s = cluster(*[(32000, 8, "G2")] * 20)
+        p = packer.Packer(plugins.RandomScore(seed))
+        return [p.place(task(1000, 1, 1000), s).node for _ in range(10)]  # type: ignore[union-attr]
+
+    assert picks(1) == picks(1)
+    assert picks(1) != picks(2)
+
+
+def test_fragmentation_counts_gpus_too_small_for_the_shape() -> None:
+    s = cluster((32000, 2, "T4"))
+    s.gpu_left[0, 1] = 400
+    shapes = typical((fgd.Shape(1000, 600, 1), 1.0))
+    assert fgd.node_fragmentation(shapes, s).tolist() == [400.0]
+    s.cpu_left[0] = 500  # the shape no longer fits at all: every free milli is fragment
+    assert fgd.node_fragmentation(shapes, s).tolist() == [1400.0]
+
+
+def test_fgd_picks_the_gpu_that_fragments_least() -> None:
+    shapes = typical((fgd.Shape(1000, 600, 1), 1.0))
+    s = cluster((32000, 2, "T4"))
+    s.gpu_left[0, 1] = 700
+    assert place("FGD", s, task(1000, 1, 300), typical=shapes) == st.Placement(0, (0,))
+    s2 = cluster((32000, 2, "T4"))
+    s2.gpu_left[0, 1] = 700
+    assert place("BestFit", s2, task(1000, 1, 300)) == st.Placement(0, (1,))
+
+
+def test_typical_workload_keeps_popular_shapes_and_renormalises() -> None:
+    tasks = [task(1000, 1, 500)] * 90 + [task(2000, 1, 1000)] * 8 + [task(3000)] * 2
+    tw = fgd.TypicalWorkload.from_tasks(tasks, popularity=0.95)
+    assert [s.gpu_milli for s in tw.shapes] == [500, 1000]
+    assert sum(tw.probs) == pytest.approx(1.0)
+
+
+def test_node_pressure_marks_the_only_home_of_big_shapes() -> None:
+    s = cluster((128000, 8, "G3"), (96000, 8, "G2"), (96000, 8, "G2"))
+    every = typical((fgd.Shape(120000, 1000, 8), 0.1), (fgd.Shape(8000, 1000, 1), 0.9))
+    assert default.node_pressure(every, s).tolist() == [1.0, 0.0, 0.0]
+    small = task(4000)  # a CPU task: FGD sees no GPU fragmentation anywhere
+    fgd_pick = place("FGD", s, small, typical=every)
+    s2 = cluster((128000, 8, "G3"), (96000, 8, "G2"), (96000, 8, "G2"))
+    ours = place("TauGrid", s2, small, typical=every, every_shape=every)
+    assert fgd_pick is not None and fgd_pick.node == 0  # FGD ties, lowest index
+    assert ours is not None and ours.node == 1  # TauGrid keeps the 128-CPU node free
+
+
+def test_tie_break_modes() -> None:
+    s = cluster(*[(32000, 8, "G2")] * 3)
+    zero = plugins.GpuClusteringScore()  # CPU tasks score 0 everywhere
+    assert packer.Packer(zero, "first").choose(task(1000), s) == st.Placement(0, ())
+    assert packer.Packer(zero, "last").choose(task(1000), s) == st.Placement(2, ())
+    rng = np.random.default_rng(3)
+    assert packer.Packer(zero, "random", rng).choose(task(1000), s) is not None
+    with pytest.raises(ValueError):
+        packer.Packer(zero, "random")
+
+
+def test_cached_scores_follow_node_changes() -> None:
+    shapes = typical((fgd.Shape(1000, 600, 1), 1.0))
+    s = cluster((32000, 2, "T4"), (32000, 2, "T4"))
+    scorer = fgd.FgdScore(shapes)
+    t = task(1000, 1, 300)
+    first = scorer.score(t, s, s.feasible(t)).value.copy()
+    s.apply(task(1000, 1, 500), st.Placement(0, (0,)))
+    fresh = fgd.FgdScore(shapes).score(t, s, s.feasible(t)).value
+    assert scorer.score(t, s, s.feasible(t)).value.tolist() == fresh.tolist()
+    assert first.tolist() != fresh.tolist()

@@ -1,0 +1,55 @@
+"""The openb inflation replay on a tiny synthetic cluster; the real trace when present."""
+
+from __future__ import annotations
+
+import pytest
+
+from taugrid.scheduling.packing import packer
+from taugrid.scheduling.packing import state as st
+from taugrid.sim import __main__ as cli
+from taugrid.sim import openb, traces
+
+NODES = traces.OpenbNodes(
+    names=[f"n{i}" for i in range(6)],
+    cpu_milli=[32000, 96000, 96000, 104000, 104000, 16000],
+    memory_mib=[262144] * 6,
+    gpus=[0, 8, 8, 2, 2, 2],
+    models=["", "G2", "G2", "T4", "T4", "P100"],
+)
+TASKS = (
+    [st.Task(f"s{i}", 6000, 12288, 1, 460) for i in range(10)]
+    + [st.Task(f"w{i}", 12000, 16384, 1, 1000) for i in range(8)]
+    + [st.Task("big", 64000, 65536, 8, 1000), st.Task("cpu", 8000, 30517, 0, 0)]
+)
+
+
+def test_inflate_shuffles_then_resamples_up_to_the_target() -> None:
+    seq, _ = openb.inflate(TASKS, capacity=22_000, seed=5, inflation=1.3)
+    assert sorted(t.name for t in seq[: len(TASKS)]) == sorted(t.name for t in TASKS)
+    assert sum(t.gpu_total for t in seq) <= 1.3 * 22_000
+    assert seq == openb.inflate(TASKS, capacity=22_000, seed=5, inflation=1.3)[0]
+
+
+@pytest.mark.parametrize("policy", packer.POLICIES)
+def test_every_policy_runs_and_is_deterministic(policy: str) -> None:
+    a = openb.run_inflation(NODES, TASKS, policy, 42)
+    b = openb.run_inflation(NODES, TASKS, policy, 42)
+    assert a == b
+    assert 0 < a.allocated_pct <= 100 and a.arrived_pct >= 100
+
+
+def test_missing_traces_are_reported(tmp_path: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TAU_TRACES_DIR", str(tmp_path))
+    with pytest.raises(traces.TraceMissing, match="TAU_TRACES_DIR"):
+        traces.load_openb_nodes()
+    assert cli.main(["openb", "--stop", "0.01"]) == 2
+
+
+def test_real_trace_smoke() -> None:
+    try:
+        nodes, tasks = traces.load_openb_nodes(), traces.load_openb_tasks("default")
+    except traces.TraceMissing as exc:
+        pytest.skip(str(exc))
+    assert len(nodes.names) == 1523 and sum(nodes.gpus) == 6212
+    r = openb.run_inflation(nodes, tasks, "TauGrid", 42, stop=0.05)
+    assert r.failed == 0 and r.arrived_pct >= 5
