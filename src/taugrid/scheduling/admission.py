@@ -49,13 +49,19 @@ Where this deviates from Kueue, and why:
 - Workloads admitted earlier in the same pass are never preemption targets.
 - BestEffortFIFO retries inadmissible workloads on every pass; Kueue parks them until
   the cohort's usage changes. Same outcome, the shell may skip unchanged cohorts.
+- A workload known to be inadmissible in this pass is set aside at once, without
+  waiting for its turn among the cohort's heads: one that asks more than its queue
+  can ever hold, or one asking at least as much as a workload ahead of it in its
+  queue, with the same flavor constraints, that already failed (while nothing has
+  been released since). Its queue's next workload competes at once.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Mapping, Sequence
+import functools
+from collections.abc import Callable, Mapping, Sequence
 
 from taugrid.platform import models as pm
 from taugrid.scheduling import admission_ledger as al
@@ -121,10 +127,22 @@ class _Mode(enum.IntEnum):
     NO_FIT = 3
 
 
+_Why = Callable[[], str]
+"""A reason, built only when it is shown (most evaluations never are)."""
+
+
+def _NO_REASON() -> str:
+    return ""
+
+
+def _text(text: str) -> _Why:
+    return lambda: text
+
+
 @dataclasses.dataclass(frozen=True)
 class _Eval:
     mode: _Mode
-    reason: str = ""
+    why: _Why = _NO_REASON
     assignment: tuple[tuple[str, str], ...] = ()
     needed: Mapping[m.FR, int] = dataclasses.field(default_factory=dict)
     borrows: bool = False
@@ -157,46 +175,44 @@ def _never(cq: str, fr: m.FR, amount: int, ledger: al.Ledger) -> str:
 
 def _flavor_mode(
     cq: str, flavor: str, want: Mapping[str, int], ledger: al.Ledger
-) -> tuple[_Mode, str]:
-    mode, why = _Mode.FIT, ""
+) -> tuple[_Mode, _Why]:
+    mode, why = _Mode.FIT, _NO_REASON
     for resource, amount in sorted(want.items()):
         fr = (flavor, resource)
         q = ledger.quota[cq].get(fr)
         if q is None:
-            return _Mode.NO_FIT, f"flavor {flavor} has no {resource} quota in {cq}"
+            return _Mode.NO_FIT, _text(f"flavor {flavor} has no {resource} quota in {cq}")
         if amount <= ledger.available(cq, fr):
             one = _Mode.FIT if ledger.used(cq, fr) + amount <= q.nominal else _Mode.BORROW
         elif amount <= ledger.capacity(cq, fr):
-            one, why = _Mode.PREEMPT, why or _shortage(cq, fr, amount, ledger)
+            if mode < _Mode.PREEMPT:
+                why = functools.partial(_shortage, cq, fr, amount, ledger)
+            one = _Mode.PREEMPT
         else:
-            return _Mode.NO_FIT, _never(cq, fr, amount, ledger)
+            return _Mode.NO_FIT, functools.partial(_never, cq, fr, amount, ledger)
         mode = max(mode, one)
     return mode, why
 
 
 def _pick_flavor(
     wl: m.Workload, cq: str, group: m.ResourceGroup, want: Mapping[str, int], ledger: al.Ledger
-) -> tuple[str | None, _Mode, str]:
-    preempt: tuple[str, str] | None = None
-    reasons = []
+) -> tuple[str | None, _Mode, _Why]:
+    preempt: tuple[str, _Why] | None = None
+    reasons: list[_Why] = []
     for fq in group.flavors:
         if not all(wl.allows(r, fq.flavor) for r in want):
             continue
         mode, why = _flavor_mode(cq, fq.flavor, want, ledger)
         if mode <= _Mode.BORROW:
-            return fq.flavor, mode, ""
+            return fq.flavor, mode, _NO_REASON
         if mode is _Mode.PREEMPT and preempt is None:
             preempt = (fq.flavor, why)
         reasons.append(why)
     if preempt is not None:
         return preempt[0], _Mode.PREEMPT, preempt[1]
     allowed = sorted({f for _, f in wl.allowed_flavors})
-    return (
-        None,
-        _Mode.NO_FIT,
-        "; ".join(reasons)
-        or (f"ClusterQueue {cq} has no flavor of {', '.join(sorted(want))} among {allowed}"),
-    )
+    missing = f"ClusterQueue {cq} has no flavor of {', '.join(sorted(want))} among {allowed}"
+    return None, _Mode.NO_FIT, lambda: "; ".join(w() for w in reasons) or missing
 
 
 def _evaluate(wl: m.Workload, cq: str, ledger: al.Ledger) -> _Eval:
@@ -204,7 +220,7 @@ def _evaluate(wl: m.Workload, cq: str, ledger: al.Ledger) -> _Eval:
     requests = {r: a for r, a in wl.requests if a > 0}
     assignment: list[tuple[str, str]] = []
     needed: dict[m.FR, int] = {}
-    mode, reason = _Mode.FIT, ""
+    mode, reason = _Mode.FIT, _NO_REASON
     for group in ledger.cqs[cq].resource_groups:
         want = {r: a for r, a in requests.items() if r in group.covered}
         if not want:
@@ -214,12 +230,24 @@ def _evaluate(wl: m.Workload, cq: str, ledger: al.Ledger) -> _Eval:
             return _Eval(_Mode.NO_FIT, why)
         assignment += [(r, flavor) for r in want]
         needed.update({(flavor, r): a for r, a in want.items()})
-        mode, reason = max(mode, gmode), reason or why
+        if gmode > mode:
+            mode, reason = gmode, why
     missing = sorted(set(requests) - {r for r, _ in assignment})
     if missing:
-        return _Eval(_Mode.NO_FIT, f"ClusterQueue {cq} has no quota for {', '.join(missing)}")
+        return _Eval(
+            _Mode.NO_FIT, _text(f"ClusterQueue {cq} has no quota for {', '.join(missing)}")
+        )
     borrows = any(ledger.used(cq, fr) + a > ledger.nominal(cq, fr) for fr, a in needed.items())
     return _Eval(mode, reason, tuple(sorted(assignment)), needed, borrows)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Failed:
+    """A request that could not go in this pass (see ``_Pass._remember``)."""
+
+    amounts: tuple[int, ...]
+    why: str
+    flavors: tuple[m.FR, ...]  # preemption failed in these; () when nothing ever fits
 
 
 @dataclasses.dataclass
@@ -232,6 +260,9 @@ class _Pass:
     results: list[m.WorkloadResult] = dataclasses.field(default_factory=list)
     evictions: list[m.Eviction] = dataclasses.field(default_factory=list)
     cursor: dict[str, int] = dataclasses.field(default_factory=dict)
+    failed: dict[tuple[str, object], list[_Failed]] = dataclasses.field(default_factory=dict)
+    failed_at: int = -1  # ledger.releases when ``failed`` was last valid
+    cache: dict[str, tuple[int, int, _Eval]] = dataclasses.field(default_factory=dict)
 
     def wait(self, cq: str, wl: m.Workload, reason: str) -> None:
         self.results.append(m.WorkloadResult(wl.id, cq, m.Status.WAITING, reason))
@@ -247,10 +278,55 @@ class _Pass:
         queue = self.queues[cq]
         while self.cursor[cq] < len(queue):
             wl = queue[self.cursor[cq]]
-            ev = _evaluate(wl, cq, self.ledger)
+            if (like := self._dominated(cq, wl)) is not None:
+                self.wait(cq, wl, like)
+                continue
+            ev = self._evaluate(cq, wl)
             if ev.mode is not _Mode.NO_FIT:
                 return wl, ev
-            self.wait(cq, wl, ev.reason)
+            why = ev.why()
+            self._remember(cq, wl, why)
+            self.wait(cq, wl, why)
+        return None
+
+    def _evaluate(self, cq: str, wl: m.Workload) -> _Eval:
+        """``_evaluate``, reused while the ledger and the queue's head are unchanged."""
+        key = (self.ledger.version, self.cursor[cq])
+        hit = self.cache.get(cq)
+        if hit is not None and hit[:2] == key:
+            return hit[2]
+        ev = _evaluate(wl, cq, self.ledger)
+        self.cache[cq] = (*key, ev)
+        return ev
+
+    def _remember(self, cq: str, wl: m.Workload, why: str, flavors: tuple[m.FR, ...] = ()) -> None:
+        """Note a request that could not go; larger ones behind it cannot either.
+
+        Valid while nothing is released (admissions only take room away), for later
+        workloads of the queue (no more preemption rights: the queue is in priority
+        order) with the same flavor constraints that ask at least as much of every
+        resource. After a failed preemption in ``flavors``, only while they would pick
+        the same flavors (the request is within those flavors' capacity).
+        """
+        if self.failed_at != self.ledger.releases:
+            self.failed, self.failed_at = {}, self.ledger.releases
+        key = (cq, (wl.allowed_flavors, tuple(r for r, _ in wl.requests)))
+        why = f"no room, as for {wl.id} which asks no more: {why}"
+        failed = _Failed(tuple(a for _, a in wl.requests), why, flavors)
+        self.failed.setdefault(key, []).append(failed)
+
+    def _dominated(self, cq: str, wl: m.Workload) -> str | None:
+        """The reason of an earlier failure this workload cannot beat, if any."""
+        if self.failed_at != self.ledger.releases:
+            return None
+        seen = self.failed.get((cq, (wl.allowed_flavors, tuple(r for r, _ in wl.requests))), [])
+        mine = tuple(a for _, a in wl.requests)
+        asks = dict(wl.requests)
+        for f in seen:
+            if all(x >= y for x, y in zip(mine, f.amounts, strict=True)) and all(
+                asks[r] <= self.ledger.capacity(cq, (fl, r)) for fl, r in f.flavors
+            ):
+                return f.why
         return None
 
     def admit(self, cq: str, wl: m.Workload, ev: _Eval) -> None:
@@ -268,16 +344,19 @@ class _Pass:
         self.cursor[cq] += 1
 
     def preempt(self, cq: str, wl: m.Workload, ev: _Eval) -> None:
+        why = ev.why()
         targets = ap.find_targets(wl, cq, ev.needed, self.ledger, self.running)
         if targets is None:
-            self.wait(cq, wl, f"{ev.reason}; no workload may be preempted for it")
+            why = f"{why}; no workload may be preempted for it"
+            self._remember(cq, wl, why, tuple(sorted(ev.needed)))
+            self.wait(cq, wl, why)
             return
         for t in targets:
             del self.running[t.workload.cluster_queue][t.workload.id]
             self.evictions.append(_eviction(wl, cq, t))
         self.ledger.add(cq, ev.needed.items())  # reserved until the targets are gone
         ids = tuple(t.workload.id for t in targets)
-        reason = f"preempting {len(ids)} workload(s) to make room: {ev.reason}"
+        reason = f"preempting {len(ids)} workload(s) to make room: {why}"
         self.results.append(
             m.WorkloadResult(wl.id, cq, m.Status.PREEMPTING, reason, ev.assignment, (), ids)
         )

@@ -41,6 +41,8 @@ class Ledger:
         self.pool: dict[str, dict[m.FR, int]] = collections.defaultdict(dict)
         self.pool_used: dict[str, dict[m.FR, int]] = collections.defaultdict(dict)
         self.pool_of_resource: dict[str, dict[str, int]] = collections.defaultdict(dict)
+        self.version = 0  # bumped by every change
+        self.releases = 0  # bumped by every release (usage going down)
         for cq in cluster_queues:
             self._register(cq)
 
@@ -121,6 +123,8 @@ class Ledger:
         """Charge (``sign=1``) or release (``sign=-1``) usage of a queue."""
         cohort = self.cqs[cq].cohort
         mine = self.usage[cq]
+        self.version += 1
+        self.releases += sign < 0
         for fr, amount in usage:
             before = mine.get(fr, 0)
             after = before + sign * amount
