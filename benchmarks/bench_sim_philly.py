@@ -76,6 +76,18 @@ def main(argv: list[str] | None = None) -> None:
     n, capacity, results = run(args.start, count, args.load)
     if args.quick or args.no_write:
         return
+    took = time.perf_counter() - started
+    doc.write_section(TITLE, _body(args, n, capacity, count, results, took))
+
+
+def _body(
+    args: argparse.Namespace,
+    n: int,
+    capacity: int,
+    count: int | None,
+    results: list[philly.QueueResult],
+    took: float,
+) -> str:
     by = {r.policy: r for r in results}
     ours, fifo, srtf = by["TauGrid"], by["FIFO"], by["SRTF"]
     header = [
@@ -107,11 +119,7 @@ def main(argv: list[str] | None = None) -> None:
         "restart cost (same for every preemptive policy). Every decision goes through\n"
         "`taugrid.scheduling.queueing` (rank → BestEffortFIFO `select`).\n\n"
         f"Command: `{command}`  \nMachine: {doc.machine()}; "
-        f"{(time.perf_counter() - started) / 60:.1f} min in all.\n\n"
-        + doc.table(header, _rows(results))
-        + "\n"
-        + plot
-        + "\n"
+        f"{took / 60:.1f} min in all.\n\n" + doc.table(header, _rows(results)) + "\n" + plot + "\n"
         f"TauGrid default: {ours.avg_jct / fifo.avg_jct:.3f} x FIFO average JCT (target ≤ 0.5) and "
         f"{ours.avg_jct / srtf.avg_jct:.3f} x SRTF-oracle (target ≤ 1.2).\n"
         "It ranks by GPUs x a learned remaining-time estimate: the 10th percentile of\n"
@@ -120,7 +128,7 @@ def main(argv: list[str] | None = None) -> None:
         "capacity x span to the last completion: policies that finish long jobs last show\n"
         "lower utilisation for the same work.\n"
     )
-    doc.write_section(TITLE, body)
+    return body
 
 
 if __name__ == "__main__":

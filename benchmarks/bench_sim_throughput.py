@@ -107,6 +107,12 @@ def main(argv: list[str] | None = None) -> None:
         )
     if args.quick or args.no_write:
         return
+    doc.write_section(TITLE, _body(regions, nodes, stock_n, stock, fast))
+
+
+def _body(
+    regions: int, nodes: int, stock_n: int, stock: dict[str, float], fast: dict[str, float]
+) -> str:
     rows = [
         [
             name,
@@ -134,7 +140,7 @@ def main(argv: list[str] | None = None) -> None:
         "`ClusterVerdict` per cluster) and `cycle.reserve` (a `dataclasses.replace` per node\n"
         "tried) — proposed changes to cycle.py are in the simulator notes below.\n"
     )
-    doc.write_section(TITLE, body)
+    return body
 
 
 if __name__ == "__main__":

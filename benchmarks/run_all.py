@@ -1,7 +1,8 @@
 """Run every benchmark module in benchmarks/ and let each write its docs/BENCHMARKS.md section.
 
-A benchmark module is ``benchmarks/bench_*.py`` with a ``main(argv)`` function; each is
-run in turn (one process, one core) with ``--quick`` passed through. Helpers without
+A benchmark module is ``benchmarks/bench_*.py`` with a ``main`` function; each runs in
+turn as ``python -m benchmarks.<name> [--quick]`` in a child process (one at a time, so
+one core; a crash or a stray global in one cannot affect the next). Helpers without
 ``main`` (``bench_sim_doc``) are skipped. Quick runs are seconds-long smoke runs for
 CI: the simulator benchmarks print their numbers and leave the documentation alone.
 
@@ -13,9 +14,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import pathlib
+import subprocess
 import sys
 import time
-import traceback
 
 __all__ = ["discover", "main"]
 
@@ -43,11 +44,9 @@ def main(argv: list[str] | None = None) -> int:
             continue
         print(f"== {name}{' --quick' if args.quick else ''}", flush=True)
         started = time.perf_counter()
-        try:
-            importlib.import_module(f"benchmarks.{name}").main(["--quick"] if args.quick else [])
-        except Exception:  # report and go on: one broken benchmark must not hide the others
-            traceback.print_exc()
-            failed.append(name)
+        command = [sys.executable, "-m", f"benchmarks.{name}"] + (["--quick"] if args.quick else [])
+        if subprocess.run(command, cwd=HERE.parent, check=False).returncode != 0:
+            failed.append(name)  # go on: one broken benchmark must not hide the others
         print(f"== {name}: {time.perf_counter() - started:.1f} s", flush=True)
     if failed:
         print(f"failed: {', '.join(failed)}", file=sys.stderr)
