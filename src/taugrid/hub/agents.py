@@ -231,8 +231,12 @@ def _running(
             submission_id=rep.submission_id,
             event="attempt_running",
         )
-        hub.runs.update_run(
-            run["id"], state=st.RunState.RUNNING.value, reason="running", event="running"
+        hub.runs.transition(
+            run["id"],
+            (st.RunState.PLACED.value,),
+            state=st.RunState.RUNNING.value,
+            reason="running",
+            event="running",
         )
     if rep.nodes and rep.nodes != a["nodes"]:
         hub.runs.update_attempt(a["token"], nodes=rep.nodes)

@@ -120,17 +120,21 @@ def _phase(
     hub.runs.set_phase(run_id, ph.PhaseRecord(phase, status, source, reason, time.time()))
 
 
-def _admit(hub: context.Hub, run: dict[str, Any], d: cycle.Decision) -> None:
+def _admit(hub: context.Hub, run: dict[str, Any], d: cycle.Decision) -> bool:
+    """Persist the admission; False when the run changed meanwhile (e.g. cancelled)."""
     if run["state"] == st.RunState.QUEUED.value:
-        model = run["gpu_model"] or _charged_model(hub, run)
-        hub.runs.update_run(
+        model = run["gpu_model"] or d.flavor or _charged_model(hub, run)
+        admitted = hub.runs.transition(
             run["id"],
+            (st.RunState.QUEUED.value,),
             state=st.RunState.ADMITTED.value,
             quota_held=True,
             gpu_model=model,
-            reason="admitted",
+            reason="admitted" + (f", borrowing {d.borrowed:g} GPUs" if d.borrowed else ""),
             event="admitted",
         )
+        if not admitted:
+            return False
         _phase(
             hub,
             run["id"],
@@ -142,6 +146,7 @@ def _admit(hub: context.Hub, run: dict[str, Any], d: cycle.Decision) -> None:
     if d.outcome is cycle.Outcome.ADMITTED:
         hub.runs.update_run(run["id"], reason=f"waiting for capacity: {d.reason}")
         _phase(hub, run["id"], ph.Phase.PLACED, ph.PhaseStatus.ACTIVE, "scheduler", d.reason)
+    return True
 
 
 def _charged_model(hub: context.Hub, run: dict[str, Any]) -> str | None:
@@ -151,7 +156,8 @@ def _charged_model(hub: context.Hub, run: dict[str, Any]) -> str | None:
 
 def _place(hub: context.Hub, run: dict[str, Any], d: cycle.Decision) -> None:
     assert d.cluster_id is not None
-    _admit(hub, run, d)
+    if not _admit(hub, run, d):
+        return
     placement = {
         "cluster": d.cluster_id,
         "reason": d.reason,

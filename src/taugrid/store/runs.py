@@ -80,6 +80,29 @@ class RunStore:
             if event:
                 _event(c, run_id, event, _jsonable(fields), now)
 
+    def transition(
+        self, run_id: str, from_states: tuple[str, ...], *, event: str, **fields: Any
+    ) -> bool:
+        """Update a run only while it is in ``from_states`` and not being cancelled.
+
+        The scheduler and agents decide on snapshots; this makes their write lose
+        cleanly against a concurrent cancel instead of resurrecting the run.
+        """
+        now = time.time()
+        with self.engine.begin() as c:
+            n = c.execute(
+                t.runs.update()
+                .where(
+                    t.runs.c.id == run_id,
+                    t.runs.c.state.in_(from_states),
+                    t.runs.c.cancel_requested.is_(False),
+                )
+                .values(updated_at=now, **fields)
+            ).rowcount
+            if n:
+                _event(c, run_id, event, _jsonable(fields), now)
+        return bool(n)
+
     def waiting_runs(self) -> list[Row]:
         """Runs the scheduler should look at: queued, or admitted without a cluster."""
         q = sa.select(t.runs).where(
