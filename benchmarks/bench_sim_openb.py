@@ -162,8 +162,9 @@ def _body(default: str, variants: str, ties: str, plot: str, seeds: list[int], t
         "a consistent order (first/last) reproduces its published 95 %; with random ties it\n"
         "spreads 1-GPU tasks and strands the 8-GPU ones.\n\n" + ties + "\n"
         "TauGrid's default (`scheduling/packing/default.py`) keeps FGD's score as the first\n"
-        "key and breaks its ties with (2) a GPU-model pressure term for tasks that accept any\n"
-        "model and (3) a capacity-aware fragmentation drop that also counts CPU stranding.\n"
+        "key and breaks its ties with (2) node pressure — stay off the only nodes that can\n"
+        "host constrained shapes (8-GPU/120-CPU tasks, model-pinned tasks) — and (3) a\n"
+        "capacity-aware fragmentation drop over every shape that also counts CPU stranding.\n"
     )
 
 

@@ -137,8 +137,12 @@ def _body(
         "scorers are computed too). The fast policy answers fit/idle-GPU from a summary memoised\n"
         "per immutable `ClusterView` and leaves weight-0 scorers out; what remains is\n"
         "`cycle._verdict` per cluster (weights renormalised per verdict, a dict and a\n"
-        "`ClusterVerdict` per cluster) and `cycle.reserve` (a `dataclasses.replace` per node\n"
-        "tried) — proposed changes to cycle.py are in the simulator notes below.\n"
+        "`ClusterVerdict` per cluster), the joined reasons of runs that fit nowhere and\n"
+        "`cycle.reserve` (a `dataclasses.replace` per node tried). Proposed for cycle.py:\n"
+        "normalise weights once per cycle; skip clusters whose memoised free GPUs of the\n"
+        "model are below the run's total before running filters (keep only the top-k\n"
+        "verdicts unless explain-placement asks for all); make `reserve` arithmetic; use\n"
+        "`packing.summary`'s memoised fit in `FitFilter`/`expected_wait_s`.\n"
     )
     return body
 

@@ -35,7 +35,7 @@ _Shape = tuple[str | None, int, float, float]
 class _Summary:
     view: snap.ClusterView
     gpus: dict[str | None, tuple[float, float]]
-    slots: dict[_Shape, int]
+    slots: dict[tuple[object, ...], int]
 
 
 _memo: dict[int, _Summary] = {}
@@ -66,7 +66,7 @@ def slots(run: snap.PendingRun, cluster: snap.ClusterView, *, use_free: bool = T
     """How many workers of ``run`` fit on the cluster's usable nodes (first-fit count)."""
     shape: _Shape = (run.gpu_model, run.gpus_per_worker, run.cpus_per_worker, run.memory_per_worker)
     entry = _summary(cluster)
-    key = shape if use_free else (*shape[:3], -1.0)
+    key: tuple[object, ...] = shape if use_free else (*shape, "capacity")
     if key not in entry.slots:
         total = 0.0
         for n in cluster.nodes:
