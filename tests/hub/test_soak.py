@@ -1,0 +1,151 @@
+"""Soak: 50 runs across two real Ray regions while agents restart and partitions come
+and go (shorter and longer than the grace period). Never a duplicate execution, never
+a lost checkpoint.
+
+Duplicate execution means two attempts of one run both taking effect: two successes,
+a success reported by a revoked attempt, or a checkpoint committed by an attempt that
+was no longer authoritative (checkpoint markers must carry non-decreasing fencing
+tokens in step order). Lost checkpoint means a run whose final checkpoint is missing,
+or a retry that did not resume from the checkpoint its predecessor committed.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from taugrid.backends import ray_local
+from taugrid.store import db
+from tests.hub import region as rg
+from tests.hub.harness import HubServer, make_hub
+from tests.hub.test_lost_contact import PLATFORM
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+RUNS = 50
+STEPS = 30
+
+
+@pytest.fixture(scope="module")
+def clusters(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[dict[str, ray_local.LocalRayCluster]]:
+    east = rg.start_ray(["127.0.0.52"], tmp_path_factory.mktemp("east"))
+    try:
+        west = rg.start_ray(["127.0.0.53"], tmp_path_factory.mktemp("west"))
+    except BaseException:
+        east.stop()
+        raise
+    yield {"east": east, "west": west}
+    west.stop()
+    east.stop()
+
+
+class Chaos:
+    """Restarts agents and cuts them off for random spans, seeded."""
+
+    def __init__(
+        self, hub: HubServer, clusters: dict[str, ray_local.LocalRayCluster], tmp: Path
+    ) -> None:
+        self.hub, self.clusters, self.tmp = hub, clusters, tmp
+        self.rng = random.Random(7)
+        self.agents = {name: self._start(name) for name in clusters}
+        self.down_until: dict[str, float] = {}
+        self.log: list[str] = []
+
+    def _start(self, name: str) -> rg.AgentThread:
+        return rg.AgentThread(
+            self.hub, self.clusters[name], self.tmp / f"agent-{name}", cluster_id=name
+        ).start()
+
+    def tick(self) -> None:
+        now = time.time()
+        for name, until in list(self.down_until.items()):
+            if now >= until:
+                self.agents[name] = self._start(name)
+                del self.down_until[name]
+        name = self.rng.choice(sorted(self.clusters))
+        if name in self.down_until or self.rng.random() < 0.5:
+            return
+        self.agents[name].stop()
+        if self.rng.random() < 0.4:
+            self.agents[name] = self._start(name)  # an agent restart
+            self.log.append(f"restart {name}")
+        else:
+            span = self.rng.choice([1.0, 2.5, 6.0])  # lease 1.5 s, grace 4 s
+            self.down_until[name] = now + span
+            self.log.append(f"partition {name} {span}s")
+
+    def stop(self) -> None:
+        for name, agent in self.agents.items():
+            if name not in self.down_until:
+                agent.stop()
+
+
+def _check_run(run: dict[str, Any], events: list[dict[str, Any]]) -> None:
+    attempts = run["attempts"]
+    assert run["state"] == "succeeded", (run["id"], run["reason"])
+    assert [a["state"] for a in attempts].count("succeeded") == 1, attempts
+    revoked = {a["token"] for a in attempts if a["revoked"]}
+    assert not [
+        e
+        for e in events
+        if e["kind"] == "attempt_succeeded" and e["payload"].get("token") in revoked
+    ]
+    record = Path(run["record_dir"]) / "checkpoints"
+    markers = sorted(record.glob("step-*/_CHECKPOINT.json"))
+    tokens = [json.loads(m.read_text())["fencing_token"] for m in markers]
+    assert tokens == sorted(tokens), f"a fenced attempt committed a checkpoint: {tokens}"
+    assert markers and markers[-1].parent.name == f"step-{STEPS:08d}"
+    for prev, nxt in itertools.pairwise(attempts):
+        if prev["checkpoint_step"]:
+            assert nxt["resumed_from"], (run["id"], "retry did not resume from a checkpoint")
+
+
+def test_fifty_runs_survive_restarts_and_partitions(
+    tmp_path: Path, clusters: dict[str, ray_local.LocalRayCluster]
+) -> None:
+    (tmp_path / "platform.yaml").write_text(PLATFORM)
+    engine = db.open_engine(f"sqlite:///{tmp_path / 'hub.db'}")
+    hub = HubServer(
+        make_hub(engine, tmp_path / "home", tmp_path / "platform.yaml", lease_s=1.5, grace_s=4.0)
+    )
+    hub.start()
+    chaos = Chaos(hub, clusters, tmp_path)
+    try:
+        with hub.http() as c:
+            text = rg.quickstart_yaml(
+                f"--steps {STEPS} --checkpoint-every 10 --step-sleep 0.1", retries=20
+            )
+            ids = [
+                rg.submit_run(c, text.replace("name: quickstart", f"name: soak-{i}"))["id"]
+                for i in range(RUNS)
+            ]
+            deadline = time.time() + 600
+            while True:
+                runs = [c.get(f"/v1/runs/{i}").json() for i in ids]
+                if all(rg.finished(r) for r in runs):
+                    break
+                assert time.time() < deadline, (
+                    f"not finished: {[r['state'] for r in runs]} after {chaos.log}"
+                )
+                chaos.tick()
+                time.sleep(2.0)
+            for run in runs:
+                _check_run(run, c.get(f"/v1/runs/{run['id']}/events").json())
+        moved = sum(1 for r in runs if len(r["attempts"]) > 1)
+        print(f"chaos: {chaos.log}; runs with more than one attempt: {moved}")
+        assert any(x.startswith("partition") for x in chaos.log) and any(
+            x.startswith("restart") for x in chaos.log
+        )
+    finally:
+        chaos.stop()
+        hub.stop()
+        engine.dispose()
