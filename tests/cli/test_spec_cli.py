@@ -11,22 +11,7 @@ import sys
 
 import pytest
 
-QUICKSTART = """\
-schema_version: 1
-name: aks-gpu-quickstart
-run:
-  entrypoint: train.py
-  workload_kind: rayjob
-compute:
-  gpus: 1
-  workers: 1
-  cpus: 16
-  memory: 64Gi
-runtime:
-  image: mcr.microsoft.com/aks/ai-runtime/ray:py3.12-ray2.56.0-cuda13.0
-  pip:
-    - torch>=2.4.0
-"""
+from tests.spec.spec_builders import QUICKSTART
 
 BROKEN = QUICKSTART.replace("gpus: 1", "gpu: 1").replace("cpus: 16", "cpus: lots")
 

@@ -33,6 +33,23 @@ def start_ray(ips: list[str], state_dir: Path) -> ray_local.LocalRayCluster:
     return cluster.start(timeout_s=120)
 
 
+def start_regions(ips: dict[str, str], tmp: Path) -> dict[str, ray_local.LocalRayCluster]:
+    """One single-node Ray cluster per region name; all stopped again if one fails."""
+    started: dict[str, ray_local.LocalRayCluster] = {}
+    try:
+        for name, ip in ips.items():
+            started[name] = start_ray([ip], tmp / name)
+    except BaseException:
+        stop_regions(started)
+        raise
+    return started
+
+
+def stop_regions(clusters: dict[str, ray_local.LocalRayCluster]) -> None:
+    for cluster in reversed(list(clusters.values())):
+        cluster.stop()
+
+
 class AgentThread:
     """The real ``Agent`` loop in a thread (sync every 0.3 s, full report every second)."""
 

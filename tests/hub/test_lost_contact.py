@@ -49,15 +49,11 @@ default_workspace: default
 def clusters(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[dict[str, ray_local.LocalRayCluster]]:
-    east = rg.start_ray(["127.0.0.50"], tmp_path_factory.mktemp("east"))
-    try:
-        west = rg.start_ray(["127.0.0.51"], tmp_path_factory.mktemp("west"))
-    except BaseException:
-        east.stop()
-        raise
-    yield {"east": east, "west": west}
-    west.stop()
-    east.stop()
+    regions = rg.start_regions(
+        {"east": "127.0.0.50", "west": "127.0.0.51"}, tmp_path_factory.mktemp("regions")
+    )
+    yield regions
+    rg.stop_regions(regions)
 
 
 @pytest.fixture

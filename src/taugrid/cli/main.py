@@ -40,7 +40,4 @@ def main() -> None:
     try:
         _app.app(standalone_mode=True)
     except errors.TauError as exc:
-        views.err_console.print(f"[red]error:[/] {exc.message}")
-        if exc.hint:
-            views.err_console.print(f"  [dim]hint:[/] {exc.hint}")
-        sys.exit(1 if isinstance(exc, errors.SystemFault) else 2)
+        sys.exit(views.report(exc))

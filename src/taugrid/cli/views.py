@@ -19,7 +19,7 @@ import typer
 
 from taugrid import errors
 
-__all__ = ["age", "console", "emit_json", "guard", "phase_tree", "sparkline", "table"]
+__all__ = ["age", "console", "emit_json", "guard", "phase_tree", "report", "sparkline", "table"]
 
 console = rich.console.Console(highlight=False)
 err_console = rich.console.Console(stderr=True, highlight=False)
@@ -47,6 +47,14 @@ _LABEL = {
 }
 
 
+def report(exc: errors.TauError) -> int:
+    """Print a TauError as message + hint on stderr; the exit code it deserves."""
+    err_console.print(f"[red]error:[/] {exc.message}", markup=True)
+    if exc.hint:
+        err_console.print(f"  [dim]hint:[/] {exc.hint}")
+    return 1 if isinstance(exc, errors.SystemFault) else 2
+
+
 def guard(fn: Callable[P, R]) -> Callable[P, R]:
     """Print TauErrors as message + hint and exit 2 (user) or 1 (system)."""
 
@@ -55,10 +63,7 @@ def guard(fn: Callable[P, R]) -> Callable[P, R]:
         try:
             return fn(*args, **kwargs)
         except errors.TauError as exc:
-            err_console.print(f"[red]error:[/] {exc.message}", markup=True)
-            if exc.hint:
-                err_console.print(f"  [dim]hint:[/] {exc.hint}")
-            raise typer.Exit(1 if isinstance(exc, errors.SystemFault) else 2) from None
+            raise typer.Exit(report(exc)) from None
 
     return wrapper
 
