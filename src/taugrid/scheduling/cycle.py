@@ -121,6 +121,13 @@ def default_policy() -> Policy:
 @dataclasses.dataclass
 class _Work:
     clusters: dict[str, snap.ClusterView]
+    _weights: dict[str, float] | None = None
+
+    def weights(self, policy: Policy) -> dict[str, float]:
+        """The policy's normalised weights, computed once per cycle."""
+        if self._weights is None:
+            self._weights = policy.normalised_weights()
+        return self._weights
 
 
 def _heads(pending: list[snap.PendingRun]) -> list[snap.PendingRun]:
@@ -182,13 +189,17 @@ def _admit(snapshot: snap.Snapshot, runs: list[snap.PendingRun]) -> _Admission:
     return _Admission(out.by_id(), {e.workload_id: e for e in out.evictions})
 
 
-def _verdict(run: snap.PendingRun, c: snap.ClusterView, policy: Policy) -> ClusterVerdict:
+def _verdict(
+    run: snap.PendingRun, c: snap.ClusterView, policy: Policy, weights: dict[str, float]
+) -> ClusterVerdict:
     for f in policy.filters:
         st = f.filter(run, c)
         if not st.ok:
             return ClusterVerdict(c.cluster_id, c.region, False, f"{f.name}: {st.reason}", {}, 0.0)
-    weights = policy.normalised_weights()
-    scores = {s.name: min(100.0, max(0.0, s.score(run, c))) for s in policy.scorers}
+    # Zero-weight scorers cannot change the choice; skipping them keeps a cycle cheap.
+    scores = {
+        s.name: min(100.0, max(0.0, s.score(run, c))) for s in policy.scorers if weights[s.name]
+    }
     total = sum(weights[n] * v for n, v in scores.items())
     return ClusterVerdict(c.cluster_id, c.region, True, "fits", scores, round(total, 3))
 
@@ -210,8 +221,10 @@ def reserve(run: snap.PendingRun, cluster: snap.ClusterView) -> snap.ClusterView
 
 
 def _place(run: snap.PendingRun, work: _Work, policy: Policy) -> Decision:
+    weights = work.weights(policy)
     verdicts = tuple(
-        _verdict(run, c, policy) for c in sorted(work.clusters.values(), key=lambda c: c.cluster_id)
+        _verdict(run, c, policy, weights)
+        for c in sorted(work.clusters.values(), key=lambda c: c.cluster_id)
     )
     ok = [v for v in verdicts if v.ok]
     if not ok:

@@ -70,31 +70,33 @@ class ScorePlugin(Protocol):
     def score(self, run: snap.PendingRun, cluster: snap.ClusterView) -> float: ...
 
 
+def _slots(have: tuple[float, float, float], need: tuple[float, float, float]) -> float:
+    """How many identical workers of ``need`` fit into ``have`` (gpus, cpus, memory)."""
+    counts = [h // n for h, n in zip(have, need, strict=True) if n > 0]
+    if any(h < 0 for h, n in zip(have, need, strict=True) if n == 0):
+        return 0
+    return min(counts) if counts else float("inf")
+
+
 def fits(run: snap.PendingRun, nodes: tuple[snap.NodeView, ...], *, use_free: bool = True) -> bool:
-    """First-fit of ``run.workers`` workers onto usable nodes (free or total capacity)."""
-    room = [
-        [n.gpus_free if use_free else n.gpus_total, n.cpus_free, n.memory_free]
-        for n in nodes
-        if n.usable
-        and (run.gpu_model is None or run.gpus_per_worker == 0 or n.gpu_model == run.gpu_model)
-    ]
-    for _ in range(run.workers):
-        slot = next(
-            (
-                r
-                for r in room
-                if r[0] >= run.gpus_per_worker
-                and r[1] >= run.cpus_per_worker
-                and r[2] >= run.memory_per_worker
-            ),
-            None,
-        )
-        if slot is None:
-            return False
-        slot[0] -= run.gpus_per_worker
-        slot[1] -= run.cpus_per_worker
-        slot[2] -= run.memory_per_worker
-    return True
+    """Whether ``run.workers`` identical workers fit on usable nodes (free or total capacity).
+
+    Workers are identical, so first-fit places exactly as many as the sum of what each
+    node holds on its own; counting per node avoids building per-node state.
+    """
+    need = (float(run.gpus_per_worker), run.cpus_per_worker, run.memory_per_worker)
+    model = run.gpu_model if run.gpus_per_worker else None
+    left: float = run.workers
+    for n in nodes:
+        if not (n.healthy and n.alive) or (model is not None and n.gpu_model != model):
+            continue
+        have = (n.gpus_free if use_free else n.gpus_total, n.cpus_free, n.memory_free)
+        if have[0] < need[0] or have[1] < need[1] or have[2] < need[2]:
+            continue  # the common case, decided without division
+        left -= 1 if left == 1 else _slots(have, need)
+        if left <= 0:
+            return True
+    return False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,11 +127,12 @@ class FitFilter:
     name: str = "fit"
 
     def filter(self, run: snap.PendingRun, cluster: snap.ClusterView) -> Status:
-        if fits(run, cluster.nodes):
+        total, free = cluster.gpus(run.gpu_model if run.gpus_per_worker else None)
+        # Cheap bound first: too few free GPUs in the whole cluster means no fit.
+        if free >= run.total_gpus and fits(run, cluster.nodes):
             return OK
-        total, free = cluster.gpus(run.gpu_model)
         what = f"{run.workers}x{run.gpus_per_worker} GPU ({run.gpu_model or 'any model'})"
-        if not fits(run, cluster.nodes, use_free=False):
+        if total < run.total_gpus or not fits(run, cluster.nodes, use_free=False):
             return Status(Code.UNSCHEDULABLE, f"{what} never fits: {total:g} usable GPUs")
         return Status(Code.UNSCHEDULABLE, f"{what} does not fit now: {free:g}/{total:g} free")
 

@@ -14,6 +14,7 @@ runtime key, and the expected wait near its data.
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 from taugrid.platform import models as pm
 
@@ -91,10 +92,20 @@ class ClusterView:
         """The latest measured link from ``region`` into this cluster, if any."""
         return next((link for link in self.links if link.source == region), None)
 
+    @functools.cached_property
+    def _usable_gpus(self) -> dict[str | None, tuple[float, float]]:
+        """(total, free) GPUs on usable nodes, per model and for any model (key None)."""
+        out: dict[str | None, tuple[float, float]] = {}
+        for n in self.nodes:
+            if n.usable:
+                for key in {n.gpu_model, None}:
+                    t, f = out.get(key, (0.0, 0.0))
+                    out[key] = (t + n.gpus_total, f + n.gpus_free)
+        return out
+
     def gpus(self, model: str | None = None) -> tuple[float, float]:
         """(total, free) GPUs on usable nodes, of one model when given."""
-        nodes = [n for n in self.nodes if n.usable and (model is None or n.gpu_model == model)]
-        return sum(n.gpus_total for n in nodes), sum(n.gpus_free for n in nodes)
+        return self._usable_gpus.get(model, (0.0, 0.0))
 
 
 @dataclasses.dataclass(frozen=True)
