@@ -132,17 +132,13 @@ def _body(
         f"Command: `python -m benchmarks.bench_sim_throughput`  \nMachine: {doc.machine()}\n\n"
         + doc.table(["policy", "pending", "placed", "decisions/s", "p50 ms", "p99 ms"], rows)
         + f"\nTarget ≥ 1,000 decisions/s and p99 < 50 ms: the fast policy {verdict} it.\n"
-        "Where the time goes with the stock policy: `FitFilter` and `ExpectedWaitScore` run\n"
-        "`plugins.fits` over all 100 nodes of all 100 clusters for every run (weight-0\n"
-        "scorers are computed too). The fast policy answers fit/idle-GPU from a summary memoised\n"
-        "per immutable `ClusterView` and leaves weight-0 scorers out; what remains is\n"
-        "`cycle._verdict` per cluster (weights renormalised per verdict, a dict and a\n"
-        "`ClusterVerdict` per cluster), the joined reasons of runs that fit nowhere and\n"
-        "`cycle.reserve` (a `dataclasses.replace` per node tried). Proposed for cycle.py:\n"
-        "normalise weights once per cycle; skip clusters whose memoised free GPUs of the\n"
-        "model are below the run's total before running filters (keep only the top-k\n"
-        "verdicts unless explain-placement asks for all); make `reserve` arithmetic; use\n"
-        "`packing.summary`'s memoised fit in `FitFilter`/`expected_wait_s`.\n"
+        "The stock cycle now normalises weights once per cycle, skips weight-0 scorers,\n"
+        "bounds `FitFilter` by cached per-cluster free GPUs and counts fit per node without\n"
+        "building state (136 → 815 decisions/s on this benchmark). What remains: a\n"
+        "`ClusterVerdict` per cluster per run (kept for explain-placement), the joined\n"
+        "reasons of runs that fit nowhere, and `cycle.reserve` (a `dataclasses.replace`\n"
+        "per node tried); next steps are top-k verdicts unless explain asks for all and an\n"
+        "arithmetic `reserve`.\n"
     )
     return body
 
