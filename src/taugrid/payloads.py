@@ -24,8 +24,10 @@ __all__ = [
     "AttemptReport",
     "MembersChange",
     "NodeFault",
+    "PrepareHint",
     "QuotaDecision",
     "QuotaRequestCreate",
+    "RuntimeStatus",
     "StateReport",
     "StopOrder",
     "SubmitRequest",
@@ -106,11 +108,28 @@ class AttemptReport(_Payload):
     submission: dict[str, Any] | None = None
 
 
+class RuntimeStatus(_Payload):
+    """A change in one runtime's preparation on the agent's cluster (``agent.prewarm``).
+
+    ``state``: ``preparing`` → ``ready`` | ``failed``; ``run_ids``: the runs waiting
+    for it (an assignment or a hub hint); ``seconds``: how long the preparation took.
+    """
+
+    key: str
+    state: str = pydantic.Field(pattern=r"^(preparing|ready|failed)$")
+    pip: list[str] = pydantic.Field(default_factory=list)
+    run_ids: list[str] = pydantic.Field(default_factory=list)
+    nodes: list[str] = pydantic.Field(default_factory=list)
+    seconds: float | None = None
+    message: str = ""
+
+
 class AgentSync(_Payload):
     """``POST /v1/agents/{cluster}/sync``: lease renewal + attempt reports (+ full report)."""
 
     report: StateReport | None = None
     attempts: list[AttemptReport] = pydantic.Field(default_factory=list)
+    runtimes: list[RuntimeStatus] = pydantic.Field(default_factory=list)
     known: list[int] = pydantic.Field(default_factory=list, description="Tokens the agent tracks.")
     wait_s: float = pydantic.Field(default=0.0, ge=0, le=30, description="Long-poll for new work.")
 
@@ -135,6 +154,14 @@ class StopOrder(_Payload):
     submission_id: str | None = None
 
 
+class PrepareHint(_Payload):
+    """Prepare this runtime now: queued runs that will likely run here need it."""
+
+    key: str
+    pip: list[str]
+    run_ids: list[str] = pydantic.Field(default_factory=list)
+
+
 class AgentSyncReply(_Payload):
     """The hub's answer: what to run, what to stop, which nodes are faulty."""
 
@@ -142,6 +169,7 @@ class AgentSyncReply(_Payload):
     assignments: list[Assignment] = pydantic.Field(default_factory=list)
     stop: list[StopOrder] = pydantic.Field(default_factory=list)
     faulty_nodes: dict[str, str] = pydantic.Field(default_factory=dict)
+    prepare: list[PrepareHint] = pydantic.Field(default_factory=list)
 
 
 # -- tenancy (hub.tenancy_api) ---------------------------------------------------------

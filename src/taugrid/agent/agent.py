@@ -5,6 +5,12 @@ One ``step``: poll every tracked attempt → sync (attempt reports every step, a
 what the hub says to stop, cordon nodes newly marked faulty. Nothing dials in: the
 hub answers each sync with the work.
 
+Runtime pre-warm (``agent.prewarm``): an assignment whose pip runtime is not warm
+here waits (``AgentConfig.prewarm_wait_s`` at most) while the runtime is built on the
+cluster's nodes, then is submitted; a runtime that cannot be built fails the attempt
+(``runtime_env``) with pip's reason. The hub's ``prepare`` hints start preparations
+for queued runs likely to run here; status changes ride on the next sync.
+
 Restart safety: the hub's reply lists every attempt it believes active here with its
 ``submission_id``; a fresh agent re-attaches to those Ray jobs instead of submitting
 again (submission IDs are deterministic per attempt, so a duplicate submit is caught
@@ -25,9 +31,10 @@ from pathlib import Path
 
 from taugrid import errors
 from taugrid import payloads as wire
-from taugrid.agent import datasync, hubclient, tracker
+from taugrid.agent import datasync, hubclient, prewarm, tracker
 from taugrid.backends import base
 from taugrid.backends import errors as berr
+from taugrid.dataplane import runtimes
 from taugrid.lifecycle import states as st
 from taugrid.render import rayjobs, runspec
 
@@ -43,6 +50,8 @@ class AgentConfig:
     state_dir: Path
     sync_s: float = 1.0
     report_s: float = 10.0
+    prewarm: bool = True
+    prewarm_wait_s: float = 900.0
 
 
 class Agent:
@@ -65,12 +74,15 @@ class Agent:
         self._last_report = 0.0
         self._pending: list[wire.AttemptReport] = []
         self.sidecar: datasync.Sidecar | None = None  # probes, dataset caches (daemon)
+        self.prewarm = prewarm.Prewarmer(backend, config.state_dir) if config.prewarm else None
+        self._waiting: dict[int, tuple[str, float]] = {}  # token -> (runtime key, deadline)
 
     # -- one iteration ----------------------------------------------------------
     def step(self, wait_s: float = 0.0) -> bool:
         """One sync; ``wait_s`` > 0 long-polls the hub for new work. False if it failed."""
-        reports = self._pending + [self._poll(t) for t in list(self.trackers.values())]
-        self._pending = []
+        self._advance_waiting()
+        polled = [self._poll(t) for k, t in list(self.trackers.items()) if k not in self._waiting]
+        reports, self._pending = self._pending + polled, []
         report = (
             self._state_report()
             if time.time() - self._last_report >= self.config.report_s
@@ -81,11 +93,14 @@ class Agent:
             attempts=[r for r in reports if r],
             known=list(self.trackers),
             wait_s=wait_s,
+            runtimes=self.prewarm.changes() if self.prewarm else [],
         )
         try:
             reply = self.hub.sync(req)
         except hubclient.HubUnreachable as exc:
             log.warning("sync failed, will retry: %s", exc)
+            if self.prewarm:
+                self.prewarm.requeue(req.runtimes)
             return False
         if report is not None:
             self._last_report = time.time()
@@ -107,6 +122,9 @@ class Agent:
 
     def _act(self, reply: wire.AgentSyncReply) -> None:
         self._cordon(reply.faulty_nodes)
+        for hint in reply.prepare:
+            if self.prewarm is not None:
+                self.prewarm.ensure(hint.key, hint.pip, hint.run_ids)
         wanted = {a.token for a in reply.assignments}
         for a in reply.assignments:
             if a.token not in self.trackers:
@@ -128,6 +146,29 @@ class Agent:
             t.restore(self._attempts_dir)
             log.info("re-attaching to attempt %s (%s)", a.token, sid)
             return
+        key = runtimes.runtime_key(a.spec)
+        if self.prewarm is not None and key is not None:
+            pip = [str(p) for p in a.spec.get("pip", ())]
+            if self.prewarm.ensure(key, pip, [a.run_id]) is not prewarm.RuntimeState.READY:
+                self._waiting[a.token] = (key, time.time() + self.config.prewarm_wait_s)
+                return
+        self._submit(t)
+
+    def _advance_waiting(self) -> None:
+        """Submit attempts whose runtime is ready (or waited long enough); fail bad ones."""
+        for token, (key, deadline) in list(self._waiting.items()):
+            state, message = self.prewarm.state(key) if self.prewarm else (None, "")
+            if state is prewarm.RuntimeState.PREPARING and time.time() < deadline:
+                continue
+            del self._waiting[token]
+            t = self.trackers[token]
+            if state is prewarm.RuntimeState.FAILED:
+                self._fail(t, message, st.FailureKind.RUNTIME_ENV)
+            else:  # ready, or still preparing past the wait: Ray builds it at job start
+                self._submit(t)
+
+    def _submit(self, t: tracker.AttemptTracker) -> None:
+        a, sid = t.a, t.submission_id
         try:
             sub = self._submission(a, sid)
             t.submission = sub.model_dump(mode="json")
@@ -135,17 +176,21 @@ class Agent:
         except berr.DuplicateSubmission:
             log.info("attempt %s was already submitted; re-attaching", a.token)
         except errors.TauError as exc:
-            t.state = st.AttemptState.FAILED
-            t.released = True
-            self._pending.append(
-                wire.AttemptReport(
-                    token=a.token,
-                    state=t.state.value,
-                    message=f"submission failed: {exc}",
-                    failure_kind=st.FailureKind.SUBMIT_ERROR.value,
-                    released=True,
-                )
+            self._fail(t, f"submission failed: {exc}", st.FailureKind.SUBMIT_ERROR)
+
+    def _fail(self, t: tracker.AttemptTracker, message: str, kind: st.FailureKind) -> None:
+        """End an attempt that never reached Ray (nothing to release there)."""
+        t.state = st.AttemptState.FAILED
+        t.released = True
+        self._pending.append(
+            wire.AttemptReport(
+                token=t.a.token,
+                state=t.state.value,
+                message=message,
+                failure_kind=kind.value,
+                released=True,
             )
+        )
 
     def _submission(self, a: wire.Assignment, sid: str) -> rayjobs.RayJobSubmission:
         spec = runspec.RunSpec.model_validate(a.spec)
@@ -169,6 +214,17 @@ class Agent:
         sid = t.submission_id if t else order.submission_id
         if t is not None and t.state not in st.ACTIVE_ATTEMPT_STATES:
             return  # already ended; its next poll reports release
+        if self._waiting.pop(order.token, None) is not None and t is not None:
+            t.state, t.released = st.AttemptState.STOPPED, True  # never reached Ray
+            self._pending.append(
+                wire.AttemptReport(
+                    token=order.token,
+                    state=t.state.value,
+                    message="stopped while its runtime was being prepared",
+                    released=True,
+                )
+            )
+            return
         if sid is not None:
             try:
                 self.backend.stop(sid)
@@ -235,7 +291,7 @@ class Agent:
             ],
             probes=self.sidecar.probe_results() if self.sidecar else {},
             cached_datasets=self.sidecar.cached_datasets() if self.sidecar else [],
-            cached_runtimes=self.sidecar.cached_runtimes() if self.sidecar else [],
+            cached_runtimes=self.prewarm.warm_keys(inv) if self.prewarm else [],
         )
 
     # -- loop -----------------------------------------------------------------------

@@ -74,6 +74,13 @@ def _args() -> argparse.Namespace:
     )
     p.add_argument("--sync", type=float, default=1.0)
     p.add_argument("--report", type=float, default=10.0)
+    p.add_argument(
+        "--prewarm-wait",
+        type=float,
+        default=900.0,
+        help="longest a run waits for its runtime to be prepared before it is submitted",
+    )
+    p.add_argument("--no-prewarm", action="store_true", help="submit without preparing")
     datasync.add_args(p)
     return p.parse_args()
 
@@ -106,7 +113,15 @@ def main() -> None:
         gcs = None
     hub = hubclient.HubClient(args.hub, token, args.cluster)
     cordon = (lambda node, why: ray_drain.drain_node(gcs, node, why)) if gcs else None
-    cfg = agent.AgentConfig(args.cluster, region, state_dir, sync_s=args.sync, report_s=args.report)
+    cfg = agent.AgentConfig(
+        args.cluster,
+        region,
+        state_dir,
+        sync_s=args.sync,
+        report_s=args.report,
+        prewarm=not args.no_prewarm,
+        prewarm_wait_s=args.prewarm_wait,
+    )
     stop = threading.Event()
     sidecar: datasync.Sidecar | None = None
 

@@ -10,7 +10,7 @@ files. A restarted agent gets its active transfers back from the hub and resumes
 
 ``Sidecar`` starts the probe server, data server, probe runner and ``DataAgent`` for the
 agent daemon, and gives the agent what goes into its state report (``probes``,
-``cached_datasets``, ``cached_runtimes``).
+``cached_datasets``; ``cached_runtimes`` come from ``agent.prewarm``).
 """
 
 from __future__ import annotations
@@ -227,9 +227,6 @@ class Sidecar:
 
     def cached_datasets(self) -> list[str]:
         return self.data_server.served()
-
-    def cached_runtimes(self) -> list[str]:
-        return []
 
 
 def add_args(p: argparse.ArgumentParser) -> None:

@@ -18,7 +18,7 @@ import time
 from typing import Any
 
 from taugrid import payloads as wire
-from taugrid.hub import context, runs
+from taugrid.hub import context, prewarm, runs
 from taugrid.lifecycle import phases as ph
 from taugrid.lifecycle import states as st
 from taugrid.spec import units
@@ -49,6 +49,7 @@ def sync(hub: context.Hub, cluster_id: str, req: wire.AgentSync) -> wire.AgentSy
     if report is not None:
         report["cost_per_gpu_hour"] = _cost(hub, cluster_id)
     hub.clusters.renew(cluster_id, hub.config.lease_s, report)
+    prewarm.apply(hub, cluster_id, req.runtimes)
     for a in req.attempts:
         _apply(hub, a)
     wake = hub.wakeup(cluster_id)
@@ -56,6 +57,7 @@ def sync(hub: context.Hub, cluster_id: str, req: wire.AgentSync) -> wire.AgentSy
     reply = _reply(hub, cluster_id)
     if req.wait_s > 0 and not _news(reply, set(req.known)) and wake.wait(req.wait_s):
         reply = _reply(hub, cluster_id)
+    reply.prepare = prewarm.hints(hub, cluster_id)
     return reply
 
 

@@ -75,6 +75,7 @@ class FailureKind(enum.StrEnum):
     LOST_CONTACT = "lost_contact"
     EXIT_NONZERO = "exit_nonzero"
     SUBMIT_ERROR = "submit_error"
+    RUNTIME_ENV = "runtime_env"  # its runtime (pip requirements) could not be prepared
     TIMEOUT = "timeout"
 
 
