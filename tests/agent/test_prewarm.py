@@ -121,10 +121,10 @@ def test_queued_run_gets_its_runtime_prepared_while_waiting_and_starts_on_it(
         runtime_events = [e for e in events(c, run["id"]) if e["kind"].startswith("runtime_")]
         assert runtime_events[-1]["kind"] == "runtime_ready", runtime_events
         built = pip_envs(ray_cluster)
+        key = runtime_events[-1]["payload"]["key"]  # of the resolved spec (image included)
         bh.wait_for(
             lambda: (
-                key_of(PIP)
-                in (server.hub.clusters.get("local") or {})["report"].get("cached_runtimes", [])
+                key in (server.hub.clusters.get("local") or {})["report"].get("cached_runtimes", [])
             ),
             timeout=30,
             what="the state report to list the warm runtime",
