@@ -108,6 +108,12 @@ class AttemptReport(_Payload):
     submission: dict[str, Any] | None = None
 
 
+# Agent text that the hub stores in JSON columns: no NUL (PostgreSQL cannot hold it).
+_Text = Annotated[str, pydantic.StringConstraints(pattern=r"^[^\x00]*$", max_length=4000)]
+_Text64 = Annotated[str, pydantic.StringConstraints(pattern=r"^[^\x00]*$", max_length=64)]
+_Text80 = Annotated[str, pydantic.StringConstraints(pattern=r"^[^\x00]*$", max_length=80)]
+
+
 class RuntimeStatus(_Payload):
     """A change in one runtime's preparation on the agent's cluster (``agent.prewarm``).
 
@@ -115,13 +121,13 @@ class RuntimeStatus(_Payload):
     for it (an assignment or a hub hint); ``seconds``: how long the preparation took.
     """
 
-    key: str
+    key: _Text64
     state: str = pydantic.Field(pattern=r"^(preparing|ready|failed)$")
-    pip: list[str] = pydantic.Field(default_factory=list)
-    run_ids: list[str] = pydantic.Field(default_factory=list)
-    nodes: list[str] = pydantic.Field(default_factory=list)
-    seconds: float | None = None
-    message: str = ""
+    pip: list[_Text] = pydantic.Field(default_factory=list, max_length=1000)
+    run_ids: list[_Text80] = pydantic.Field(default_factory=list, max_length=10_000)
+    nodes: list[_Text80] = pydantic.Field(default_factory=list, max_length=10_000)
+    seconds: float | None = pydantic.Field(default=None, ge=0, le=1e9)
+    message: _Text = ""
 
 
 class AgentSync(_Payload):

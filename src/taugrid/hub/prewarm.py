@@ -2,7 +2,8 @@
 
 *In* (``apply``): each ``payloads.RuntimeStatus`` an agent sends becomes a run event
 per waiting run (``runtime_preparing`` / ``runtime_ready`` with ``seconds`` /
-``runtime_failed`` with the reason) — or one cluster event when no run waits — and,
+``runtime_failed`` with the reason) — or one cluster event when no run waits; an
+agent can only write events of runs that wait or run on its cluster — and,
 for a run already placed on that cluster, the reason of its Scheduled phase, so
 ``tau run status`` shows the preparation while it happens.
 
@@ -32,6 +33,7 @@ __all__ = ["HINT_TTL_S", "apply", "hints"]
 HINT_TTL_S = 2.0
 
 _PLACED = {st.RunState.PLACED.value}
+_WAITING = {st.RunState.QUEUED.value, st.RunState.ADMITTED.value}
 
 
 def apply(hub: context.Hub, cluster_id: str, statuses: list[wire.RuntimeStatus]) -> None:
@@ -42,22 +44,34 @@ def apply(hub: context.Hub, cluster_id: str, statuses: list[wire.RuntimeStatus])
             doc["seconds"] = s.seconds
         if s.message:
             doc["message"] = s.message
-        if not s.run_ids:
+        mine = [r for r in map(hub.runs.get_run, s.run_ids) if r and _concerns(hub, r, cluster_id)]
+        if not mine:
             hub.runs.add_event(None, f"runtime_{s.state}", doc)
-        for run_id in s.run_ids:
-            hub.runs.add_event(run_id, f"runtime_{s.state}", doc)
-            _scheduled_reason(hub, run_id, cluster_id, s)
+        for run in mine:
+            hub.runs.add_event(run["id"], f"runtime_{s.state}", doc)
+            _scheduled_reason(hub, run, cluster_id, s)
+
+
+def _current_attempt(hub: context.Hub, run: dict[str, Any]) -> dict[str, Any] | None:
+    token = run["current_token"]
+    return hub.runs.get_attempt(token) if token is not None else None
+
+
+def _concerns(hub: context.Hub, run: dict[str, Any], cluster_id: str) -> bool:
+    """A run an agent may report about: waiting (hints), or its attempt is on that cluster."""
+    if run["state"] in _WAITING:
+        return True
+    a = _current_attempt(hub, run)
+    return a is not None and a["cluster_id"] == cluster_id
 
 
 def _scheduled_reason(
-    hub: context.Hub, run_id: str, cluster_id: str, s: wire.RuntimeStatus
+    hub: context.Hub, run: dict[str, Any], cluster_id: str, s: wire.RuntimeStatus
 ) -> None:
-    run = hub.runs.get_run(run_id)
-    if run is None or run["state"] not in _PLACED or run["current_token"] is None:
-        return
-    a = hub.runs.get_attempt(run["current_token"])
+    a = _current_attempt(hub, run) if run["state"] in _PLACED else None
     if a is None or a["cluster_id"] != cluster_id or a["state"] != st.AttemptState.ASSIGNED.value:
         return
+    run_id = run["id"]
     pip = ", ".join(s.pip)
     if s.state == "preparing":
         why = f"preparing runtime (pip: {pip}) on {cluster_id} before submitting"
