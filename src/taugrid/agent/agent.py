@@ -7,8 +7,9 @@ hub answers each sync with the work.
 
 Runtime pre-warm (``agent.prewarm``): an assignment whose pip runtime is not warm
 here waits (``AgentConfig.prewarm_wait_s`` at most) while the runtime is built on the
-cluster's nodes, then is submitted; a runtime that cannot be built fails the attempt
-(``runtime_env``) with pip's reason. The hub's ``prepare`` hints start preparations
+cluster's nodes, then is submitted; requirements that cannot be installed fail the
+attempt (``runtime_env``) with pip's reason; any other preparation trouble only means
+the attempt is submitted cold. The hub's ``prepare`` hints start preparations
 for queued runs likely to run here; status changes ride on the next sync.
 
 Restart safety: the hub's reply lists every attempt it believes active here with its
@@ -157,14 +158,16 @@ class Agent:
     def _advance_waiting(self) -> None:
         """Submit attempts whose runtime is ready (or waited long enough); fail bad ones."""
         for token, (key, deadline) in list(self._waiting.items()):
-            state, message = self.prewarm.state(key) if self.prewarm else (None, "")
+            state, message, build_failed = (
+                self.prewarm.state(key) if self.prewarm else (None, "", False)
+            )
             if state is prewarm.RuntimeState.PREPARING and time.time() < deadline:
                 continue
             del self._waiting[token]
             t = self.trackers[token]
-            if state is prewarm.RuntimeState.FAILED:
+            if build_failed:
                 self._fail(t, message, st.FailureKind.RUNTIME_ENV)
-            else:  # ready, or still preparing past the wait: Ray builds it at job start
+            else:  # ready, past the wait, or not built for reasons of its own: Ray builds it
                 self._submit(t)
 
     def _submit(self, t: tracker.AttemptTracker) -> None:

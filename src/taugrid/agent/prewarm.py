@@ -13,9 +13,12 @@ task with the runtime's ``runtime_env`` pinned to each target node, so Ray build
 caches it there; its log says, per node, whether it worked and Ray's setup error when
 not. A pip failure becomes a ``PrepareFailed`` message naming the requirement.
 
-State machine of one preparation: ``preparing`` → ``ready`` | ``failed``. A failure is
-remembered for ``failure_ttl_s`` (a run waiting for it fails at once with the same
-reason); after that the runtime is tried again.
+State machine of one preparation: ``preparing`` → ``ready`` | ``failed``. A failed
+*build* (a node reported Ray's setup error: the requirements are at fault) is
+remembered for ``failure_ttl_s`` — runs waiting for it fail at once with the same
+reason — and tried again after that. Any other failure (Ray unreachable, the prepare
+job died or ran past ``timeout_s``) is not the run's fault: ``build_failed`` is False
+and the agent submits the run anyway, letting Ray build the runtime at job start.
 
 Persistence and verification: ``runtimes.json`` in the agent's state directory maps
 each warm key to the node IDs it was built on. A Ray node that restarts gets a new
@@ -68,6 +71,7 @@ class _Prep:
     started: float = dataclasses.field(default_factory=time.time)
     seconds: float | None = None
     message: str = ""
+    build_failed: bool = False  # the requirements could not be installed (user's fault)
 
 
 def target_nodes(inventory: base.ClusterInventory) -> list[str]:
@@ -145,10 +149,7 @@ class Prewarmer:
             prep = self._preps.get(key)
             fresh = prep is not None and (
                 prep.state is RuntimeState.PREPARING
-                or (
-                    prep.state is RuntimeState.FAILED
-                    and time.time() - prep.started < self.failure_ttl_s
-                )
+                or (prep.build_failed and time.time() - prep.started < self.failure_ttl_s)
             )
             if prep is not None and fresh:
                 prep.run_ids.update(run_ids)
@@ -160,11 +161,11 @@ class Prewarmer:
         ).start()
         return RuntimeState.PREPARING
 
-    def state(self, key: str) -> tuple[RuntimeState | None, str]:
-        """The state of the latest preparation of ``key`` and its message."""
+    def state(self, key: str) -> tuple[RuntimeState | None, str, bool]:
+        """The latest preparation of ``key``: state, message, and whether its build failed."""
         with self._lock:
             prep = self._preps.get(key)
-            return (prep.state, prep.message) if prep else (None, "")
+            return (prep.state, prep.message, prep.build_failed) if prep else (None, "", False)
 
     def changes(self) -> list[wire.RuntimeStatus]:
         """Status changes since the last call (sent with the next sync)."""
@@ -199,23 +200,24 @@ class Prewarmer:
                 raise errors.SystemFault("no alive Ray node to prepare the runtime on")
             with self._lock:
                 prep.nodes = targets
-            ok, message = self._run_job(prep, targets)
+            ok, message, build_failed = self._run_job(prep, targets)
         except errors.TauError as exc:
-            ok, message = False, f"runtime preparation could not run: {exc}"
+            ok, message, build_failed = False, f"runtime preparation could not run: {exc}", False
         except Exception as exc:  # a prepare thread must always end in ready/failed
             log.exception("pre-warm of %s crashed", prep.key)
-            ok, message = False, f"runtime preparation crashed: {exc!r}"
+            ok, message, build_failed = False, f"runtime preparation crashed: {exc!r}", False
         with self._lock:
             prep.seconds = round(time.monotonic() - t0, 3)
             prep.state = RuntimeState.READY if ok else RuntimeState.FAILED
             prep.message = message
+            prep.build_failed = build_failed
             if ok:
                 self._warm[prep.key] = sorted(set(self._warm.get(prep.key, ())) | set(prep.nodes))
                 self._save()
             self._changed(prep)
         log.info("runtime %s %s in %.1fs: %s", prep.key, prep.state, prep.seconds, message)
 
-    def _run_job(self, prep: _Prep, targets: list[str]) -> tuple[bool, str]:
+    def _run_job(self, prep: _Prep, targets: list[str]) -> tuple[bool, str, bool]:
         sid = f"tau-prewarm-{prep.key}-{int(time.time() * 1000)}"
         self.backend.submit(
             base.Submission(
@@ -236,14 +238,14 @@ class Prewarmer:
         while not status.state.terminal:
             if time.monotonic() > deadline:
                 self.backend.stop(sid)
-                return False, f"runtime preparation took longer than {self.timeout_s:g}s"
+                return False, f"runtime preparation took longer than {self.timeout_s:g}s", False
             time.sleep(self.poll_s)
             status = self.backend.status(sid)
         return self._verdict(prep, targets, self.backend.logs(sid), status.message)
 
     def _verdict(
         self, prep: _Prep, targets: list[str], logs: str, job_message: str
-    ) -> tuple[bool, str]:
+    ) -> tuple[bool, str, bool]:
         lines = [
             json.loads(ln.split(prewarm_job.LINE_PREFIX, 1)[1])
             for ln in logs.splitlines()
@@ -252,11 +254,11 @@ class Prewarmer:
         built = {d["node"] for d in lines if d.get("ok")}
         bad = [d for d in lines if not d.get("ok")]
         if bad:
-            return False, failure_reason(prep.pip, bad[0]["node"], bad[0].get("error", ""))
+            return False, failure_reason(prep.pip, bad[0]["node"], bad[0].get("error", "")), True
         if built >= set(targets):
-            return True, f"built on {len(built)} node(s)"
+            return True, f"built on {len(built)} node(s)", False
         tail = "\n".join((job_message or logs).strip().splitlines()[-5:])
-        return False, f"runtime preparation job failed: {tail}"
+        return False, f"runtime preparation job failed: {tail}", False
 
     # -- bookkeeping ---------------------------------------------------------------------
     def _changed(self, prep: _Prep) -> None:
