@@ -107,6 +107,8 @@ class Agent:
 
     def _act(self, reply: wire.AgentSyncReply) -> None:
         self._cordon(reply.faulty_nodes)
+        if self.sidecar is not None and reply.peers:
+            self.sidecar.announce(reply.peers)
         wanted = {a.token for a in reply.assignments}
         for a in reply.assignments:
             if a.token not in self.trackers:
@@ -236,6 +238,7 @@ class Agent:
             probes=self.sidecar.probe_results() if self.sidecar else {},
             cached_datasets=self.sidecar.cached_datasets() if self.sidecar else [],
             cached_runtimes=self.sidecar.cached_runtimes() if self.sidecar else [],
+            endpoint=self.sidecar.endpoint() if self.sidecar else None,
         )
 
     # -- loop -----------------------------------------------------------------------

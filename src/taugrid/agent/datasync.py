@@ -24,7 +24,8 @@ from pathlib import Path
 import httpx
 
 from taugrid import errors
-from taugrid.agent import dataserver, probes
+from taugrid import payloads as wire_hub
+from taugrid.agent import dataserver, peers, probes
 from taugrid.dataplane import manifest, transfer, wire
 
 __all__ = ["DataAgent", "Sidecar", "SidecarConfig", "add_args", "from_args"]
@@ -169,7 +170,8 @@ class SidecarConfig:
     """Where this region's data plane listens and who its peers are.
 
     ``addresses``: local addresses (inside ``netns`` when set) the probe and data
-    servers listen on; ``peers``: per peer region, how to reach its servers from here.
+    servers listen on; ``peers``: regions configured by hand (others are announced by the
+    hub, see ``agent.peers``); ``egress``: $/GB per peer region, overriding the hub's.
     """
 
     data_root: Path
@@ -177,9 +179,11 @@ class SidecarConfig:
     probe_port: int
     data_port: int
     peers: tuple[probes.Peer, ...] = ()
+    egress: dict[str, float] = dataclasses.field(default_factory=dict)
     netns: str | None = None
     token: str | None = None
     delays: dict[str, float] = dataclasses.field(default_factory=dict)
+    losses: dict[str, float] = dataclasses.field(default_factory=dict)
     probe_interval_s: float = 15.0
     probe_duration_s: float = 1.0
 
@@ -190,21 +194,26 @@ class Sidecar:
     def __init__(self, cfg: SidecarConfig, hub_url: str, token: str, cluster_id: str) -> None:
         self.cfg = cfg
         addrs = list(cfg.addresses)
-        self.probe_server = probes.ProbeServer(addrs, cfg.probe_port, cfg.netns, cfg.delays)
+        self.probe_server = probes.ProbeServer(
+            addrs, cfg.probe_port, cfg.netns, cfg.delays, cfg.losses
+        )
         self.data_server = dataserver.DataServer(
             cfg.data_root, addrs, cfg.data_port, cfg.netns, cfg.token, cfg.delays
         )
         self.http = httpx.Client(
             base_url=hub_url, timeout=30, headers={"Authorization": f"Bearer {token}"}
         )
-        sources = {
-            p.region: transfer.Source(p.host, p.data_port or cfg.data_port, cfg.netns, cfg.token)
-            for p in cfg.peers
-        }
-        self.data = DataAgent(self.http, cluster_id, cfg.data_root, sources, self.data_server)
+        self.data = DataAgent(self.http, cluster_id, cfg.data_root, {}, self.data_server)
+        self.book = peers.PeerBook(list(cfg.peers), cfg.netns, cfg.egress, self._use_peer)
+        for p in cfg.peers:
+            self._use_peer(p)
         self.probes = probes.ProbeRunner(
-            list(cfg.peers), cfg.netns, cfg.probe_interval_s, cfg.probe_duration_s, self.data.busy
+            self.book.peers, cfg.netns, cfg.probe_interval_s, cfg.probe_duration_s, self.data.busy
         )
+
+    def _use_peer(self, p: probes.Peer) -> None:
+        port = p.data_port or self.cfg.data_port
+        self.data.peers[p.region] = transfer.Source(p.host, port, self.cfg.netns, self.cfg.token)
 
     def start(self) -> Sidecar:
         self.cfg.data_root.mkdir(parents=True, exist_ok=True)
@@ -231,6 +240,16 @@ class Sidecar:
     def cached_runtimes(self) -> list[str]:
         return []
 
+    def endpoint(self) -> wire_hub.DataEndpoint:
+        cfg = self.cfg
+        return wire_hub.DataEndpoint(
+            addresses=list(cfg.addresses), probe_port=cfg.probe_port, data_port=cfg.data_port
+        )
+
+    def announce(self, announced: list[wire_hub.PeerEndpoint]) -> None:
+        """The hub's list of other regions; resolved in the probe thread."""
+        self.book.announce(announced)
+
 
 def add_args(p: argparse.ArgumentParser) -> None:
     """The daemon's data-plane options (the sidecar runs when ``--data-root`` is given)."""
@@ -243,6 +262,7 @@ def add_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--peer", action="append", default=[], help="REGION=HOST[:PROBE:DATA]")
     g.add_argument("--egress", action="append", default=[], help="REGION=COST_PER_GB")
     g.add_argument("--delay", action="append", default=[], help="LOCAL_ADDR=MS (user RTT)")
+    g.add_argument("--loss", action="append", default=[], help="LOCAL_ADDR=PCT (emulated)")
     g.add_argument("--data-token-file", type=Path, default=None)
     g.add_argument("--probe-interval", type=float, default=15.0)
     g.add_argument("--probe-duration", type=float, default=1.0)
@@ -263,20 +283,22 @@ def from_args(a: argparse.Namespace, hub_url: str, token: str, cluster_id: str) 
     if a.data_root is None:
         return None
     egress = {k: float(v) for k, v in _pairs(a.egress, "r1=0.02").items()}
-    peers = []
+    static = []
     for region, spec in _pairs(a.peer, "r1=10.0.0.2").items():
         host, *ports = spec.split(":")
         probe_port, data_port = (int(ports[0]), int(ports[1])) if ports else (a.probe_port, 0)
-        peers.append(probes.Peer(region, host, probe_port, data_port, egress.get(region, 0.0)))
+        static.append(probes.Peer(region, host, probe_port, data_port, egress.get(region, 0.0)))
     cfg = SidecarConfig(
         data_root=a.data_root,
         addresses=tuple(a.region_address) or ("127.0.0.1",),
         probe_port=a.probe_port,
         data_port=a.data_port,
-        peers=tuple(peers),
+        peers=tuple(static),
+        egress=egress,
         netns=a.netns,
         token=a.data_token_file.read_text().strip() if a.data_token_file else None,
         delays={k: float(v) / 1000 for k, v in _pairs(a.delay, "10.0.0.1=20").items()},
+        losses={k: float(v) / 100 for k, v in _pairs(a.loss, "10.0.0.1=1.5").items()},
         probe_interval_s=a.probe_interval,
         probe_duration_s=a.probe_duration,
     )

@@ -212,13 +212,14 @@ def _matrix(rows: list[Doc]) -> None:
         for ln in r["inbound"]:
             cell[(ln["src"], ln["dst"])] = (
                 f"{ln['throughput_mbps']:.0f} Mbit/s {ln['rtt_ms']:.1f} ms"
+                + (f" {ln['loss_pct']:g}% loss" if ln.get("loss_pct") else "")
                 + (f" ({ln['utilisation']:.0%} used)" if ln["utilisation"] else "")
             )
     views.console.print(
         views.table(
             ["FROM \\ TO", *names],
             [(src, *(cell.get((src, dst), "-") for dst in names)) for src in names],
-            title="measured links (TCP payload probes: throughput, RTT)",
+            title="measured links (TCP payload probes: throughput, RTT; UDP echo: loss)",
         )
     )
 

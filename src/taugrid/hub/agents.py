@@ -56,7 +56,24 @@ def sync(hub: context.Hub, cluster_id: str, req: wire.AgentSync) -> wire.AgentSy
     reply = _reply(hub, cluster_id)
     if req.wait_s > 0 and not _news(reply, set(req.known)) and wake.wait(req.wait_s):
         reply = _reply(hub, cluster_id)
+    if report is not None:
+        reply.peers = peer_endpoints(hub, cluster_id)
     return reply
+
+
+def peer_endpoints(hub: context.Hub, cluster_id: str) -> list[wire.PeerEndpoint]:
+    """The data planes of every other region (one per region), priced from the platform."""
+    me = hub.clusters.get(cluster_id) or {}
+    egress = {r.name: r.egress_cost_per_gb for r in hub.platform.regions}
+    out: dict[str, wire.PeerEndpoint] = {}
+    for c in hub.clusters.all():
+        ep = c["report"].get("endpoint")
+        if not ep or c["region"] == me.get("region") or c["region"] in out:
+            continue
+        out[c["region"]] = wire.PeerEndpoint(
+            region=c["region"], egress_cost_per_gb=egress.get(c["region"], 0.0), **ep
+        )
+    return list(out.values())
 
 
 def _news(reply: wire.AgentSyncReply, known: set[int]) -> bool:

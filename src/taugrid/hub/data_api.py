@@ -143,12 +143,16 @@ class _LinkCollector(prom_registry.Collector):
         rtt = prom_core.GaugeMetricFamily(
             "tau_link_rtt_ms", "Measured round-trip time of a link", labels=["src", "dst"]
         )
+        loss = prom_core.GaugeMetricFamily(
+            "tau_link_loss_percent", "Measured packet loss of a link", labels=["src", "dst"]
+        )
         for row in data_ops.link_matrix(self.hub)["links"]:
             labels = [row["src"], row["dst"]]
             util.add_metric(labels, float(row["utilisation"]))
             bw.add_metric(labels, float(row["throughput_mbps"] or 0.0))
             rtt.add_metric(labels, float(row["rtt_ms"] or 0.0))
-        yield from (util, bw, rtt)
+            loss.add_metric(labels, float(row["loss_pct"] or 0.0))
+        yield from (util, bw, rtt, loss)
 
 
 def install(app: fastapi.FastAPI, hub: context.Hub) -> None:

@@ -189,6 +189,7 @@ def link_matrix(hub: context.Hub) -> Doc:
                     "dst": c["region"],
                     "throughput_mbps": p.get("throughput_mbps"),
                     "rtt_ms": p.get("rtt_ms"),
+                    "loss_pct": p.get("loss_pct"),
                     "measured_at": p.get("measured_at"),
                     "egress_cost_per_gb": p.get("egress_cost_per_gb", 0.0),
                     "transfer_mbps": round(used * 8 / 1e6, 3),
