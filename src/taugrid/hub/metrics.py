@@ -5,7 +5,8 @@ from the store at scrape time so they are never stale:
 - ``tau_scheduling_latency_seconds``: submit → placed (first placement of an attempt)
 - ``tau_startup_latency_seconds``: placed → running
 - ``tau_runs``: runs by state
-- ``tau_cluster_gpus`` / ``tau_cluster_gpu_utilization``: per cluster, from agent reports
+- ``tau_cluster_gpus`` / ``tau_cluster_gpu_utilization``: per cluster, from agent reports;
+  ``tau_region_gpu_utilization``: the same summed over a region's clusters
 - ``tau_attempt_failures_total``: failed attempts by failure kind
 - ``tau_cross_region_operations_total`` / ``tau_cross_region_failure_ratio``: operations
   that cross regions, by ``kind`` — ``transfer`` (a dataset copied between regions) and
@@ -74,6 +75,9 @@ class Metrics:
         self.util = prom.Gauge(
             "tau_cluster_gpu_utilization", "Busy / total GPUs", ["cluster"], registry=self.registry
         )
+        self.region_util = prom.Gauge(
+            "tau_region_gpu_utilization", "Busy / total GPUs", ["region"], registry=self.registry
+        )
         self.registry.register(_CrossRegion(hub))
 
     def render(self) -> bytes:
@@ -83,12 +87,21 @@ class Metrics:
     def _refresh(self) -> None:
         for state, n in self.hub.runs.count_by_state().items():
             self.runs.labels(state=state).set(n)
+        regions: dict[str, tuple[float, float]] = {}
         for c in self.hub.clusters.all():
             r = c["report"]
             busy, free = float(r.get("gpu_busy", 0)), float(r.get("gpu_free", 0))
             self.gpus.labels(cluster=c["id"], use="busy").set(busy)
             self.gpus.labels(cluster=c["id"], use="free").set(free)
-            self.util.labels(cluster=c["id"]).set(busy / (busy + free) if busy + free else 0.0)
+            self.util.labels(cluster=c["id"]).set(_ratio(busy, free))
+            b, f = regions.get(c["region"], (0.0, 0.0))
+            regions[c["region"]] = (b + busy, f + free)
+        for region, (busy, free) in regions.items():
+            self.region_util.labels(region=region).set(_ratio(busy, free))
+
+
+def _ratio(busy: float, free: float) -> float:
+    return busy / (busy + free) if busy + free else 0.0
 
 
 def cross_region_outcomes(hub: context.Hub) -> list[tuple[str, str, float]]:

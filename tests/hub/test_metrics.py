@@ -1,4 +1,4 @@
-"""Cross-region failure rate on the hub's Prometheus endpoint: dataset transfers between
+"""GPU utilisation and cross-region failure rate on the hub's Prometheus endpoint: dataset transfers between
 regions that end well or fail, read back through the real server (failovers between
 regions are checked in test_lost_contact.py, where a run really moves)."""
 
@@ -27,3 +27,18 @@ def test_transfer_outcomes_give_the_cross_region_failure_ratio(hub: HubServer) -
         assert 'tau_cross_region_operations_total{kind="transfer",result="ok"} 1.0' in metrics
         assert 'tau_cross_region_failure_ratio{kind="transfer"} 0.5' in metrics
         assert 'tau_cross_region_failure_ratio{kind="failover"} 0.0' in metrics
+
+
+def test_gpu_utilisation_per_cluster_and_region(hub: HubServer) -> None:
+    for cluster, busy in (("a", 3), ("b", 1)):
+        with hub.http(hub.agent_token(cluster)) as c:
+            c.post(
+                f"/v1/agents/{cluster}/register", json={"cluster_id": cluster, "region": cluster}
+            )
+            report = {"cluster_id": cluster, "gpu_busy": busy, "gpu_free": 4 - busy}
+            assert c.post(f"/v1/agents/{cluster}/sync", json={"report": report}).status_code == 200
+    with hub.http() as c:
+        metrics = c.get("/metrics").text
+    assert 'tau_cluster_gpu_utilization{cluster="a"} 0.75' in metrics
+    assert 'tau_region_gpu_utilization{region="a"} 0.75' in metrics
+    assert 'tau_region_gpu_utilization{region="b"} 0.25' in metrics
