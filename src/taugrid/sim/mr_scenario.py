@@ -10,10 +10,11 @@ parameters → equal scenario) or written by hand in tests. Vocabulary:
   ``src`` charges for data leaving towards ``dst``.
 - *dataset*: a size and a home region holding the only replica at the start.
 - *job*: submission time, ``workers x gpus_per_worker`` GPUs, an optional GPU model
-  constraint, its true duration, the runtime limit its user declared (``max_runtime``,
-  an over-estimate — what the hub's expected-wait signal uses), an optional input
-  dataset and a communication mode (``sync``: collectives, one region; ``async``: may
-  tolerate cross-region latency; ``none``: independent workers).
+  constraint, its true duration on A100s (``GPU_SPEED`` scales it per model), the
+  runtime limit its user declared (``max_runtime``, an over-estimate — what the hub's
+  expected-wait signal uses), an optional input dataset and a communication mode
+  (``sync``: collectives, one region; ``async``: may tolerate cross-region latency;
+  ``none``: independent workers).
 
 The generator's shape (documented so the benchmark can quote it): 4 regions by default;
 each offers 1-3 of A100/H100/L4 with 1-4 eight-GPU nodes per pool; inter-region links
@@ -32,6 +33,7 @@ import numpy as np
 
 __all__ = [
     "GPU_PRICES",
+    "GPU_SPEED",
     "Comm",
     "Dataset",
     "Job",
@@ -51,6 +53,9 @@ class Comm(enum.StrEnum):
 
 GPU_PRICES = {"H100": (3.0, 4.5), "A100": (1.6, 2.6), "L4": (0.5, 0.9)}
 """$/GPU-hour range per model; each region draws its own price in the range."""
+GPU_SPEED = {"H100": 2.0, "A100": 1.0, "L4": 0.4}
+"""Work per second relative to an A100 (dense FP16 throughput, rounded): a job's
+``duration`` is its run time on A100s; on a pool it takes ``duration / speed``."""
 REGIONS = ("us-east", "us-west", "eu-west", "ap-south", "eu-north", "ap-east")
 GB = 10**9
 
@@ -71,6 +76,10 @@ class Pool:
     @property
     def gpus(self) -> int:
         return self.nodes * self.gpus_per_node
+
+    @property
+    def speed(self) -> float:
+        return GPU_SPEED.get(self.gpu_model, 1.0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -186,7 +195,9 @@ def _job(
     model = None
     if rng.random() < 0.6:
         model = str(rng.choice(sorted({p.gpu_model for p in pools})))
-    fitting = [p for p in pools if (model is None or p.gpu_model == model) and p.gpus >= workers * per]
+    fitting = [
+        p for p in pools if (model is None or p.gpu_model == model) and p.gpus >= workers * per
+    ]
     if not fitting or per > 8:
         return None  # no pool could ever run it; drawn again by the caller
     ranks = np.arange(1, datasets + 1, dtype=float)
@@ -194,7 +205,9 @@ def _job(
     dataset = f"ds{int(rng.choice(datasets, p=zipf)):02d}" if rng.random() < 0.8 else None
     duration = round(_loguniform(rng, 600, 8 * 3600))
     declared = round(duration * float(rng.uniform(1.0, 3.0)))
-    return Job(f"j{i:04d}", round(submit, 3), workers, per, duration, model, dataset, comm, declared)
+    return Job(
+        f"j{i:04d}", round(submit, 3), workers, per, duration, model, dataset, comm, declared
+    )
 
 
 def generate(

@@ -16,7 +16,8 @@ job ends — and a cycle runs at each):
   ``link bandwidth / transfers on the link`` (fair sharing, recomputed at every event),
   billed ``size x egress $/GB`` once. A copy already on its way is shared, and once
   done the region keeps the replica (a cache; nothing is evicted).
-- Then it runs for its true duration. JCT = finish - submit (queueing + transfer + run).
+- Then it runs for its duration on A100s / the pool's GPU speed (``GPU_SPEED``).
+  JCT = finish - submit (queueing + transfer + run).
 - Measured links: ``bandwidth / (transfers on the link + 1)`` — what a probe sees.
 
 A run is placed on one cluster, hence one region: ``sync`` jobs never span regions
@@ -34,9 +35,11 @@ from taugrid.scheduling import cycle, plugins_data, policies_baseline
 from taugrid.scheduling import snapshot as snap
 from taugrid.sim import mr_scenario as sc
 
-__all__ = ["POLICIES", "Placement", "Result", "simulate"]
+__all__ = ["ABLATIONS", "POLICIES", "Placement", "Result", "simulate"]
 
 POLICIES = (*policies_baseline.BASELINES, "TauGrid")
+ABLATIONS = ("TauGrid+speed",)
+"""Not compared as policies: the default with the fix this simulation suggests."""
 TEAM = "sim"
 _ROOM = 1e12  # CPUs and memory are not modelled: every node has plenty
 _EPS = 1e-6
@@ -107,7 +110,12 @@ class _World:
         self.nodes = {
             p.cluster_id: [
                 snap.NodeView(
-                    f"{p.cluster_id}-{i}", p.gpu_model, p.gpus_per_node, p.gpus_per_node, _ROOM, _ROOM
+                    f"{p.cluster_id}-{i}",
+                    p.gpu_model,
+                    p.gpus_per_node,
+                    p.gpus_per_node,
+                    _ROOM,
+                    _ROOM,
                 )
                 for i in range(p.nodes)
             ]
@@ -131,7 +139,9 @@ class _World:
         return self.bps[(c.src, c.dst)] / self._load(c.src, c.dst)
 
     def next_copy_end(self, now: float) -> float:
-        return min((now + c.remaining / self._rate(c) for c in self.copies.values()), default=math.inf)
+        return min(
+            (now + c.remaining / self._rate(c) for c in self.copies.values()), default=math.inf
+        )
 
     def advance(self, dt: float) -> None:
         rates = {k: self._rate(c) for k, c in self.copies.items()}
@@ -164,19 +174,22 @@ class _World:
 
     # -- jobs ---------------------------------------------------------------------------
 
+    def _runtime(self, h: _Held) -> float:
+        return h.job.duration / self.pools[h.cluster].speed
+
     def next_job_end(self) -> float:
-        ends = [h.start + h.job.duration for h in self.held.values() if h.start is not None]
+        ends = [h.start + self._runtime(h) for h in self.held.values() if h.start is not None]
         return min(ends, default=math.inf)
 
     def finish_jobs(self, now: float) -> None:
         for job_id, h in list(self.held.items()):
-            if h.start is None or h.start + h.job.duration > now + _EPS:
+            if h.start is None or h.start + self._runtime(h) > now + _EPS:
                 continue
             del self.held[job_id]
             nodes = self.nodes[h.cluster]
             for i, gpus in h.alloc:
                 nodes[i] = dataclasses.replace(nodes[i], gpus_free=nodes[i].gpus_free + gpus)
-            end = h.start + h.job.duration
+            end = h.start + self._runtime(h)
             self.done.append(
                 Placement(
                     job_id, h.cluster, h.region, h.job.submit, h.placed, h.start, end, h.moved
@@ -287,10 +300,15 @@ class _World:
                 self.admitted.add(d.run_id)
 
 
-def simulate(scenario: sc.Scenario, policy_name: str) -> Result:
-    """Replay ``scenario`` under one policy of ``POLICIES``; deterministic."""
+def simulate(scenario: sc.Scenario, policy_name: str, policy: cycle.Policy | None = None) -> Result:
+    """Replay ``scenario`` under one policy of ``POLICIES`` (or ``policy``, so named).
+
+    Deterministic: the same scenario and policy give the same result.
+    """
     order = tuple(p.cluster_id for p in scenario.pools)
-    world = _World(scenario, policies_baseline.make_policy(policy_name, order))
+    speeds = tuple(sorted(sc.GPU_SPEED.items()))
+    policy = policy or policies_baseline.make_policy(policy_name, order, speeds)
+    world = _World(scenario, policy)
     jobs = sorted(scenario.jobs, key=lambda j: (j.submit, j.job_id))
     now, nxt = 0.0, 0
     while nxt < len(jobs) or world.pending or world.held:
@@ -315,7 +333,7 @@ def _result(policy: str, scenario: sc.Scenario, world: _World) -> Result:
     jct = np.array([p.finish - p.submit for p in done])
     work = {j.job_id: j for j in scenario.jobs}
     span = max(p.finish for p in done) - min(p.submit for p in done) or 1.0
-    served = sum(work[p.job_id].gpus * work[p.job_id].duration for p in done)
+    served = sum(work[p.job_id].gpus * (p.finish - p.start) for p in done)
     prices = {p.cluster_id: p.price for p in scenario.pools}
     gpu_cost = sum(
         work[p.job_id].gpus * (p.finish - p.placed) / 3600 * prices[p.cluster_id] for p in done
