@@ -215,7 +215,10 @@ def generate(
 ) -> Scenario:
     """A random scenario; the same arguments always give an equal ``Scenario``."""
     if not 2 <= regions <= len(REGIONS):
-        raise ValueError(f"regions must be 2-{len(REGIONS)}, got {regions}")
+        raise ValueError(
+            f"regions must be between 2 and {len(REGIONS)} (the generator names that many), "
+            f"got {regions}"
+        )
     rng = np.random.default_rng(seed)
     names = REGIONS[:regions]
     pools = _pools(rng, names)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any
 
 import numpy as np
 
@@ -35,7 +36,7 @@ from taugrid.scheduling import cycle, plugins_data, policies_baseline
 from taugrid.scheduling import snapshot as snap
 from taugrid.sim import mr_scenario as sc
 
-__all__ = ["ABLATIONS", "POLICIES", "Placement", "Result", "simulate"]
+__all__ = ["ABLATIONS", "POLICIES", "Placement", "Result", "compare", "mean", "simulate"]
 
 POLICIES = (*policies_baseline.BASELINES, "TauGrid")
 ABLATIONS = ("TauGrid+speed",)
@@ -353,3 +354,21 @@ def _result(policy: str, scenario: sc.Scenario, world: _World) -> Result:
         cycles=world.cycles,
         placements=tuple(done),
     )
+
+
+def compare(
+    seeds: list[int], policies: tuple[str, ...] = POLICIES, **shape: Any
+) -> dict[str, list[Result]]:
+    """Each policy on the scenario of each seed (``mr_scenario.generate(seed, **shape)``)."""
+    out: dict[str, list[Result]] = {p: [] for p in policies}
+    for seed in seeds:
+        scenario = sc.generate(seed, **shape)
+        for p in policies:
+            out[p].append(simulate(scenario, p))
+    return out
+
+
+def mean(results: list[Result]) -> dict[str, float]:
+    """Field-wise mean of the numeric fields of ``results`` (one policy, several seeds)."""
+    fields = [f.name for f in dataclasses.fields(Result) if f.type in ("float", "int")]
+    return {f: float(np.mean([getattr(r, f) for r in results])) for f in fields}
