@@ -3,6 +3,8 @@ communication mode, and determinism of the generator and the simulation."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from taugrid.sim import mr_scenario as sc
@@ -173,3 +175,22 @@ def test_unknown_policy_and_bad_region_count_say_what_to_do() -> None:
         mr_sim.simulate(sc.generate(1, jobs=5), "fastest")
     with pytest.raises(ValueError, match="between 2 and 6"):
         sc.generate(1, regions=1)
+
+
+def test_cli_prints_one_row_per_policy_as_json(capsys: pytest.CaptureFixture[str]) -> None:
+    from taugrid.sim import __main__ as cli
+
+    assert cli.main(["multiregion", "--seeds", "1", "--jobs", "20", "-o", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["policy"] for r in rows] == list(mr_sim.POLICIES)
+    assert all(r["jobs"] == 20 and r["avg_jct"] > 0 for r in rows)
+    assert cli.main(["multiregion", "--regions", "9"]) == 2
+    assert "between 2 and 6" in capsys.readouterr().err
+
+
+def test_quick_benchmark_runs_and_leaves_the_docs_alone() -> None:
+    from benchmarks import bench_sim_doc, bench_sim_multiregion
+
+    before = bench_sim_doc.DOC.read_text()
+    bench_sim_multiregion.main(["--quick"])
+    assert bench_sim_doc.DOC.read_text() == before

@@ -5,7 +5,7 @@
     python -m taugrid.sim philly [--policy TauGrid] [--start 0] [--jobs N] [--load 0.9]
                                  [-o json]
     python -m taugrid.sim multiregion [--policy all] [--seeds 1 2 3] [--regions 4]
-                                 [--jobs 300] [--load 1.0] [-o json]
+                                 [--jobs 300] [--datasets 16] [--load 1.0] [-o json]
 
 Traces come from ``$TAU_TRACES_DIR`` or ``../shared/traces``; a missing trace is an
 error message with the path to fix, exit status 2.
@@ -46,6 +46,7 @@ def _parser() -> argparse.ArgumentParser:
     mr.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     mr.add_argument("--regions", type=int, default=4)
     mr.add_argument("--jobs", type=int, default=300)
+    mr.add_argument("--datasets", type=int, default=16)
     mr.add_argument("--load", type=float, default=1.0, help="offered GPU load / capacity")
     for p in (ob, ph, mr):
         p.add_argument("-o", "--output", choices=("text", "json"), default="text")
@@ -84,7 +85,12 @@ def _philly(args: argparse.Namespace) -> list[dict[str, object]]:
 
 def _multiregion(args: argparse.Namespace) -> list[dict[str, object]]:
     policies = mr_sim.POLICIES if args.policy == "all" else (args.policy,)
-    shape = {"regions": args.regions, "jobs": args.jobs, "load": args.load}
+    shape = {
+        "regions": args.regions,
+        "jobs": args.jobs,
+        "datasets": args.datasets,
+        "load": args.load,
+    }
     out: list[dict[str, object]] = []
     for policy, results in mr_sim.compare(args.seeds, policies, **shape).items():
         m = mr_sim.mean(results)
