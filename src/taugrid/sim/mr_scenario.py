@@ -198,7 +198,7 @@ def _job(
     fitting = [
         p for p in pools if (model is None or p.gpu_model == model) and p.gpus >= workers * per
     ]
-    if not fitting or per > 8:
+    if not fitting:
         return None  # no pool could ever run it; drawn again by the caller
     ranks = np.arange(1, datasets + 1, dtype=float)
     zipf = (1 / ranks) / (1 / ranks).sum()
