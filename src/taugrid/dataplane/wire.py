@@ -43,6 +43,11 @@ class DatasetRegister(_Payload):
     path: str = pydantic.Field(
         min_length=1, max_length=4096, description="relative to the region's data root"
     )
+    workspace: str | None = pydantic.Field(
+        default=None,
+        max_length=64,
+        description="owning workspace (default: the caller's only one, else the default)",
+    )
 
 
 class ReplicateRequest(_Payload):

@@ -20,12 +20,13 @@ from typing import Any
 
 from taugrid import errors
 from taugrid.dataplane import budget, wire
-from taugrid.hub import context, data_view, scheduler
+from taugrid.hub import context, data_view, runs, scheduler
 from taugrid.lifecycle import states as st
 from taugrid.scheduling import cycle, plugins_data
 from taugrid.store import data as store_data
 
 __all__ = [
+    "check_inputs",
     "data_sync",
     "explain",
     "link_matrix",
@@ -58,6 +59,18 @@ def _capacity(hub: context.Hub) -> dict[budget.Link, float]:
 
 def _store(hub: context.Hub) -> store_data.DataStore:
     return store_data.DataStore(hub.engine)
+
+
+def check_inputs(hub: context.Hub, workspace: str, datasets: list[str]) -> None:
+    """A run may only read datasets registered in its own workspace (404 otherwise)."""
+    s = _store(hub)
+    for name in datasets:
+        if s.get(store_data.dataset_id(name), [workspace]) is None:
+            raise runs.NotFound(
+                f"data.inputs: no dataset '{name}' in workspace {workspace}",
+                f"register it there first: tau data register {name.partition('@')[0]} "
+                f"--workspace {workspace} --region REGION --path PATH",
+            )
 
 
 def replicate(hub: context.Hub, did: str, req: wire.ReplicateRequest, by: str) -> Doc:
