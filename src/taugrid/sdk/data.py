@@ -32,14 +32,24 @@ __all__ = [
 Doc = dict[str, Any]
 
 
-def register(c: client.Client, name: str, region: str, path: str, version: str = "v1") -> Doc:
+def register(
+    c: client.Client,
+    name: str,
+    region: str,
+    path: str,
+    version: str = "v1",
+    workspace: str | None = None,
+) -> Doc:
     body = {"name": name, "region": region, "path": path, "version": version}
+    if workspace is not None:
+        body["workspace"] = workspace
     out: Doc = c.request("POST", "/v1/datasets", json=body)
     return out
 
 
-def datasets(c: client.Client) -> list[Doc]:
-    out: list[Doc] = c.request("GET", "/v1/datasets")
+def datasets(c: client.Client, workspace: str | None = None) -> list[Doc]:
+    params = {"workspace": workspace} if workspace else {}
+    out: list[Doc] = c.request("GET", "/v1/datasets", params=params)
     return out
 
 
