@@ -118,7 +118,8 @@ def test_repeated_transfer_failure_fails_the_attempt_and_releases_quota(
             )
             tid = tasks[0]["transfer_id"]
             seen.add(tid)
-            bad = {"transfer_id": tid, "bytes_done": 0, "finished": True, "error": "sha256 mismatch"}
+            bad = {"transfer_id": tid, "bytes_done": 0, "finished": True}
+            bad["error"] = "sha256 mismatch"
             api._data_sync(hub, "b", {"progress": [bad]})
         failed = _until("the run failed", lambda: _state(c, "doomed", "failed"))
         assert "data staging failed: copy of corpus@v1 into b failed 3 times" in failed["reason"]

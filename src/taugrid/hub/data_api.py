@@ -106,9 +106,7 @@ def register_dataset(request: fastapi.Request, body: wire.DatasetRegister, p: Au
 
 
 @router.get("/datasets")
-def list_datasets(
-    request: fastapi.Request, p: Auth, workspace: str | None = None
-) -> list[Doc]:
+def list_datasets(request: fastapi.Request, p: Auth, workspace: str | None = None) -> list[Doc]:
     _person(p)
     hub = _hub(request)
     s = store_data.DataStore(hub.engine)
