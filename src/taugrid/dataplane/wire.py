@@ -41,7 +41,9 @@ class DatasetRegister(_Payload):
     version: str = pydantic.Field(default="v1", pattern=r"^[A-Za-z0-9._-]{1,31}$")
     region: str = pydantic.Field(min_length=1, max_length=64)
     path: str = pydantic.Field(
-        min_length=1, max_length=4096, description="relative to the region's data root"
+        min_length=1,
+        max_length=4096,
+        description="relative to the region's data root, or an fsspec URL (s3://bucket/prefix)",
     )
     workspace: str | None = pydantic.Field(
         default=None,
@@ -92,6 +94,7 @@ class TransferTask(_Payload):
     files: list[dict[str, Any]]
     reserved_bps: float
     rate_limit_bps: float | None = None
+    src_url: str | None = None  # the source replica is object storage: read it directly
 
 
 class ServedReplica(_Payload):

@@ -5,7 +5,9 @@ Owns the decisions the data API (``hub.data_api``) exposes:
 - *replicate*: pick the source (asked for, or the complete replica with the fastest
   measured link into the destination), estimate the time, queue a transfer;
 - *grant*: on each data sync of a destination agent, start queued transfers the per-link
-  budget allows (``dataplane.budget``); capacity is the latest probe throughput;
+  budget allows (``dataplane.budget``); capacity is the latest probe throughput; a
+  transfer whose source replica is an fsspec URL tells the destination to read the
+  object store directly (``TransferTask.src_url``); such replicas are never "served";
 - *link matrix*: every region's measured inbound links, with the bandwidth active
   transfers use (utilisation);
 - *explain*: a placed run's stored verdicts, or for a waiting run verdicts computed now
@@ -19,7 +21,7 @@ import time
 from typing import Any
 
 from taugrid import errors
-from taugrid.dataplane import budget, wire
+from taugrid.dataplane import budget, objstore, wire
 from taugrid.hub import context, data_view, runs, scheduler
 from taugrid.lifecycle import states as st
 from taugrid.scheduling import cycle, plugins_data
@@ -159,6 +161,7 @@ def _tasks(hub: context.Hub, region: str, s: store_data.DataStore) -> wire.DataT
         if t["dst_region"] != region:
             continue
         ds = s.get(t["dataset_id"]) or {}
+        src = next((r for r in s.replicas(t["dataset_id"]) if r["region"] == t["src_region"]), None)
         cap = capacity.get((t["src_region"], region)) or plugins_data.DEFAULT_BPS
         g = budget.Grant(t["id"], t["reserved_bps"], cap)
         transfers.append(
@@ -170,6 +173,7 @@ def _tasks(hub: context.Hub, region: str, s: store_data.DataStore) -> wire.DataT
                 files=ds.get("files", []),
                 reserved_bps=t["reserved_bps"],
                 rate_limit_bps=g.rate_limit_bps,
+                src_url=src["path"] if src and objstore.is_url(src["path"]) else None,
             )
         )
     return wire.DataTasks(
@@ -180,7 +184,7 @@ def _tasks(hub: context.Hub, region: str, s: store_data.DataStore) -> wire.DataT
         serve=[
             wire.ServedReplica(dataset_id=r["dataset_id"], path=r["path"])
             for r in s.replicas()
-            if r["region"] == region and r["state"] == "complete"
+            if r["region"] == region and r["state"] == "complete" and not objstore.is_url(r["path"])
         ],
     )
 
