@@ -14,7 +14,9 @@ from typing import Any
 import httpx
 import pytest
 import sqlalchemy as sa
+from typer.testing import CliRunner
 
+from taugrid.cli import main as cli_main
 from tests.dataplane import test_data_api as api
 from tests.hub.harness import HubServer, make_hub
 
@@ -69,7 +71,11 @@ def _setup(hub: HubServer, c: httpx.Client) -> None:
     api._register(c, hub)
 
 
-def test_held_until_replica_complete_and_one_transfer_for_two_runs(hub: HubServer) -> None:
+def test_held_until_replica_complete_and_one_transfer_for_two_runs(
+    hub: HubServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TAU_HUB_URL", hub.url)
+    monkeypatch.setenv("TAU_TOKEN", hub.admin_token)
     with hub.http() as c:
         _setup(hub, c)
         first, second = _placed(c, hub, "first"), _placed(c, hub, "second")
@@ -87,6 +93,8 @@ def test_held_until_replica_complete_and_one_transfer_for_two_runs(hub: HubServe
             return "125.0/250.0 MB, ETA 10 s" in reason
 
         _until("progress on the Placed phase", halfway)
+        shown = CliRunner().invoke(cli_main._app.app, ["run", "status", "first"])
+        assert "staging dataset corpus@v1 into b: 125.0/250.0 MB" in shown.output, shown.output
         assert _sync(hub, "b")["assignments"] == []
         assert [x["transfer_id"] for x in tasks["transfers"]] == [t["id"]]
         done = {**prog, "bytes_done": 250 * MB, "finished": True, "ok": True}
