@@ -76,6 +76,7 @@ def test_held_until_replica_complete_and_one_transfer_for_two_runs(
 ) -> None:
     monkeypatch.setenv("TAU_HUB_URL", hub.url)
     monkeypatch.setenv("TAU_TOKEN", hub.admin_token)
+    monkeypatch.setenv("COLUMNS", "250")
     with hub.http() as c:
         _setup(hub, c)
         first, second = _placed(c, hub, "first"), _placed(c, hub, "second")
@@ -95,6 +96,7 @@ def test_held_until_replica_complete_and_one_transfer_for_two_runs(
         _until("progress on the Placed phase", halfway)
         shown = CliRunner().invoke(cli_main._app.app, ["run", "status", "first"])
         assert "staging dataset corpus@v1 into b: 125.0/250.0 MB" in shown.output, shown.output
+        assert "look at data plane" in shown.output
         assert _sync(hub, "b")["assignments"] == []
         assert [x["transfer_id"] for x in tasks["transfers"]] == [t["id"]]
         done = {**prog, "bytes_done": 250 * MB, "finished": True, "ok": True}
