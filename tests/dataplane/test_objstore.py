@@ -151,3 +151,37 @@ def test_replicate_an_s3_dataset_into_a_region(
 
 def _transfer(c: httpx.Client, tid: int) -> dict[str, Any]:
     return next(x for x in c.get("/v1/transfers").json() if x["id"] == tid)
+
+
+def test_staging_from_an_s3_source_releases_the_held_run(
+    hub: HubServer, s3: objstore.StorageOptions, dataset: tuple[str, Path], tmp_path: Path
+) -> None:
+    url, local = dataset
+    api._agent(hub, "a", {}, gpus_free=0)  # the data's region is full: the run goes to b
+    api._agent(hub, "b", {})
+    (a, ha), (b, hb) = (
+        _data_agent(hub, "a", tmp_path / "root-a", s3),
+        _data_agent(hub, "b", tmp_path / "root-b", s3),
+    )
+    try:
+        with hub.http() as c, hub.http(hub.agent_token("b")) as agent_b:
+            r = c.post("/v1/datasets", json={"name": "corpus", "region": "a", "path": url})
+            assert r.status_code == 201, r.text
+            deadline = time.time() + 60
+            while c.get("/v1/datasets/corpus").json()["state"] != "ready":
+                assert time.time() < deadline
+                time.sleep(0.2)
+            r = c.post("/v1/runs", json={"tau_yaml": api.RUN.format(name="s3run", gpus=1)})
+            assert r.status_code == 201, r.text
+            while not (got := agent_b.post("/v1/agents/b/sync", json={}).json()["assignments"]):
+                assert time.time() < deadline, c.get("/v1/runs/s3run").json()["reason"]
+                time.sleep(0.2)
+            run = c.get("/v1/runs/s3run").json()
+        assert got[0]["run_id"] == run["id"] and run["cluster_id"] == "b"
+        assert run["attempts"][0]["placement"]["staging"]["state"] == "ready"
+        copy = tmp_path / "root-b" / "datasets" / "corpus" / "v1"
+        assert manifest.scan(copy) == manifest.scan(local)  # verified before dispatch
+    finally:
+        for agent, http in ((a, ha), (b, hb)):
+            agent.stop()
+            http.close()
