@@ -52,7 +52,12 @@ def _sync(hub: HubServer, cluster: str, attempts: list[dict[str, Any]] | None = 
 def _placed(c: httpx.Client, hub: HubServer, name: str, retries: int = 1) -> dict[str, Any]:
     r = c.post("/v1/runs", json={"tau_yaml": RUN.format(name=name, gpus=1, retries=retries)})
     assert r.status_code == 201, r.text
-    return dict(_until(f"{name} placed", lambda: _state(c, name, "placed")))
+    return dict(_until(f"{name} placed and staging", lambda: _staging(c, name)))
+
+
+def _staging(c: httpx.Client, name: str) -> dict[str, Any] | None:
+    run = _state(c, name, "placed")
+    return run if run and "staging" in _phase(run, "placed")["reason"] else None
 
 
 def _state(c: httpx.Client, name: str, state: str) -> dict[str, Any] | None:
