@@ -185,3 +185,40 @@ def test_staging_from_an_s3_source_releases_the_held_run(
         for agent, http in ((a, ha), (b, hb)):
             agent.stop()
             http.close()
+
+
+def test_replicate_into_object_storage(
+    hub: HubServer, s3: objstore.StorageOptions, dataset: tuple[str, Path], tmp_path: Path
+) -> None:
+    url, local = dataset
+    target = url.rsplit("/", 1)[0] + "/copy-b"
+    api._agent(hub, "a", {})
+    api._agent(hub, "b", {})
+    (a, ha), (b, hb) = (
+        _data_agent(hub, "a", tmp_path / "root-a", s3),
+        _data_agent(hub, "b", tmp_path / "root-b", s3),
+    )
+    try:
+        with hub.http() as c:
+            r = c.post("/v1/datasets", json={"name": "corpus", "region": "a", "path": url})
+            assert r.status_code == 201, r.text
+            deadline = time.time() + 60
+            while c.get("/v1/datasets/corpus").json()["state"] != "ready":
+                assert time.time() < deadline
+                time.sleep(0.2)
+            body = {"to_region": "b", "to_url": target}
+            t = c.post("/v1/datasets/corpus/replicate", json=body).json()
+            while (row := _transfer(c, t["id"]))["state"] not in ("done", "failed"):
+                assert time.time() < deadline, row
+                time.sleep(0.2)
+            assert row["state"] == "done", row
+            bad = c.post("/v1/datasets/corpus/replicate", json={"to_region": "a", "to_url": "x"})
+            assert bad.status_code == 422  # not a URL
+            reps = {r["region"]: r for r in c.get("/v1/datasets/corpus/replicas").json()}
+        assert reps["b"]["path"] == target and reps["b"]["state"] == "complete"
+        assert objstore.scan(target, s3) == manifest.scan(local)  # verified objects
+        assert not (tmp_path / "root-b" / "datasets" / "corpus" / "v1").exists()  # spool gone
+    finally:
+        for agent, http in ((a, ha), (b, hb)):
+            agent.stop()
+            http.close()

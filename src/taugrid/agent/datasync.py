@@ -20,7 +20,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
+import shutil
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -129,6 +131,15 @@ class DataAgent:
             self._report(progress=[p])
 
         dest = self.data_root / t.dest_path
+        res = self._fetch_local(t, dest, progress)
+        if t.dest_url is not None:  # the local copy was the spool: move it to the store
+            objstore.upload(dest, t.files, t.dest_url, self.storage_options)
+            shutil.rmtree(dest, ignore_errors=True)
+        return res
+
+    def _fetch_local(
+        self, t: wire.TransferTask, dest: Path, progress: Callable[[int, float], None]
+    ) -> transfer.Result:
         if t.src_url is not None:
             return objstore.fetch(
                 t.src_url,

@@ -151,12 +151,15 @@ def replicate_cmd(
     name: str,
     to: Annotated[str, typer.Option("--to", help="destination region")],
     source: Annotated[str | None, typer.Option("--from", help="source region")] = None,
+    url: Annotated[
+        str | None, typer.Option("--url", help="keep the copy in object storage (fsspec URL)")
+    ] = None,
     wait: Annotated[bool, typer.Option("--wait", help="show progress until done")] = False,
     output: Output = "text",
 ) -> None:
     """Copy NAME to another region (agent to agent, sha256-verified, resumable)."""
     cli = embedded.ensure_client(_progress)
-    t = data.replicate(cli, name, to, source)
+    t = data.replicate(cli, name, to, source, url)
     if wait:
         t = _wait(cli, t, quiet=output == "json")
     if output == "json":

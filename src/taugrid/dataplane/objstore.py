@@ -6,6 +6,11 @@ path relative to the URL, size and sha256) and copying it into a region's data r
 the same semantics as agent-to-agent transfers (``dataplane.transfer.copy``): each file
 lands in a ``.part`` first; a retry re-hashes the part and reads the object from that
 offset (a ranged GET on S3); a file is renamed into place only when its sha256 matches.
+A copy *into* object storage (``upload``) goes through a local spool fetched that way,
+then per file: an object already there with the manifest size is skipped (it was
+verified before it was moved into place); otherwise it is written to ``<key>.part``,
+read back and hashed, and moved to ``<key>`` only when its sha256 matches — so a retry
+resumes file by file (object stores cannot append to a partial object).
 
 ``StorageOptions`` maps a protocol to the keyword arguments of its filesystem (for S3:
 ``endpoint_url``, ``key``, ``secret``, ...); the agent daemon takes them from
@@ -24,7 +29,7 @@ from typing import Any
 
 from taugrid.dataplane import transfer
 
-__all__ = ["StorageOptions", "fetch", "is_url", "scan"]
+__all__ = ["StorageOptions", "fetch", "is_url", "scan", "upload"]
 
 StorageOptions = dict[str, dict[str, Any]]
 _BLOCK = 1 << 20
@@ -107,3 +112,29 @@ def fetch(
         on_progress=on_progress,
         stop=stop,
     )
+
+
+def upload(
+    spool: Path, files: list[dict[str, Any]], url: str, options: StorageOptions | None = None
+) -> None:
+    """Copy the verified files under ``spool`` to ``url``, verifying each object."""
+    fs, root = _fs(url, options)
+    try:
+        for f in files:
+            key = f"{root}/{f['path']}"
+            if fs.exists(key) and int(fs.size(key)) == int(f["size"]):
+                continue
+            part = key + ".part"
+            fs.put_file(str(spool / f["path"]), part)
+            h = hashlib.sha256()
+            with fs.open(part, "rb", block_size=_BLOCK) as fh:
+                while block := fh.read(_BLOCK):
+                    h.update(block)
+            if h.hexdigest() != f["sha256"]:
+                fs.rm(part)
+                raise transfer.IntegrityError(f"{url}/{f['path']}: sha256 mismatch after upload")
+            fs.mv(part, key)
+    except transfer.TransferError:
+        raise
+    except Exception as exc:  # driver errors (botocore, aiohttp): retryable
+        raise transfer.TransferError(f"upload to {url}: {exc}") from exc

@@ -57,6 +57,13 @@ class ReplicateRequest(_Payload):
 
     to_region: str = pydantic.Field(min_length=1, max_length=64)
     from_region: str | None = pydantic.Field(default=None, max_length=64)
+    to_url: str | None = pydantic.Field(
+        default=None,
+        max_length=4096,
+        pattern=r"^[A-Za-z][A-Za-z0-9+.-]*://.+",
+        description="keep the copy in object storage at this fsspec URL (default: the "
+        "destination region's data root)",
+    )
 
 
 class ScanReport(_Payload):
@@ -95,6 +102,7 @@ class TransferTask(_Payload):
     reserved_bps: float
     rate_limit_bps: float | None = None
     src_url: str | None = None  # the source replica is object storage: read it directly
+    dest_url: str | None = None  # keep the copy in object storage (spooled under dest_path)
 
 
 class ServedReplica(_Payload):

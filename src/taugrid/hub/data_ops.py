@@ -93,7 +93,7 @@ def replicate(hub: context.Hub, did: str, req: wire.ReplicateRequest, by: str) -
         raise errors.UserError(f"{did} already has a complete replica in {req.to_region}")
     src, est = _source(hub, ds, have, req)
     return _store(hub).request_transfer(
-        did, src, req.to_region, replica_path(did), by, round(est, 3)
+        did, src, req.to_region, req.to_url or replica_path(did), by, round(est, 3)
     )
 
 
@@ -154,28 +154,33 @@ def data_sync(hub: context.Hub, cluster_id: str, body: wire.DataSync) -> wire.Da
     return _tasks(hub, region, s)
 
 
+def _task(
+    s: store_data.DataStore, t: Doc, region: str, capacity: dict[budget.Link, float]
+) -> wire.TransferTask:
+    """One granted transfer as the destination agent runs it; a replica that is an
+    fsspec URL is read (source) or written (destination) there directly."""
+    ds = s.get(t["dataset_id"]) or {}
+    reps = {r["region"]: r["path"] for r in s.replicas(t["dataset_id"])}
+    src, dst = reps.get(t["src_region"], ""), reps.get(region, "")
+    cap = capacity.get((t["src_region"], region)) or plugins_data.DEFAULT_BPS
+    return wire.TransferTask(
+        transfer_id=t["id"],
+        dataset_id=t["dataset_id"],
+        src_region=t["src_region"],
+        dest_path=replica_path(t["dataset_id"]),
+        files=ds.get("files", []),
+        reserved_bps=t["reserved_bps"],
+        rate_limit_bps=budget.Grant(t["id"], t["reserved_bps"], cap).rate_limit_bps,
+        src_url=src if objstore.is_url(src) else None,
+        dest_url=dst if objstore.is_url(dst) else None,
+    )
+
+
 def _tasks(hub: context.Hub, region: str, s: store_data.DataStore) -> wire.DataTasks:
     capacity = _capacity(hub)
-    transfers = []
-    for t in s.transfers(("active",)):
-        if t["dst_region"] != region:
-            continue
-        ds = s.get(t["dataset_id"]) or {}
-        src = next((r for r in s.replicas(t["dataset_id"]) if r["region"] == t["src_region"]), None)
-        cap = capacity.get((t["src_region"], region)) or plugins_data.DEFAULT_BPS
-        g = budget.Grant(t["id"], t["reserved_bps"], cap)
-        transfers.append(
-            wire.TransferTask(
-                transfer_id=t["id"],
-                dataset_id=t["dataset_id"],
-                src_region=t["src_region"],
-                dest_path=replica_path(t["dataset_id"]),
-                files=ds.get("files", []),
-                reserved_bps=t["reserved_bps"],
-                rate_limit_bps=g.rate_limit_bps,
-                src_url=src["path"] if src and objstore.is_url(src["path"]) else None,
-            )
-        )
+    transfers = [
+        _task(s, t, region, capacity) for t in s.transfers(("active",)) if t["dst_region"] == region
+    ]
     return wire.DataTasks(
         scans=[
             wire.ScanTask(dataset_id=r["dataset_id"], path=r["path"]) for r in s.scans_for(region)

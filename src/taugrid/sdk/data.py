@@ -63,8 +63,14 @@ def replicas(c: client.Client, ref: str) -> list[Doc]:
     return out
 
 
-def replicate(c: client.Client, ref: str, to_region: str, from_region: str | None = None) -> Doc:
-    body = {"to_region": to_region, "from_region": from_region}
+def replicate(
+    c: client.Client,
+    ref: str,
+    to_region: str,
+    from_region: str | None = None,
+    to_url: str | None = None,
+) -> Doc:
+    body = {"to_region": to_region, "from_region": from_region, "to_url": to_url}
     out: Doc = c.request("POST", f"/v1/datasets/{quote(ref)}/replicate", json=body)
     return out
 

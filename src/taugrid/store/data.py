@@ -172,7 +172,8 @@ class DataStore:
             }
             row["id"] = c.execute(t.transfers.insert().values(**row)).inserted_primary_key[0]  # type: ignore[index]
             key = (t.dataset_replicas.c.dataset_id == did, t.dataset_replicas.c.region == dst)
-            if c.execute(t.dataset_replicas.update().where(*key).values(state="queued")).rowcount:
+            again = t.dataset_replicas.update().where(*key).values(state="queued", path=path)
+            if c.execute(again).rowcount:
                 return row
             c.execute(t.dataset_replicas.insert().values(**_replica(did, dst, "queued", path)))
         return row
