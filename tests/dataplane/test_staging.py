@@ -86,6 +86,7 @@ def test_held_until_replica_complete_and_one_transfer_for_two_runs(
         _setup(hub, c)
         first, second = _placed(c, hub, "first"), _placed(c, hub, "second")
         assert {first["cluster_id"], second["cluster_id"]} == {"b"}
+        assert first["quota_held"] and second["quota_held"]  # Placed keeps its quota
         (t,) = c.get("/v1/transfers").json()  # both runs wait on the same copy
         assert (t["dataset_id"], t["src_region"], t["dst_region"]) == ("corpus@v1", "a", "b")
         assert "staging dataset corpus@v1 into b: 0.0/250.0 MB" in _phase(first, "placed")["reason"]
