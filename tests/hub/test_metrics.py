@@ -1,6 +1,7 @@
-"""GPU utilisation and cross-region failure rate on the hub's Prometheus endpoint: dataset transfers between
-regions that end well or fail, read back through the real server (failovers between
-regions are checked in test_lost_contact.py, where a run really moves)."""
+"""GPU utilisation and cross-region failure rate on the hub's Prometheus endpoint, read
+back through the real server: utilisation per cluster and region from agent reports;
+dataset transfers between regions that end well or fail (failovers between regions are
+checked in test_lost_contact.py, where a run really moves)."""
 
 from __future__ import annotations
 

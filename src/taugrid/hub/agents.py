@@ -26,7 +26,7 @@ from taugrid.spec import units
 __all__ = ["end_attempt", "preempt", "register", "sync"]
 
 _ACTIVE = {s.value for s in st.ACTIVE_ATTEMPT_STATES}
-_DEFAULT_RETRY_ON = ("node_failure", "preemption", "lost_contact")
+_DEFAULT_RETRY_ON = ("node_failure", "preemption", "lost_contact", "data_staging")
 
 
 def _phase(
@@ -105,7 +105,8 @@ def _reply(hub: context.Hub, cluster_id: str) -> wire.AgentSyncReply:
         current = run["current_token"] == a["token"] and not a["revoked"]
         preempted = a["failure_kind"] == st.FailureKind.PREEMPTION.value
         if a["state"] in _ACTIVE and current and not run["cancel_requested"] and not preempted:
-            assignments.append(_assignment(hub, run, a))
+            if not (a["placement"] or {}).get("hold"):  # held by a dispatch gate (hub.staging)
+                assignments.append(_assignment(hub, run, a))
         elif a["state"] in _ACTIVE or not a["released"]:
             stop.append(wire.StopOrder(token=a["token"], submission_id=a["submission_id"]))
     marks = {m["node_id"]: m["kind"] for m in hub.clusters.open_marks(cluster_id)}

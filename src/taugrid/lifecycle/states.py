@@ -76,6 +76,7 @@ class FailureKind(enum.StrEnum):
     EXIT_NONZERO = "exit_nonzero"
     SUBMIT_ERROR = "submit_error"
     TIMEOUT = "timeout"
+    DATA_STAGING = "data_staging"
 
 
 def is_retryable(kind: FailureKind, retry_on: list[str], retries_left: int) -> bool:
