@@ -22,8 +22,10 @@ __all__ = [
     "AgentSyncReply",
     "Assignment",
     "AttemptReport",
+    "DataEndpoint",
     "MembersChange",
     "NodeFault",
+    "PeerEndpoint",
     "PrepareHint",
     "QuotaDecision",
     "QuotaRequestCreate",
@@ -66,6 +68,21 @@ class AgentRegister(_Payload):
     region: str
 
 
+class DataEndpoint(_Payload):
+    """Where a region's probe and data servers listen (the hub tells its peers)."""
+
+    addresses: list[str] = pydantic.Field(default_factory=list)
+    probe_port: int = pydantic.Field(ge=1, le=65535)
+    data_port: int = pydantic.Field(ge=1, le=65535)
+
+
+class PeerEndpoint(DataEndpoint):
+    """Another region's data plane as the hub announces it, with its egress price."""
+
+    region: str
+    egress_cost_per_gb: float = 0.0
+
+
 class StateReport(_Payload):
     """A full state report (DESIGN §4 field names), sent every report interval."""
 
@@ -84,6 +101,7 @@ class StateReport(_Payload):
     cached_datasets: list[str] = pydantic.Field(default_factory=list)
     cached_runtimes: list[str] = pydantic.Field(default_factory=list)
     probes: dict[str, dict[str, float]] = pydantic.Field(default_factory=dict)
+    endpoint: DataEndpoint | None = None
 
 
 Int32 = Annotated[int, pydantic.Field(ge=-(2**31), le=2**31 - 1)]  # an INTEGER column
@@ -175,6 +193,9 @@ class AgentSyncReply(_Payload):
     assignments: list[Assignment] = pydantic.Field(default_factory=list)
     stop: list[StopOrder] = pydantic.Field(default_factory=list)
     faulty_nodes: dict[str, str] = pydantic.Field(default_factory=dict)
+    peers: list[PeerEndpoint] = pydantic.Field(
+        default_factory=list, description="Other regions' data planes; with full reports."
+    )
     prepare: list[PrepareHint] = pydantic.Field(default_factory=list)
 
 

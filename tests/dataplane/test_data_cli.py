@@ -42,6 +42,10 @@ def test_data_commands(hub: HubServer, monkeypatch: pytest.MonkeyPatch) -> None:
         api._data_sync(hub, "a", {"scans": [scan]})
         r = run(app, ["data", "list", "-o", "json"])
         assert [d["id"] for d in json.loads(r.output)] == ["corpus@v1"]
+        r = run(app, ["data", "list", "--workspace", "default"])
+        assert "corpus@v1" in r.output and "default" in r.output, r.output
+        r = run(app, ["data", "register", "x", "--region", "a", "--path", "x", "--workspace", "no"])
+        assert r.exit_code != 0 and "no workspace 'no'" in r.output, r.output
         r = run(app, ["data", "replicate", "corpus", "--to", "b", "-o", "json"])
         assert json.loads(r.output)["state"] == "queued", r.output
         r = run(app, ["data", "show", "corpus"])

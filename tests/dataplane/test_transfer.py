@@ -127,3 +127,19 @@ def test_probe_measures_payload_throughput_and_user_space_rtt() -> None:
         srv.stop()
     assert 19.0 <= m["rtt_ms"] <= 60.0
     assert m["throughput_mbps"] > 100  # loopback, unshaped
+    assert m["loss_pct"] == 0.0  # every UDP echo comes back on loopback
+
+
+def test_probe_loss_reads_the_emulated_loss_of_a_link() -> None:
+    port = free_port(HOST)
+    srv = probes.ProbeServer([HOST], port, delays={HOST: 0.005}, losses={HOST: 0.25}).start()
+    try:
+        lost = [probes.measure_loss(HOST, port, count=200, spacing_s=0.0005) for _ in range(2)]
+    finally:
+        srv.stop()
+    assert all(12.0 <= pct <= 38.0 for pct in lost), lost  # 25 % ± sampling noise of 200
+
+
+def test_probe_loss_is_total_when_nothing_echoes() -> None:
+    port = free_port(HOST)  # nobody listens: every datagram is lost (ICMP errors ignored)
+    assert probes.measure_loss(HOST, port, count=10, wait_s=0.3) == 100.0

@@ -128,7 +128,11 @@ def test_long_partition_moves_the_run_and_fences_the_old_attempt(
             east = _agent(hub, clusters, "east", tmp_path)  # the region comes back
             done = rg.wait_run(c, run["id"], rg.finished, timeout=180)
             events = c.get(f"/v1/runs/{run['id']}/events").json()
+            metrics = c.get("/metrics").text
         assert done["state"] == "succeeded"
+        # east and west are regions of their own: the move counts as a cross-region failover
+        assert 'tau_cross_region_operations_total{kind="failover",result="ok"} 1.0' in metrics
+        assert 'tau_cross_region_failure_ratio{kind="failover"} 0.0' in metrics
         assert done["attempts"][1]["resumed_from"], "the new attempt resumes from a checkpoint"
         old = done["attempts"][0]
         assert old["state"] in ("stopped", "failed") and old["released"]

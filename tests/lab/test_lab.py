@@ -4,7 +4,7 @@ Topology: r0-r1 shaped to 100 Mbit/s with 10 ms RTT, every other link 400 Mbit/s
 GPUs cost 3/1/3 per hour in r0/r1/r2. Each region is a real Ray cluster (one node, two
 emulated GPUs) with its agent; the data plane and probes live in network namespaces.
 
-- the probes' link matrix matches the shaping;
+- the probes' link matrix matches the shaping (peers learnt from the hub, not configured);
 - a ~200 MB dataset in r0: the placement of a run that reads it is the best total of
   scores recomputed here from the measured links (data = 100*60/(60+t)), and the
   transfer estimate is size / measured throughput;
@@ -42,7 +42,7 @@ regions: [r0, r1, r2]
 gpu_cost: {r0: 3.0, r1: 1.0, r2: 3.0}
 default_link: {mbit: 400, rtt_ms: 2}
 links:
-  - {a: r0, b: r1, mbit: 100, rtt_ms: 10, egress_per_gb: 0.02}
+  - {a: r0, b: r1, mbit: 100, rtt_ms: 10, egress_per_gb: 0.02, loss_pct: 10}
 """
 RUN = """\
 schema_version: 1
@@ -123,6 +123,8 @@ def test_link_matrix_matches_the_shaping(sdk: client.Client) -> None:
         # The shaped RTT is a floor; above it a busy 2-core box adds scheduling jitter
         # (seen: 25 ms on a 2 ms link), so the ceiling only catches a wrong link.
         assert rtt <= row["rtt_ms"] <= rtt + 100, row
+        # 10 % emulated loss on r0-r1, 50 datagrams a probe: a binomial reading
+        assert (2 <= row["loss_pct"] <= 26) if slow else row["loss_pct"] == 0, row
 
 
 def _score(t: float, cost: float) -> float:

@@ -123,7 +123,7 @@ CASES: dict[str, Case] = {
         16,
         14,
         "invalid value 'oom' for resilience.retry_on[0]",
-        "node_failure, preemption, lost_contact, exit_nonzero",
+        "node_failure, preemption, lost_contact, exit_nonzero, data_staging",
     ),
     "enum near miss": Case(
         add("placement:\n  communication: synch\n"),

@@ -126,6 +126,8 @@ class Agent:
         for hint in reply.prepare:
             if self.prewarm is not None:
                 self.prewarm.ensure(hint.key, hint.pip, hint.run_ids)
+        if self.sidecar is not None and reply.peers:
+            self.sidecar.announce(reply.peers)
         wanted = {a.token for a in reply.assignments}
         for a in reply.assignments:
             if a.token not in self.trackers:
@@ -295,6 +297,7 @@ class Agent:
             probes=self.sidecar.probe_results() if self.sidecar else {},
             cached_datasets=self.sidecar.cached_datasets() if self.sidecar else [],
             cached_runtimes=self.prewarm.warm_keys(inv) if self.prewarm else [],
+            endpoint=self.sidecar.endpoint() if self.sidecar else None,
         )
 
     # -- loop -----------------------------------------------------------------------

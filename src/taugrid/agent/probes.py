@@ -6,21 +6,33 @@ Protocol (one TCP connection per measurement, binary):
     client → b"P" + 8 bytes      server → the same 9 bytes back     (a ping; RTT sample)
     client → b"T" + u64 ms (BE)  server → zeros for that long, then closes (throughput)
 
+and, on the same port over UDP, an echo for loss (``measure_loss``): the client sends
+``count`` datagrams ``b"L" + nonce + u32 seq`` a few ms apart and counts the distinct
+ones that come back; loss is the percentage that did not.
+
 Throughput is measured with a real payload over TCP, in the direction data moves when
 this region copies from the peer (peer → here), and only over the last 75 % of the
 window, so slow start and a shaper's initial burst do not count. RTT is the median of
 several pings on an established connection. ``delays`` (seconds per local address)
 emulates link RTT in user space: the server holds each ping echo (and the data server
-each response) that long, because kernel ``netem`` is not available everywhere.
+each response) that long, because kernel ``netem`` is not available everywhere; for the
+same reason ``losses`` (fraction per local address) emulates link loss by dropping that
+share of UDP echoes (seeded, so a lab run is repeatable). Both are lab settings; on real
+links both are zero and the network supplies delay and loss.
 
 ``ProbeRunner.latest()`` is what the agent puts in ``StateReport.probes``:
-``{peer region: {"throughput_mbps", "rtt_ms", "measured_at", "egress_cost_per_gb"}}``.
+``{peer region: {"throughput_mbps", "rtt_ms", "loss_pct", "measured_at",
+"egress_cost_per_gb"}}``.
 """
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import dataclasses
 import logging
+import os
+import random
 import socket
 import socketserver
 import statistics
@@ -31,10 +43,11 @@ from collections.abc import Callable
 
 from taugrid.dataplane import netns
 
-__all__ = ["Peer", "ProbeRunner", "ProbeServer", "measure", "serve_sockets"]
+__all__ = ["Peer", "ProbeRunner", "ProbeServer", "measure", "measure_loss", "serve_sockets"]
 
 log = logging.getLogger(__name__)
 _ZEROS = bytes(256 * 1024)
+_LOSS_COUNT = 50
 
 
 class _Handler(socketserver.BaseRequestHandler):
@@ -93,8 +106,43 @@ def serve_sockets(
     return out
 
 
+class _UdpEcho:
+    """Echoes loss probes on one address after ``delay_s``, dropping a ``loss`` share."""
+
+    def __init__(self, addr: str, port: int, ns: str | None, delay_s: float, loss: float) -> None:
+        self.sock = netns.create_udp((addr, port), ns)
+        self.delay_s, self.loss = delay_s, loss
+        self._rng = random.Random(f"{addr}:{port}")  # repeatable emulated loss per address
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name=f"udp-echo-{addr}", daemon=True)
+
+    def start(self) -> _UdpEcho:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self.sock.close()
+
+    def _loop(self) -> None:
+        due: collections.deque[tuple[float, bytes, tuple[str, int]]] = collections.deque()
+        while not self._stop.is_set():
+            now = time.monotonic()
+            while due and due[0][0] <= now:
+                _, data, peer = due.popleft()
+                self.sock.sendto(data, peer)
+            self.sock.settimeout(max(due[0][0] - now, 0.0005) if due else 0.2)
+            try:
+                data, peer = self.sock.recvfrom(64)
+            except OSError:  # timeout, or an ICMP error from a client that went away
+                continue
+            if data[:1] == b"L" and self._rng.random() >= self.loss:
+                due.append((time.monotonic() + self.delay_s, data, peer))
+
+
 class ProbeServer:
-    """Answers probes on each of ``addresses`` (all in ``ns``)."""
+    """Answers probes on each of ``addresses`` (all in ``ns``): TCP and the UDP echo."""
 
     def __init__(
         self,
@@ -102,16 +150,24 @@ class ProbeServer:
         port: int,
         ns: str | None = None,
         delays: dict[str, float] | None = None,
+        losses: dict[str, float] | None = None,
     ) -> None:
         self.addresses, self.port, self.ns = addresses, port, ns
-        self.delays = delays or {}
+        self.delays, self.losses = delays or {}, losses or {}
         self._servers: list[tuple[socketserver.TCPServer, threading.Thread]] = []
+        self._echoes: list[_UdpEcho] = []
 
     def start(self) -> ProbeServer:
         def setup(srv: socketserver.TCPServer, addr: str) -> None:
             srv.delay_s = self.delays.get(addr, 0.0)  # type: ignore[attr-defined]
 
         self._servers = serve_sockets(_Server, _Handler, self.addresses, self.port, self.ns, setup)
+        self._echoes = [
+            _UdpEcho(a, self.port, self.ns, self.delays.get(a, 0.0), self.losses.get(a, 0.0))
+            for a in self.addresses
+        ]
+        for echo in self._echoes:
+            echo.start()
         return self
 
     def stop(self) -> None:
@@ -119,6 +175,8 @@ class ProbeServer:
             srv.shutdown()
             srv.server_close()
             th.join(timeout=5)
+        for echo in self._echoes:
+            echo.stop()
 
 
 def _recv_exact(sock: socket.socket, n: int) -> bytes:
@@ -146,11 +204,48 @@ def measure(
             rtts.append(time.perf_counter() - t0)
         sock.sendall(b"T" + struct.pack(">Q", int(duration_s * 1000)))
         mbps = _download_rate(sock, duration_s) * 8 / 1e6
+    rtt_s = statistics.median(rtts)
     return {
-        "rtt_ms": round(statistics.median(rtts) * 1000, 3),
+        "rtt_ms": round(rtt_s * 1000, 3),
         "throughput_mbps": round(mbps, 3),
+        "loss_pct": measure_loss(host, port, ns, wait_s=max(1.0, 4 * rtt_s)),
         "measured_at": time.time(),
     }
+
+
+def measure_loss(
+    host: str,
+    port: int,
+    ns: str | None = None,
+    count: int = _LOSS_COUNT,
+    spacing_s: float = 0.002,
+    wait_s: float = 1.0,
+) -> float:
+    """Percent of ``count`` UDP datagrams the peer's echo does not return within ``wait_s``
+    of the last one sent (100.0 when nothing answers)."""
+    sock = netns.create_udp(None, ns)
+    try:
+        sock.connect((host, port))
+        nonce = os.urandom(4)
+        for i in range(count):
+            with contextlib.suppress(OSError):  # an earlier datagram's ICMP error
+                sock.send(b"L" + nonce + struct.pack(">I", i))
+            time.sleep(spacing_s)
+        seen: set[bytes] = set()
+        deadline = time.monotonic() + wait_s
+        while len(seen) < count and (left := deadline - time.monotonic()) > 0:
+            sock.settimeout(left)
+            try:
+                data = sock.recv(64)
+            except TimeoutError:
+                break
+            except OSError:  # ICMP port unreachable: no echo there (yet); keep waiting
+                continue
+            if data[1:5] == nonce:
+                seen.add(data[5:9])
+    finally:
+        sock.close()
+    return round(100.0 * (count - len(seen)) / count, 2)
 
 
 def _download_rate(sock: socket.socket, duration_s: float) -> float:
@@ -184,12 +279,13 @@ class Peer:
 
 
 class ProbeRunner:
-    """Measures every peer every ``interval_s`` in a thread; skips links ``busy`` says are
-    carrying a transfer (the measurement would compete with it)."""
+    """Measures every peer (``peers()`` is asked each round: peers come and go) every
+    ``interval_s`` in a thread; skips links ``busy`` says are carrying a transfer (the
+    measurement would compete with it)."""
 
     def __init__(
         self,
-        peers: list[Peer],
+        peers: Callable[[], list[Peer]],
         ns: str | None = None,
         interval_s: float = 15.0,
         duration_s: float = 1.0,
@@ -216,7 +312,7 @@ class ProbeRunner:
             return {k: dict(v) for k, v in self._latest.items()}
 
     def measure_all(self) -> None:
-        for p in self.peers:
+        for p in self.peers():
             if self._stop.is_set() or self.busy(p.region):
                 continue
             try:

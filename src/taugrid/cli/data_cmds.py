@@ -18,6 +18,9 @@ from taugrid.sdk import data, embedded
 __all__: list[str] = []
 
 Output = Annotated[str, typer.Option("-o", "--output", help="text or json")]
+Workspace = Annotated[
+    str | None, typer.Option("--workspace", help="workspace the dataset belongs to")
+]
 Doc = dict[str, Any]
 
 
@@ -42,32 +45,36 @@ def register_cmd(
     region: Annotated[str, typer.Option("--region", help="region whose storage holds it")],
     path: Annotated[str, typer.Option("--path", help="directory under the region's data root")],
     version: Annotated[str, typer.Option("--version")] = "v1",
+    workspace: Workspace = None,
     output: Output = "text",
 ) -> None:
     """Register NAME: files already under REGION's data root; its agent scans them."""
-    row = data.register(embedded.ensure_client(_progress), name, region, path, version)
+    cli = embedded.ensure_client(_progress)
+    row = data.register(cli, name, region, path, version, workspace)
     if output == "json":
         views.emit_json(row)
         return
     views.console.print(
-        f"dataset {row['id']} registered in {region} ({path}); its agent computes the manifest"
+        f"dataset {row['id']} registered in workspace {row['workspace']}, region {region} "
+        f"({path}); its agent computes the manifest"
     )
 
 
 @app.data_app.command("list")
 @views.guard
-def list_cmd(output: Output = "text") -> None:
-    """Datasets with size, state and the regions holding a complete replica."""
-    rows = data.datasets(embedded.ensure_client(_progress))
+def list_cmd(workspace: Workspace = None, output: Output = "text") -> None:
+    """Datasets of your workspaces with size, state and the regions holding a replica."""
+    rows = data.datasets(embedded.ensure_client(_progress), workspace)
     if output == "json":
         views.emit_json(rows)
         return
     views.console.print(
         views.table(
-            ["DATASET", "STATE", "SIZE", "ORIGIN", "REPLICAS IN", "CREATED"],
+            ["DATASET", "WORKSPACE", "STATE", "SIZE", "ORIGIN", "REPLICAS IN", "CREATED"],
             [
                 (
                     d["id"],
+                    d["workspace"],
                     d["state"],
                     _size(d["size_bytes"]),
                     d["origin_region"],
@@ -98,6 +105,7 @@ def show_cmd(name: str, output: Output = "text") -> None:
     views.console.print(
         f"[bold]{d['id']}[/]  {d['state']}  {_size(d['size_bytes'])} in {len(d['files'])} files"
         f"  sha256 {(d['sha256'] or '-')[:16]}  origin {d['origin_region']}"
+        f"  workspace {d['workspace']}"
     )
     if d.get("error"):
         views.console.print(f"[red]error:[/] {d['error']}")
@@ -143,12 +151,15 @@ def replicate_cmd(
     name: str,
     to: Annotated[str, typer.Option("--to", help="destination region")],
     source: Annotated[str | None, typer.Option("--from", help="source region")] = None,
+    url: Annotated[
+        str | None, typer.Option("--url", help="keep the copy in object storage (fsspec URL)")
+    ] = None,
     wait: Annotated[bool, typer.Option("--wait", help="show progress until done")] = False,
     output: Output = "text",
 ) -> None:
     """Copy NAME to another region (agent to agent, sha256-verified, resumable)."""
     cli = embedded.ensure_client(_progress)
-    t = data.replicate(cli, name, to, source)
+    t = data.replicate(cli, name, to, source, url)
     if wait:
         t = _wait(cli, t, quiet=output == "json")
     if output == "json":
@@ -212,13 +223,14 @@ def _matrix(rows: list[Doc]) -> None:
         for ln in r["inbound"]:
             cell[(ln["src"], ln["dst"])] = (
                 f"{ln['throughput_mbps']:.0f} Mbit/s {ln['rtt_ms']:.1f} ms"
+                + (f" {ln['loss_pct']:g}% loss" if ln.get("loss_pct") else "")
                 + (f" ({ln['utilisation']:.0%} used)" if ln["utilisation"] else "")
             )
     views.console.print(
         views.table(
             ["FROM \\ TO", *names],
             [(src, *(cell.get((src, dst), "-") for dst in names)) for src in names],
-            title="measured links (TCP payload probes: throughput, RTT)",
+            title="measured links (TCP payload probes: throughput, RTT; UDP echo: loss)",
         )
     )
 

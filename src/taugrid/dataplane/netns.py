@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable
 from typing import TypeVar
 
-__all__ = ["NetnsError", "create_connection", "create_server", "in_netns"]
+__all__ = ["NetnsError", "create_connection", "create_server", "create_udp", "in_netns"]
 
 T = TypeVar("T")
 _CLONE_NEWNET = 0x40000000
@@ -70,3 +70,16 @@ def create_connection(
 def create_server(addr: tuple[str, int], ns: str | None = None) -> socket.socket:
     """A listening TCP socket on ``addr`` inside ``ns`` (SO_REUSEADDR)."""
     return in_netns(ns, lambda: socket.create_server(addr, reuse_port=False, backlog=64))
+
+
+def create_udp(bind: tuple[str, int] | None = None, ns: str | None = None) -> socket.socket:
+    """A UDP socket inside ``ns``, bound to ``bind`` when given (a server's socket)."""
+
+    def _make() -> socket.socket:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        if bind is not None:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(bind)
+        return sock
+
+    return in_netns(ns, _make)

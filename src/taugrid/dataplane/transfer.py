@@ -6,7 +6,8 @@ Protocol (served by ``agent.dataserver``): ``GET /v1/datasets/{id}/files/{path}`
 re-hashes it and asks only for the missing bytes. A file is renamed into place only
 after its sha256 matches the manifest; a mismatch deletes the part (``IntegrityError``)
 so the retry starts that file afresh. Files already in place with the manifest size
-were verified when they were renamed and are skipped.
+were verified when they were renamed and are skipped. ``copy`` is that logic for any
+source: ``fetch`` reads a peer's data server, ``dataplane.objstore`` an fsspec URL.
 
 Errors (``TransferError`` is retryable; ``IntegrityError`` is one of them):
 
@@ -32,7 +33,16 @@ from typing import Any
 from taugrid import errors
 from taugrid.dataplane import manifest, netns
 
-__all__ = ["IntegrityError", "RateLimiter", "Result", "Source", "TransferError", "fetch"]
+__all__ = [
+    "Getter",
+    "IntegrityError",
+    "RateLimiter",
+    "Result",
+    "Source",
+    "TransferError",
+    "copy",
+    "fetch",
+]
 
 _BLOCK = 256 * 1024
 
@@ -89,18 +99,17 @@ class RateLimiter:
 class _Conn(http.client.HTTPConnection):
     def __init__(self, src: Source, timeout: float) -> None:
         super().__init__(src.host, src.port, timeout=timeout)
-        self._src = src
+        self.src = src
 
     def connect(self) -> None:
         self.sock = netns.create_connection(
-            (self._src.host, self._src.port), self.timeout, self._src.netns
+            (self.src.host, self.src.port), self.timeout, self.src.netns
         )
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
 @dataclasses.dataclass
 class _Run:
-    src: Source
     did: str
     limiter: RateLimiter
     result: Result
@@ -121,6 +130,11 @@ class _Run:
             self.on_progress(done, self.result.bytes_fetched / max(now - self.started, 1e-6))
 
 
+Getter = Callable[["_Run", str, Path, int, Any], None]
+"""Append the bytes of manifest file ``path`` from ``offset`` to ``part``, feeding the
+hash and ``_Run.tick``: how one source (a peer's data server, an fsspec URL) is read."""
+
+
 def fetch(
     src: Source,
     dataset_id: str,
@@ -133,24 +147,54 @@ def fetch(
     timeout_s: float = 30.0,
 ) -> Result:
     """Bring ``dest`` to exactly ``files`` (a manifest), fetching what is missing."""
-    dest.mkdir(parents=True, exist_ok=True)
-    result = Result(bytes_total=manifest.total_size(files))
-    run = _Run(
-        src, dataset_id, RateLimiter(rate_limit_bps), result, on_progress, stop, time.monotonic()
-    )
     conn = _Conn(src, timeout_s)
+
+    def get(run: _Run, path: str, part: Path, offset: int, h: Any) -> None:
+        _get(conn, run, path, part, offset, h)
+
     try:
-        for f in files:
-            _file(conn, run, f, dest)
-    except (OSError, http.client.HTTPException) as exc:
+        return copy(
+            dataset_id,
+            files,
+            dest,
+            get,
+            where=f"{src.host}:{src.port}",
+            rate_limit_bps=rate_limit_bps,
+            on_progress=on_progress,
+            stop=stop,
+        )
+    except http.client.HTTPException as exc:
         raise TransferError(f"transfer of {dataset_id} from {src.host}:{src.port}: {exc}") from exc
     finally:
         conn.close()
+
+
+def copy(
+    dataset_id: str,
+    files: list[dict[str, Any]],
+    dest: Path,
+    get: Getter,
+    *,
+    where: str,
+    rate_limit_bps: float | None = None,
+    on_progress: Callable[[int, float], None] | None = None,
+    stop: threading.Event | None = None,
+) -> Result:
+    """The source-independent part of a fetch: resume from parts, verify, rename."""
+    dest.mkdir(parents=True, exist_ok=True)
+    result = Result(bytes_total=manifest.total_size(files))
+    run = _Run(dataset_id, RateLimiter(rate_limit_bps), result, on_progress, stop, time.monotonic())
+    try:
+        for f in files:
+            _file(run, f, dest, get)
+    except OSError as exc:
+        raise TransferError(f"transfer of {dataset_id} from {where}: {exc}") from exc
+    finally:
         result.seconds = time.monotonic() - run.started
     return result
 
 
-def _file(conn: _Conn, run: _Run, f: dict[str, Any], dest: Path) -> None:
+def _file(run: _Run, f: dict[str, Any], dest: Path, get: Getter) -> None:
     final = _inside(dest, str(f["path"]))
     size = int(f["size"])
     if final.is_file() and final.stat().st_size == size:
@@ -168,7 +212,7 @@ def _file(conn: _Conn, run: _Run, f: dict[str, Any], dest: Path) -> None:
         manifest.file_sha256(part, h)
     run.result.bytes_resumed += offset
     if offset < size:
-        _get(conn, run, str(f["path"]), part, offset, h)
+        get(run, str(f["path"]), part, offset, h)
     if h.hexdigest() != f["sha256"]:
         part.unlink(missing_ok=True)
         raise IntegrityError(f"{f['path']} of {run.did}: sha256 mismatch; it will be fetched again")
@@ -178,8 +222,8 @@ def _file(conn: _Conn, run: _Run, f: dict[str, Any], dest: Path) -> None:
 def _get(conn: _Conn, run: _Run, path: str, part: Path, offset: int, h: Any) -> None:
     url = f"/v1/datasets/{urllib.parse.quote(run.did)}/files/{urllib.parse.quote(path)}"
     headers = {"Range": f"bytes={offset}-"}
-    if run.src.token:
-        headers["Authorization"] = f"Bearer {run.src.token}"
+    if conn.src.token:
+        headers["Authorization"] = f"Bearer {conn.src.token}"
     conn.request("GET", url, headers=headers)
     resp = conn.getresponse()
     if resp.status == 200 and offset:  # the server ignored Range: start the file over

@@ -41,7 +41,14 @@ class DatasetRegister(_Payload):
     version: str = pydantic.Field(default="v1", pattern=r"^[A-Za-z0-9._-]{1,31}$")
     region: str = pydantic.Field(min_length=1, max_length=64)
     path: str = pydantic.Field(
-        min_length=1, max_length=4096, description="relative to the region's data root"
+        min_length=1,
+        max_length=4096,
+        description="relative to the region's data root, or an fsspec URL (s3://bucket/prefix)",
+    )
+    workspace: str | None = pydantic.Field(
+        default=None,
+        max_length=64,
+        description="owning workspace (default: the caller's only one, else the default)",
     )
 
 
@@ -50,6 +57,13 @@ class ReplicateRequest(_Payload):
 
     to_region: str = pydantic.Field(min_length=1, max_length=64)
     from_region: str | None = pydantic.Field(default=None, max_length=64)
+    to_url: str | None = pydantic.Field(
+        default=None,
+        max_length=4096,
+        pattern=r"^[A-Za-z][A-Za-z0-9+.-]*://.+",
+        description="keep the copy in object storage at this fsspec URL (default: the "
+        "destination region's data root)",
+    )
 
 
 class ScanReport(_Payload):
@@ -87,6 +101,8 @@ class TransferTask(_Payload):
     files: list[dict[str, Any]]
     reserved_bps: float
     rate_limit_bps: float | None = None
+    src_url: str | None = None  # the source replica is object storage: read it directly
+    dest_url: str | None = None  # keep the copy in object storage (spooled under dest_path)
 
 
 class ServedReplica(_Payload):

@@ -26,7 +26,7 @@ from taugrid.spec import units
 __all__ = ["end_attempt", "preempt", "register", "sync"]
 
 _ACTIVE = {s.value for s in st.ACTIVE_ATTEMPT_STATES}
-_DEFAULT_RETRY_ON = ("node_failure", "preemption", "lost_contact")
+_DEFAULT_RETRY_ON = ("node_failure", "preemption", "lost_contact", "data_staging")
 
 
 def _phase(
@@ -57,8 +57,25 @@ def sync(hub: context.Hub, cluster_id: str, req: wire.AgentSync) -> wire.AgentSy
     reply = _reply(hub, cluster_id)
     if req.wait_s > 0 and not _news(reply, set(req.known)) and wake.wait(req.wait_s):
         reply = _reply(hub, cluster_id)
+    if report is not None:
+        reply.peers = peer_endpoints(hub, cluster_id)
     reply.prepare = prewarm.hints(hub, cluster_id)
     return reply
+
+
+def peer_endpoints(hub: context.Hub, cluster_id: str) -> list[wire.PeerEndpoint]:
+    """The data planes of every other region (one per region), priced from the platform."""
+    me = hub.clusters.get(cluster_id) or {}
+    egress = {r.name: r.egress_cost_per_gb for r in hub.platform.regions}
+    out: dict[str, wire.PeerEndpoint] = {}
+    for c in hub.clusters.all():
+        ep = c["report"].get("endpoint")
+        if not ep or c["region"] == me.get("region") or c["region"] in out:
+            continue
+        out[c["region"]] = wire.PeerEndpoint(
+            region=c["region"], egress_cost_per_gb=egress.get(c["region"], 0.0), **ep
+        )
+    return list(out.values())
 
 
 def _news(reply: wire.AgentSyncReply, known: set[int]) -> bool:
@@ -90,7 +107,8 @@ def _reply(hub: context.Hub, cluster_id: str) -> wire.AgentSyncReply:
         current = run["current_token"] == a["token"] and not a["revoked"]
         preempted = a["failure_kind"] == st.FailureKind.PREEMPTION.value
         if a["state"] in _ACTIVE and current and not run["cancel_requested"] and not preempted:
-            assignments.append(_assignment(hub, run, a))
+            if not (a["placement"] or {}).get("hold"):  # held by a dispatch gate (hub.staging)
+                assignments.append(_assignment(hub, run, a))
         elif a["state"] in _ACTIVE or not a["released"]:
             stop.append(wire.StopOrder(token=a["token"], submission_id=a["submission_id"]))
     marks = {m["node_id"]: m["kind"] for m in hub.clusters.open_marks(cluster_id)}

@@ -5,7 +5,9 @@ Owns the decisions the data API (``hub.data_api``) exposes:
 - *replicate*: pick the source (asked for, or the complete replica with the fastest
   measured link into the destination), estimate the time, queue a transfer;
 - *grant*: on each data sync of a destination agent, start queued transfers the per-link
-  budget allows (``dataplane.budget``); capacity is the latest probe throughput;
+  budget allows (``dataplane.budget``); capacity is the latest probe throughput; a
+  transfer whose source replica is an fsspec URL tells the destination to read the
+  object store directly (``TransferTask.src_url``); such replicas are never "served";
 - *link matrix*: every region's measured inbound links, with the bandwidth active
   transfers use (utilisation);
 - *explain*: a placed run's stored verdicts, or for a waiting run verdicts computed now
@@ -19,13 +21,14 @@ import time
 from typing import Any
 
 from taugrid import errors
-from taugrid.dataplane import budget, wire
-from taugrid.hub import context, data_view, scheduler
+from taugrid.dataplane import budget, objstore, wire
+from taugrid.hub import context, data_view, runs, scheduler
 from taugrid.lifecycle import states as st
 from taugrid.scheduling import cycle, plugins_data
 from taugrid.store import data as store_data
 
 __all__ = [
+    "check_inputs",
     "data_sync",
     "explain",
     "link_matrix",
@@ -60,6 +63,18 @@ def _store(hub: context.Hub) -> store_data.DataStore:
     return store_data.DataStore(hub.engine)
 
 
+def check_inputs(hub: context.Hub, workspace: str, datasets: list[str]) -> None:
+    """A run may only read datasets registered in its own workspace (404 otherwise)."""
+    s = _store(hub)
+    for name in datasets:
+        if s.get(store_data.dataset_id(name), [workspace]) is None:
+            raise runs.NotFound(
+                f"data.inputs: no dataset '{name}' in workspace {workspace}",
+                f"register it there first: tau data register {name.partition('@')[0]} "
+                f"--workspace {workspace} --region REGION --path PATH",
+            )
+
+
 def replicate(hub: context.Hub, did: str, req: wire.ReplicateRequest, by: str) -> Doc:
     ds = _store(hub).get(did)
     if ds is None:
@@ -78,7 +93,7 @@ def replicate(hub: context.Hub, did: str, req: wire.ReplicateRequest, by: str) -
         raise errors.UserError(f"{did} already has a complete replica in {req.to_region}")
     src, est = _source(hub, ds, have, req)
     return _store(hub).request_transfer(
-        did, src, req.to_region, replica_path(did), by, round(est, 3)
+        did, src, req.to_region, req.to_url or replica_path(did), by, round(est, 3)
     )
 
 
@@ -139,26 +154,33 @@ def data_sync(hub: context.Hub, cluster_id: str, body: wire.DataSync) -> wire.Da
     return _tasks(hub, region, s)
 
 
+def _task(
+    s: store_data.DataStore, t: Doc, region: str, capacity: dict[budget.Link, float]
+) -> wire.TransferTask:
+    """One granted transfer as the destination agent runs it; a replica that is an
+    fsspec URL is read (source) or written (destination) there directly."""
+    ds = s.get(t["dataset_id"]) or {}
+    reps = {r["region"]: r["path"] for r in s.replicas(t["dataset_id"])}
+    src, dst = reps.get(t["src_region"], ""), reps.get(region, "")
+    cap = capacity.get((t["src_region"], region)) or plugins_data.DEFAULT_BPS
+    return wire.TransferTask(
+        transfer_id=t["id"],
+        dataset_id=t["dataset_id"],
+        src_region=t["src_region"],
+        dest_path=replica_path(t["dataset_id"]),
+        files=ds.get("files", []),
+        reserved_bps=t["reserved_bps"],
+        rate_limit_bps=budget.Grant(t["id"], t["reserved_bps"], cap).rate_limit_bps,
+        src_url=src if objstore.is_url(src) else None,
+        dest_url=dst if objstore.is_url(dst) else None,
+    )
+
+
 def _tasks(hub: context.Hub, region: str, s: store_data.DataStore) -> wire.DataTasks:
     capacity = _capacity(hub)
-    transfers = []
-    for t in s.transfers(("active",)):
-        if t["dst_region"] != region:
-            continue
-        ds = s.get(t["dataset_id"]) or {}
-        cap = capacity.get((t["src_region"], region)) or plugins_data.DEFAULT_BPS
-        g = budget.Grant(t["id"], t["reserved_bps"], cap)
-        transfers.append(
-            wire.TransferTask(
-                transfer_id=t["id"],
-                dataset_id=t["dataset_id"],
-                src_region=t["src_region"],
-                dest_path=replica_path(t["dataset_id"]),
-                files=ds.get("files", []),
-                reserved_bps=t["reserved_bps"],
-                rate_limit_bps=g.rate_limit_bps,
-            )
-        )
+    transfers = [
+        _task(s, t, region, capacity) for t in s.transfers(("active",)) if t["dst_region"] == region
+    ]
     return wire.DataTasks(
         scans=[
             wire.ScanTask(dataset_id=r["dataset_id"], path=r["path"]) for r in s.scans_for(region)
@@ -167,7 +189,7 @@ def _tasks(hub: context.Hub, region: str, s: store_data.DataStore) -> wire.DataT
         serve=[
             wire.ServedReplica(dataset_id=r["dataset_id"], path=r["path"])
             for r in s.replicas()
-            if r["region"] == region and r["state"] == "complete"
+            if r["region"] == region and r["state"] == "complete" and not objstore.is_url(r["path"])
         ],
     )
 
@@ -189,6 +211,7 @@ def link_matrix(hub: context.Hub) -> Doc:
                     "dst": c["region"],
                     "throughput_mbps": p.get("throughput_mbps"),
                     "rtt_ms": p.get("rtt_ms"),
+                    "loss_pct": p.get("loss_pct"),
                     "measured_at": p.get("measured_at"),
                     "egress_cost_per_gb": p.get("egress_cost_per_gb", 0.0),
                     "transfer_mbps": round(used * 8 / 1e6, 3),

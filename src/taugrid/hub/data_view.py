@@ -92,7 +92,7 @@ def with_needs(hub: context.Hub, run: dict[str, Any], view: snap.PendingRun) -> 
     needs = []
     for i in inputs:
         did = store_data.dataset_id(i["dataset"])
-        row = ds.get(did)
+        row = ds.get(did, [run["workspace"]])  # another workspace's dataset: not there
         size = int(row["size_bytes"]) if row and row["state"] == "ready" else 0
         needs.append(snap.DataNeed(did, size, held.get(did, ()) if row else ()))
     return dataclasses.replace(view, datasets=tuple(needs), runtime_key=runtimes.runtime_key(spec))

@@ -127,7 +127,7 @@ def detail(hub: context.Hub, run: dict[str, Any]) -> dict[str, Any]:
             "source": phases[p].source,
             "reason": phases[p].reason,
             "ts": phases[p].ts,
-            "look_at": ph.COMPONENT_HINT[p],
+            "look_at": ph.look_at(p, phases[p].source),
         }
         for p in ph.Phase
         if p in phases

@@ -2,9 +2,11 @@
 
 Each tick: (0) lost contact — clusters whose lease expired become Unknown; after the
 grace period their restartable attempts are revoked and their runs requeued;
+staging — held attempts whose datasets are still moving advance (``hub.staging``);
 (1-5) build an immutable ``Snapshot`` from agent reports, node marks and quota usage,
 and call ``scheduling.cycle.schedule``; (6) dispatch — persist admissions and create
-attempts (the agent pulls them on its next sync); (7) requeue — runs that did not fit
+attempts (the agent pulls them on its next sync, unless a dispatch gate holds them:
+``hub.staging`` while their datasets move into the region); (7) requeue — runs that did not fit
 keep their reason for ``tau queue``/``tau run status``.
 """
 
@@ -16,7 +18,7 @@ import threading
 import time
 from typing import Any
 
-from taugrid.hub import agents, context, data_view, runs
+from taugrid.hub import agents, context, data_view, runs, staging
 from taugrid.lifecycle import phases as ph
 from taugrid.lifecycle import states as st
 from taugrid.scheduling import cycle
@@ -163,6 +165,9 @@ def _place(hub: context.Hub, run: dict[str, Any], d: cycle.Decision) -> None:
         "reason": d.reason,
         "verdicts": [dataclasses.asdict(v) for v in d.verdicts],
     }
+    to_stage = staging.missing(hub, run, d.cluster_id)  # dispatch gate: data not there yet
+    if to_stage:
+        placement |= staging.hold(hub, d.cluster_id, to_stage)
     attempt = hub.runs.create_attempt(run["id"], d.cluster_id, placement)
     if attempt is None:
         return
@@ -183,6 +188,10 @@ def _place(hub: context.Hub, run: dict[str, Any], d: cycle.Decision) -> None:
                 ),
                 reset=True,
             )
+    if to_stage:
+        staging.placed(hub, run, attempt)
+        runs.write_run_json(hub, run["id"])
+        return
     _phase(
         hub,
         run["id"],
@@ -241,6 +250,7 @@ def tick(hub: context.Hub, policy: cycle.Policy, now: float | None = None) -> li
     """One full cycle (phases 0-7); returns the decisions for tests and metrics."""
     now = time.time() if now is None else now
     _lost_contact(hub, now)
+    staging.advance(hub)
     waiting = hub.runs.waiting_runs()
     if not waiting:
         return []

@@ -209,8 +209,8 @@ class Lab:
                 continue
             link = n.link(region, peer)
             mine = n.address(region, peer)
-            argv += ["--region-address", mine, "--peer", f"{peer}={n.address(peer, region)}"]
-            argv += ["--egress", f"{peer}={link.egress_per_gb}", "--delay", f"{mine}={link.rtt_ms}"]
+            argv += ["--region-address", mine, "--egress", f"{peer}={link.egress_per_gb}"]
+            argv += ["--delay", f"{mine}={link.rtt_ms}", "--loss", f"{mine}={link.loss_pct}"]
         self._daemon(f"agent-{region}").start(argv, self._env())
         progress(f"region {region}: agent + Ray on {ip} (namespace {n.ns(region)})")
 

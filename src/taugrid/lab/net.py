@@ -27,13 +27,15 @@ class NetError(RuntimeError):
 
 @dataclasses.dataclass(frozen=True)
 class LinkSpec:
-    """A symmetric inter-region link: rate (Mbit/s), user-space RTT, egress cost/GB."""
+    """A symmetric inter-region link: rate (Mbit/s), user-space RTT and probe loss,
+    egress cost/GB."""
 
     a: str
     b: str
     mbit: float = 1000.0
     rtt_ms: float = 0.0
     egress_per_gb: float = 0.0
+    loss_pct: float = 0.0
 
 
 def _run(*cmd: str, check: bool = True) -> None:

@@ -5,11 +5,13 @@
     gpus_per_region: 2               # emulated A100-80G on one Ray node per region
     default_link: {mbit: 1000, rtt_ms: 1, egress_per_gb: 0.0}
     links:                           # symmetric; pairs not listed get default_link
-      - {a: r0, b: r1, mbit: 100, rtt_ms: 20, egress_per_gb: 0.02}
+      - {a: r0, b: r1, mbit: 100, rtt_ms: 20, egress_per_gb: 0.02, loss_pct: 1}
 
 Every pair of regions is linked (full mesh). ``mbit`` is shaped with kernel ``tbf``,
-``rtt_ms`` is added in user space, ``egress_per_gb`` is what the source region charges
-for data leaving it (reported with the probes, priced into placement estimates).
+``rtt_ms`` is added in user space, ``loss_pct`` drops that share of probe echoes (in
+user space too, as kernel ``netem`` is not available; transfers are not affected),
+``egress_per_gb`` is what the source region charges for data leaving it (reported with
+the probes, priced into placement estimates).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ class LinkModel(pydantic.BaseModel):
     mbit: float = pydantic.Field(default=1000.0, gt=0, le=100_000)
     rtt_ms: float = pydantic.Field(default=1.0, ge=0, le=10_000)
     egress_per_gb: float = pydantic.Field(default=0.0, ge=0)
+    loss_pct: float = pydantic.Field(default=0.0, ge=0, le=100)
 
 
 class Topology(pydantic.BaseModel):
@@ -54,7 +57,7 @@ class Topology(pydantic.BaseModel):
         out = []
         for a, b in itertools.combinations(self.names(), 2):
             ln = given.get(frozenset((a, b)), self.default_link)
-            out.append(net.LinkSpec(a, b, ln.mbit, ln.rtt_ms, ln.egress_per_gb))
+            out.append(net.LinkSpec(a, b, ln.mbit, ln.rtt_ms, ln.egress_per_gb, ln.loss_pct))
         return tuple(out)
 
 

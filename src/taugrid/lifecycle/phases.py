@@ -18,10 +18,12 @@ import enum
 __all__ = [
     "ATTEMPT_PHASES",
     "COMPONENT_HINT",
+    "SOURCE_HINT",
     "Phase",
     "PhaseRecord",
     "PhaseStatus",
     "initial_phases",
+    "look_at",
     "merge",
 ]
 
@@ -73,6 +75,16 @@ COMPONENT_HINT: dict[Phase, str] = {
     Phase.ARTIFACTS_SAVED: "declared outputs (tau run get)",
     Phase.RELEASED: "agent (GPUs not freed) or hub (quota not released)",
 }
+
+SOURCE_HINT: dict[str, str] = {
+    "data plane": "data plane: the dataset is being copied into the region (tau data show NAME)",
+}
+"""Where to look when a phase is held by a component other than its usual one."""
+
+
+def look_at(phase: Phase, source: str) -> str:
+    """The component to look at for ``phase`` reported by ``source``."""
+    return SOURCE_HINT.get(source, COMPONENT_HINT[phase])
 
 
 @dataclasses.dataclass(frozen=True)

@@ -77,6 +77,7 @@ class FailureKind(enum.StrEnum):
     SUBMIT_ERROR = "submit_error"
     RUNTIME_ENV = "runtime_env"  # its runtime (pip requirements) could not be prepared
     TIMEOUT = "timeout"
+    DATA_STAGING = "data_staging"
 
 
 def is_retryable(kind: FailureKind, retry_on: list[str], retries_left: int) -> bool:

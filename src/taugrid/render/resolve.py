@@ -55,7 +55,12 @@ _DEFAULT_MEMORY = "4Gi"
 _DEFAULT_HEAD_CPUS = 1.0
 _DEFAULT_HEAD_MEMORY = "4Gi"
 _DEFAULT_RETRIES = 3
-_DEFAULT_RETRY_ON = (sm.RetryOn.NODE_FAILURE, sm.RetryOn.PREEMPTION, sm.RetryOn.LOST_CONTACT)
+_DEFAULT_RETRY_ON = (
+    sm.RetryOn.NODE_FAILURE,
+    sm.RetryOn.PREEMPTION,
+    sm.RetryOn.LOST_CONTACT,
+    sm.RetryOn.DATA_STAGING,
+)
 
 Candidate = tuple[Any, str]
 

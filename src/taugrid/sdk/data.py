@@ -32,14 +32,24 @@ __all__ = [
 Doc = dict[str, Any]
 
 
-def register(c: client.Client, name: str, region: str, path: str, version: str = "v1") -> Doc:
+def register(
+    c: client.Client,
+    name: str,
+    region: str,
+    path: str,
+    version: str = "v1",
+    workspace: str | None = None,
+) -> Doc:
     body = {"name": name, "region": region, "path": path, "version": version}
+    if workspace is not None:
+        body["workspace"] = workspace
     out: Doc = c.request("POST", "/v1/datasets", json=body)
     return out
 
 
-def datasets(c: client.Client) -> list[Doc]:
-    out: list[Doc] = c.request("GET", "/v1/datasets")
+def datasets(c: client.Client, workspace: str | None = None) -> list[Doc]:
+    params = {"workspace": workspace} if workspace else {}
+    out: list[Doc] = c.request("GET", "/v1/datasets", params=params)
     return out
 
 
@@ -53,8 +63,14 @@ def replicas(c: client.Client, ref: str) -> list[Doc]:
     return out
 
 
-def replicate(c: client.Client, ref: str, to_region: str, from_region: str | None = None) -> Doc:
-    body = {"to_region": to_region, "from_region": from_region}
+def replicate(
+    c: client.Client,
+    ref: str,
+    to_region: str,
+    from_region: str | None = None,
+    to_url: str | None = None,
+) -> Doc:
+    body = {"to_region": to_region, "from_region": from_region, "to_url": to_url}
     out: Doc = c.request("POST", f"/v1/datasets/{quote(ref)}/replicate", json=body)
     return out
 

@@ -105,6 +105,7 @@ class RetryOn(enum.StrEnum):
     PREEMPTION = "preemption"
     LOST_CONTACT = "lost_contact"
     EXIT_NONZERO = "exit_nonzero"
+    DATA_STAGING = "data_staging"
 
 
 class RunSection(_Model):

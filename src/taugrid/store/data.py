@@ -7,7 +7,9 @@ Owns the ``datasets``, ``dataset_replicas`` and ``transfers`` tables. State mach
     transfer  queued ──budget granted──▶ active ──▶ done | failed   (failed may be retried:
               a new transfer resumes from the bytes already on disk)
 
-A dataset ID is ``name@version``. Only ``complete`` replicas count for placement.
+A dataset ID is ``name@version`` (unique across workspaces). A dataset belongs to one
+workspace: ``workspaces`` arguments narrow reads to those (None: every workspace, for
+admins and the hub itself). Only ``complete`` replicas count for placement.
 Timestamps are epoch seconds.
 """
 
@@ -39,12 +41,15 @@ class DataStore:
         self.engine = engine
 
     # -- datasets ------------------------------------------------------------------
-    def register(self, name: str, version: str, region: str, path: str, by: str) -> Row:
+    def register(
+        self, name: str, version: str, region: str, path: str, by: str, workspace: str
+    ) -> Row:
         did, now = dataset_id(name, version), time.time()
         row: Row = {
             "id": did,
             "name": name,
             "version": version,
+            "workspace": workspace,
             "state": "scanning",
             "origin_region": region,
             "size_bytes": 0,
@@ -65,14 +70,19 @@ class DataStore:
             c.execute(t.dataset_replicas.insert().values(**_replica(did, region, "scanning", path)))
         return row
 
-    def get(self, did: str) -> Row | None:
+    def get(self, did: str, workspaces: list[str] | None = None) -> Row | None:
+        q = sa.select(t.datasets).where(t.datasets.c.id == did)
+        if workspaces is not None:
+            q = q.where(t.datasets.c.workspace.in_(workspaces))
         with self.engine.connect() as c:
-            r = c.execute(sa.select(t.datasets).where(t.datasets.c.id == did)).first()
+            r = c.execute(q).first()
         return dict(r._mapping) if r else None
 
-    def all(self) -> list[Row]:
+    def all(self, workspaces: list[str] | None = None) -> list[Row]:
+        q = sa.select(t.datasets).order_by(t.datasets.c.id)
+        if workspaces is not None:
+            q = q.where(t.datasets.c.workspace.in_(workspaces))
         with self.engine.connect() as c:
-            q = sa.select(t.datasets).order_by(t.datasets.c.id)
             return [dict(r._mapping) for r in c.execute(q)]
 
     def set_manifest(
@@ -162,7 +172,8 @@ class DataStore:
             }
             row["id"] = c.execute(t.transfers.insert().values(**row)).inserted_primary_key[0]  # type: ignore[index]
             key = (t.dataset_replicas.c.dataset_id == did, t.dataset_replicas.c.region == dst)
-            if c.execute(t.dataset_replicas.update().where(*key).values(state="queued")).rowcount:
+            again = t.dataset_replicas.update().where(*key).values(state="queued", path=path)
+            if c.execute(again).rowcount:
                 return row
             c.execute(t.dataset_replicas.insert().values(**_replica(did, dst, "queued", path)))
         return row

@@ -202,6 +202,24 @@ class RunStore:
         with self.engine.connect() as c:
             return _rows(c.execute(q))
 
+    def moved_attempts(self) -> list[Row]:
+        """Ended attempts that continued a run on another cluster than its previous
+        attempt: ``token, state, ended_at, cluster_id, prev_cluster_id``."""
+        a, prev = t.attempts.alias("a"), t.attempts.alias("prev")
+        q = (
+            sa.select(
+                a.c.token,
+                a.c.state,
+                a.c.ended_at,
+                a.c.cluster_id,
+                prev.c.cluster_id.label("prev_cluster_id"),
+            )
+            .join(prev, sa.and_(prev.c.run_id == a.c.run_id, prev.c.number == a.c.number - 1))
+            .where(a.c.cluster_id != prev.c.cluster_id, a.c.ended_at.is_not(None))
+        )
+        with self.engine.connect() as c:
+            return _rows(c.execute(q))
+
     def attempts_on_cluster(self, cluster_id: str, *, unreleased: bool = True) -> list[Row]:
         q = sa.select(t.attempts).where(t.attempts.c.cluster_id == cluster_id)
         if unreleased:

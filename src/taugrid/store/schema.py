@@ -241,6 +241,7 @@ datasets = sa.Table(
     sa.Column("id", sa.String(160), primary_key=True),  # name@version
     sa.Column("name", sa.String(128), nullable=False, index=True),
     sa.Column("version", sa.String(31), nullable=False),
+    sa.Column("workspace", sa.String(64), nullable=False, index=True, server_default="default"),
     sa.Column("state", sa.String(16), nullable=False),  # scanning | ready | failed
     sa.Column("origin_region", sa.String(64), nullable=False),
     sa.Column("size_bytes", sa.BigInteger, nullable=False, default=0),

@@ -1,0 +1,374 @@
+"""Discrete-event simulation of a multi-region scenario through ``scheduling.cycle``.
+
+Every placement is a ``cycle.schedule`` call on a ``Snapshot`` built the way the hub
+builds one (``hub.scheduler.build_snapshot`` + ``hub.data_view``): one ``ClusterView``
+per pool with its nodes' free GPUs, price, inbound links as a probe would measure them
+now, the datasets with a complete replica in its region, and when its running jobs are
+expected to give GPUs back (from their *declared* runtime limit, as the hub does); one
+``PendingRun`` per waiting job with its dataset need and ``wait_near_data_s``. Quota is
+unlimited (one team), so admission never holds a job back: placement is what differs.
+
+Model (nothing sleeps; the clock jumps from event to event — arrivals, transfer ends,
+job ends — and a cycle runs at each):
+
+- A placed job holds its GPUs at once. If its dataset has no replica in the region it
+  waits for a copy: from the replica whose link gives the most bytes/s now, at
+  ``link bandwidth / transfers on the link`` (fair sharing, recomputed at every event),
+  billed ``size x egress $/GB`` once. A copy already on its way is shared, and once
+  done the region keeps the replica (a cache; nothing is evicted).
+- Then it runs for its duration on A100s / the pool's GPU speed (``GPU_SPEED``).
+  JCT = finish - submit (queueing + transfer + run).
+- Measured links: ``bandwidth / (transfers on the link + 1)`` — what a probe sees.
+
+A run is placed on one cluster, hence one region: ``sync`` jobs never span regions
+(nor do the others; the core places whole runs).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import numpy as np
+
+from taugrid.scheduling import cycle, plugins_data, policies_baseline
+from taugrid.scheduling import snapshot as snap
+from taugrid.sim import mr_scenario as sc
+
+__all__ = ["ABLATIONS", "POLICIES", "Placement", "Result", "compare", "mean", "simulate"]
+
+POLICIES = (*policies_baseline.BASELINES, "TauGrid")
+ABLATIONS = ("TauGrid+speed",)
+"""Not compared as policies: the default with the fix this simulation suggests."""
+TEAM = "sim"
+_ROOM = 1e12  # CPUs and memory are not modelled: every node has plenty
+_EPS = 1e-6
+
+
+@dataclasses.dataclass(frozen=True)
+class Placement:
+    """Where and when one job went; ``moved_bytes``: copies its placement started."""
+
+    job_id: str
+    cluster_id: str
+    region: str
+    submit: float
+    placed: float
+    start: float
+    finish: float
+    moved_bytes: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Result:
+    policy: str
+    jobs: int
+    avg_jct: float
+    p50_jct: float
+    p99_jct: float
+    avg_wait: float
+    """Mean seconds from submission to placement."""
+    avg_transfer: float
+    """Mean seconds from placement to start (waiting for data)."""
+    bytes_moved: int
+    egress_cost: float
+    gpu_cost: float
+    """$ of GPU time held (placement to finish) at each pool's price."""
+    utilisation: float
+    """GPU-seconds of work done / (all GPUs x first submission to last finish)."""
+    cycles: int
+    placements: tuple[Placement, ...]
+
+
+@dataclasses.dataclass
+class _Copy:
+    dataset: str
+    src: str
+    dst: str
+    remaining: float
+    waiting: list[str]
+
+
+@dataclasses.dataclass
+class _Held:
+    job: sc.Job
+    cluster: str
+    region: str
+    placed: float
+    alloc: list[tuple[int, float]]
+    moved: int = 0
+    start: float | None = None
+
+
+class _World:
+    """Mutable state of one simulation: nodes, replicas, copies, jobs."""
+
+    def __init__(self, scenario: sc.Scenario, policy: cycle.Policy) -> None:
+        self.s, self.policy = scenario, policy
+        self.bps, self.egress = scenario.link_bps(), scenario.egress_per_gb()
+        self.pools = {p.cluster_id: p for p in scenario.pools}
+        self.nodes = {
+            p.cluster_id: [
+                snap.NodeView(
+                    f"{p.cluster_id}-{i}",
+                    p.gpu_model,
+                    p.gpus_per_node,
+                    p.gpus_per_node,
+                    _ROOM,
+                    _ROOM,
+                )
+                for i in range(p.nodes)
+            ]
+            for p in scenario.pools
+        }
+        self.replicas = {d.name: {d.home} for d in scenario.datasets}
+        self.sizes = {d.name: d.size_bytes for d in scenario.datasets}
+        self.copies: dict[tuple[str, str], _Copy] = {}
+        self.pending: dict[str, sc.Job] = {}
+        self.admitted: set[str] = set()
+        self.held: dict[str, _Held] = {}
+        self.done: list[Placement] = []
+        self.moved, self.egress_cost, self.cycles = 0, 0.0, 0
+
+    # -- links and copies -------------------------------------------------------------
+
+    def _load(self, src: str, dst: str) -> int:
+        return sum(1 for c in self.copies.values() if (c.src, c.dst) == (src, dst))
+
+    def _rate(self, c: _Copy) -> float:
+        return self.bps[(c.src, c.dst)] / self._load(c.src, c.dst)
+
+    def next_copy_end(self, now: float) -> float:
+        return min(
+            (now + c.remaining / self._rate(c) for c in self.copies.values()), default=math.inf
+        )
+
+    def advance(self, dt: float) -> None:
+        rates = {k: self._rate(c) for k, c in self.copies.items()}
+        for k, c in self.copies.items():
+            c.remaining -= rates[k] * dt
+
+    def _start_copy(self, dataset: str, dst: str, job_id: str) -> int:
+        """Join a copy on its way, or start one from the fastest replica; bytes started."""
+        key = (dataset, dst)
+        if key in self.copies:
+            self.copies[key].waiting.append(job_id)
+            return 0
+        src = max(
+            sorted(self.replicas[dataset]),
+            key=lambda r: self.bps[(r, dst)] / (self._load(r, dst) + 1),
+        )
+        size = self.sizes[dataset]
+        self.copies[key] = _Copy(dataset, src, dst, float(size), [job_id])
+        self.egress_cost += size / 1e9 * self.egress[(src, dst)]
+        self.moved += size
+        return size
+
+    def finish_copies(self, now: float) -> None:
+        for key, c in list(self.copies.items()):
+            if c.remaining <= _EPS * self.sizes[c.dataset] + _EPS:
+                del self.copies[key]
+                self.replicas[c.dataset].add(c.dst)
+                for job_id in c.waiting:
+                    self.held[job_id].start = now
+
+    # -- jobs ---------------------------------------------------------------------------
+
+    def _runtime(self, h: _Held) -> float:
+        return h.job.duration / self.pools[h.cluster].speed
+
+    def next_job_end(self) -> float:
+        ends = [h.start + self._runtime(h) for h in self.held.values() if h.start is not None]
+        return min(ends, default=math.inf)
+
+    def finish_jobs(self, now: float) -> None:
+        for job_id, h in list(self.held.items()):
+            if h.start is None or h.start + self._runtime(h) > now + _EPS:
+                continue
+            del self.held[job_id]
+            nodes = self.nodes[h.cluster]
+            for i, gpus in h.alloc:
+                nodes[i] = dataclasses.replace(nodes[i], gpus_free=nodes[i].gpus_free + gpus)
+            end = h.start + self._runtime(h)
+            self.done.append(
+                Placement(
+                    job_id, h.cluster, h.region, h.job.submit, h.placed, h.start, end, h.moved
+                )
+            )
+
+    def place(self, job: sc.Job, run: snap.PendingRun, cluster_id: str, now: float) -> None:
+        pool = self.pools[cluster_id]
+        view = snap.ClusterView(cluster_id, pool.region, True, tuple(self.nodes[cluster_id]))
+        after = cycle.reserve(run, view).nodes
+        alloc = [
+            (i, b.gpus_free - a.gpus_free)
+            for i, (b, a) in enumerate(zip(view.nodes, after, strict=True))
+            if b.gpus_free != a.gpus_free
+        ]
+        self.nodes[cluster_id] = list(after)
+        h = _Held(job, cluster_id, pool.region, now, alloc)
+        self.held[job.job_id] = h
+        if job.dataset is None or pool.region in self.replicas[job.dataset]:
+            h.start = now
+        else:
+            h.moved = self._start_copy(job.dataset, pool.region, job.job_id)
+        del self.pending[job.job_id]
+
+    # -- the snapshot, as the hub builds it ---------------------------------------------
+
+    def _links(self, region: str) -> tuple[snap.LinkView, ...]:
+        return tuple(
+            snap.LinkView(
+                src,
+                self.bps[(src, region)] / (self._load(src, region) + 1),
+                egress_cost_per_gb=self.egress[(src, region)],
+            )
+            for src in self.s.regions
+            if src != region
+        )
+
+    def _releases(self, cluster_id: str, now: float) -> tuple[tuple[float, float], ...]:
+        out = []
+        for h in self.held.values():
+            if h.cluster != cluster_id:
+                continue
+            if h.start is not None:
+                begins = h.start
+            else:
+                c = self.copies[(h.job.dataset or "", h.region)]
+                begins = now + c.remaining / self._rate(c)
+            out.append((max(0.0, begins + h.job.declared - now), float(h.job.gpus)))
+        return tuple(sorted(out))
+
+    def _cluster(self, p: sc.Pool, now: float) -> snap.ClusterView:
+        held = tuple(sorted(d for d, regions in self.replicas.items() if p.region in regions))
+        return snap.ClusterView(
+            p.cluster_id,
+            p.region,
+            ready=True,
+            nodes=tuple(self.nodes[p.cluster_id]),
+            cost_per_gpu_hour=p.price,
+            links=self._links(p.region),
+            datasets=held,
+            releases=self._releases(p.cluster_id, now),
+        )
+
+    def snapshot(self, now: float) -> snap.Snapshot:
+        models = sorted({p.gpu_model for p in self.s.pools})
+        # Unlimited quota: admission never holds a job back, placement decides.
+        quotas = tuple(snap.QuotaView(TEAM, m, 10**9, 0) for m in models)
+        clusters = tuple(self._cluster(p, now) for p in self.s.pools)
+        return snap.Snapshot(now=now, clusters=clusters, quotas=quotas)
+
+    def run_view(self, job: sc.Job) -> snap.PendingRun:
+        needs: tuple[snap.DataNeed, ...] = ()
+        if job.dataset is not None:
+            regions = tuple(sorted(self.replicas[job.dataset]))
+            needs = (snap.DataNeed(job.dataset, self.sizes[job.dataset], regions),)
+        return snap.PendingRun(
+            run_id=job.job_id,
+            team=TEAM,
+            priority=0,
+            created_at=job.submit,
+            workers=job.workers,
+            gpus_per_worker=job.gpus_per_worker,
+            cpus_per_worker=0.0,
+            memory_per_worker=0.0,
+            gpu_model=job.gpu_model,
+            admitted=job.job_id in self.admitted,
+            datasets=needs,
+        )
+
+    def cycle(self, now: float) -> None:
+        """Phases 1-5 through the shared core, then dispatch what it placed."""
+        if not self.pending:
+            return
+        snapshot = self.snapshot(now)
+        runs = []
+        for job in self.pending.values():
+            run = self.run_view(job)
+            if run.datasets:  # as hub.data_view.near_data
+                wait = plugins_data.wait_near_data(run, snapshot.clusters)
+                run = dataclasses.replace(run, wait_near_data_s=wait)
+            runs.append(run)
+        by_id = {r.run_id: r for r in runs}
+        self.cycles += 1
+        for d in cycle.schedule(snapshot, runs, self.policy):
+            if d.outcome is cycle.Outcome.PLACED and d.cluster_id is not None:
+                self.place(self.pending[d.run_id], by_id[d.run_id], d.cluster_id, now)
+            elif d.outcome is cycle.Outcome.ADMITTED:
+                self.admitted.add(d.run_id)
+
+
+def simulate(scenario: sc.Scenario, policy_name: str, policy: cycle.Policy | None = None) -> Result:
+    """Replay ``scenario`` under one policy of ``POLICIES`` (or ``policy``, so named).
+
+    Deterministic: the same scenario and policy give the same result.
+    """
+    order = tuple(p.cluster_id for p in scenario.pools)
+    speeds = tuple(sorted(sc.GPU_SPEED.items()))
+    policy = policy or policies_baseline.make_policy(policy_name, order, speeds)
+    world = _World(scenario, policy)
+    jobs = sorted(scenario.jobs, key=lambda j: (j.submit, j.job_id))
+    now, nxt = 0.0, 0
+    while nxt < len(jobs) or world.pending or world.held:
+        arrival = jobs[nxt].submit if nxt < len(jobs) else math.inf
+        t = min(arrival, world.next_job_end(), world.next_copy_end(now))
+        if math.isinf(t):
+            stuck = ", ".join(sorted(world.pending)[:5])
+            raise RuntimeError(f"jobs {stuck} wait but no pool can ever run them")
+        world.advance(t - now)
+        now = t
+        world.finish_copies(now)
+        world.finish_jobs(now)
+        while nxt < len(jobs) and jobs[nxt].submit <= now:
+            world.pending[jobs[nxt].job_id] = jobs[nxt]
+            nxt += 1
+        world.cycle(now)
+    return _result(policy_name, scenario, world)
+
+
+def _result(policy: str, scenario: sc.Scenario, world: _World) -> Result:
+    done = sorted(world.done, key=lambda p: p.job_id)
+    jct = np.array([p.finish - p.submit for p in done])
+    work = {j.job_id: j for j in scenario.jobs}
+    span = max(p.finish for p in done) - min(p.submit for p in done) or 1.0
+    served = sum(work[p.job_id].gpus * (p.finish - p.start) for p in done)
+    prices = {p.cluster_id: p.price for p in scenario.pools}
+    gpu_cost = sum(
+        work[p.job_id].gpus * (p.finish - p.placed) / 3600 * prices[p.cluster_id] for p in done
+    )
+    return Result(
+        policy=policy,
+        jobs=len(done),
+        avg_jct=float(jct.mean()),
+        p50_jct=float(np.percentile(jct, 50)),
+        p99_jct=float(np.percentile(jct, 99)),
+        avg_wait=float(np.mean([p.placed - p.submit for p in done])),
+        avg_transfer=float(np.mean([p.start - p.placed for p in done])),
+        bytes_moved=world.moved,
+        egress_cost=round(world.egress_cost, 4),
+        gpu_cost=round(gpu_cost, 2),
+        utilisation=served / (scenario.total_gpus * span),
+        cycles=world.cycles,
+        placements=tuple(done),
+    )
+
+
+def compare(
+    seeds: list[int], policies: tuple[str, ...] = POLICIES, **shape: Any
+) -> dict[str, list[Result]]:
+    """Each policy on the scenario of each seed (``mr_scenario.generate(seed, **shape)``)."""
+    out: dict[str, list[Result]] = {p: [] for p in policies}
+    for seed in seeds:
+        scenario = sc.generate(seed, **shape)
+        for p in policies:
+            out[p].append(simulate(scenario, p))
+    return out
+
+
+def mean(results: list[Result]) -> dict[str, float]:
+    """Field-wise mean of the numeric fields of ``results`` (one policy, several seeds)."""
+    fields = [f.name for f in dataclasses.fields(Result) if f.type in ("float", "int")]
+    return {f: float(np.mean([getattr(r, f) for r in results])) for f in fields}
