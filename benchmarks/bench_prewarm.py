@@ -155,10 +155,12 @@ def _section(samples: list[Sample], cmd: str, reps: int) -> str:
         )
     return (
         "## Runtime pre-warm\n\n"
-        f"Command: `{cmd}` (2 cores shared with other work; real hub, agent and Ray cluster:\n"
-        f"head {HEAD} without GPUs, one emulated GPU on {GPU}). Each of the {reps} repetitions\n"
-        "per row installs a different pinned `termcolor` version from PyPI, so every run\n"
-        "starts with new requirements. Median (min-max) over the repetitions.\n\n"
+        f"Command: `{cmd}` (2 cores shared with other work; real hub, agent and\n"
+        f"Ray cluster: head {HEAD} without GPUs, one emulated GPU on {GPU}). Each of the\n"
+        f"{reps} repetitions per row installs a different pinned `termcolor` version from\n"
+        "PyPI, so every run starts with new requirements. Median (min-max) over the\n"
+        "repetitions. Ray makes each pip virtualenv by cloning the virtualenv Ray runs in\n"
+        "(here a 1.3 GB venv), so even a 7 kB package costs 20-30 s to prepare.\n\n"
         "| start | placed → RUNNING | submit → RUNNING | runtime preparation |\n"
         "|---|---|---|---|\n" + "\n".join(rows) + "\n\n"
         "*No pre-warm*: Ray builds the virtualenv when the job starts. *Prepared on\n"
