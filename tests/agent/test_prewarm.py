@@ -193,11 +193,12 @@ def test_agent_restart_keeps_warm_runtimes_and_a_node_restart_clears_them(
         restarted = prewarm.Prewarmer(backend, tmp_path)  # a new agent process, same state dir
         assert restarted.warm_keys(backend.inventory()) == [key_of(PIP)]
         ray_cluster.kill_node(1)  # the GPU node dies; its replacement has an empty cache
-        ray_cluster.add_node(ray_local.NodeShape(ip="127.0.0.82", num_cpus=4, num_gpus=1))
+        idx = ray_cluster.add_node(ray_local.NodeShape(ip="127.0.0.82", num_cpus=4, num_gpus=1))
+        fresh = bh.wait_for(lambda: ray_cluster.node_ids().get(idx), what="the new node's id")
         bh.wait_for(
-            lambda: len(prewarm.target_nodes(backend.inventory())) == 1,
+            lambda: prewarm.target_nodes(backend.inventory()) == [fresh],
             timeout=60,
-            what="the new GPU node to be the only target",
+            what="the new GPU node to be the only target (the old one DEAD)",
         )
         assert restarted.warm_keys(backend.inventory()) == []
         assert restarted.ensure(key_of(PIP), [PIP]) is prewarm.RuntimeState.PREPARING
