@@ -29,7 +29,7 @@ lint: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest -q
 
-test: lint unit
+test: lint unit bench-quick
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.run_all
