@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 
 from taugrid.platform import models as pm
 
@@ -26,7 +27,9 @@ __all__ = [
     "NodeView",
     "PendingRun",
     "QuotaView",
+    "Shape",
     "Snapshot",
+    "node_slots",
 ]
 
 
@@ -46,6 +49,28 @@ class NodeView:
     @property
     def usable(self) -> bool:
         return self.healthy and self.alive
+
+
+Shape = tuple[str | None, int, float, float]
+"""One worker's request: (GPU model or None for any, GPUs, CPUs, memory)."""
+
+
+def node_slots(n: NodeView, shape: Shape, *, use_free: bool = True) -> float:
+    """Workers of ``shape`` that fit on node ``n`` on its own (inf: the shape needs nothing)."""
+    model, gpus, cpus, memory = shape
+    if not (n.healthy and n.alive) or (model is not None and n.gpu_model != model):
+        return 0
+    have = n.gpus_free if use_free else n.gpus_total
+    if have < gpus or n.cpus_free < cpus or n.memory_free < memory:
+        return 0  # the common case (and a negative amount where nothing is asked)
+    count = math.inf
+    if gpus > 0:
+        count = have // gpus
+    if cpus > 0:
+        count = min(count, n.cpus_free // cpus)
+    if memory > 0:
+        count = min(count, n.memory_free // memory)
+    return count
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,6 +118,54 @@ class ClusterView:
         return next((link for link in self.links if link.source == region), None)
 
     @functools.cached_property
+    def _slot_counts(self) -> dict[tuple[Shape, bool], float]:
+        """Memo of ``slots`` (the view is immutable, so it never goes stale)."""
+        return {}
+
+    def slots(self, shape: Shape, *, use_free: bool = True) -> float:
+        """Workers of ``shape`` that fit on the usable nodes (first fit; inf: no needs).
+
+        Identical workers fill nodes in order, so first fit places exactly the sum of
+        what each node holds on its own. ``use_free=False`` counts total GPUs (CPU and
+        memory stay free amounts): whether the shape could ever fit.
+        """
+        memo = self._slot_counts
+        key = (shape, use_free)
+        if key not in memo:
+            memo[key] = sum(node_slots(n, shape, use_free=use_free) for n in self.nodes)
+        return memo[key]
+
+    def with_nodes(self, changed: dict[int, NodeView]) -> ClusterView:
+        """A copy with the nodes at ``changed`` positions replaced (capacity taken).
+
+        The memoised GPU totals and slot counts are carried over by difference on the
+        changed nodes instead of being counted again over every node.
+        """
+        nodes = list(self.nodes)
+        for i, n in changed.items():
+            nodes[i] = n
+        view = dataclasses.replace(self, nodes=tuple(nodes))
+        old = [self.nodes[i] for i in changed]
+        new = list(changed.values())
+        if "_usable_gpus" in self.__dict__:
+            gpus = dict(self._usable_gpus)
+            for a, b in zip(old, new, strict=True):
+                for key in {a.gpu_model, None}:
+                    if a.usable and key in gpus:
+                        t, f = gpus[key]
+                        gpus[key] = (t, f - a.gpus_free + b.gpus_free)
+            view.__dict__["_usable_gpus"] = gpus
+        counts = view._slot_counts
+        for (shape, use_free), total in self._slot_counts.items():
+            delta = sum(
+                node_slots(a, shape, use_free=use_free) - node_slots(b, shape, use_free=use_free)
+                for a, b in zip(old, new, strict=True)
+            )
+            if not math.isinf(total) and not math.isnan(delta):
+                counts[(shape, use_free)] = total - delta
+        return view
+
+    @functools.cached_property
     def _usable_gpus(self) -> dict[str | None, tuple[float, float]]:
         """(total, free) GPUs on usable nodes, per model and for any model (key None)."""
         out: dict[str | None, tuple[float, float]] = {}
@@ -132,6 +205,31 @@ class PendingRun:
     @property
     def total_gpus(self) -> int:
         return self.workers * self.gpus_per_worker
+
+    @property
+    def shape(self) -> Shape:
+        """One worker's request (the model only matters when it asks for GPUs)."""
+        model = self.gpu_model if self.gpus_per_worker else None
+        return (model, self.gpus_per_worker, self.cpus_per_worker, self.memory_per_worker)
+
+    @functools.cached_property
+    def request(self) -> tuple[object, ...]:
+        """Every field placement plugins may read: all but identity and queue position.
+
+        Two runs with the same ``request`` get the same verdict from every cluster, so a
+        cycle computes it once (plugins must not read ``run_id``, ``priority``,
+        ``created_at``, ``admitted`` or ``not_before``).
+        """
+        return (
+            self.team,
+            self.workers,
+            self.gpu_model,
+            self.shape,
+            self.allowed_regions,
+            self.datasets,
+            self.runtime_key,
+            self.wait_near_data_s,
+        )
 
 
 @dataclasses.dataclass(frozen=True)
