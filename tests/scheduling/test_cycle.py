@@ -19,7 +19,9 @@ def node(i: int, free: float, model: str = "A100", cpus: float = 32) -> snap.Nod
 
 
 def pending(i: int, workers: int, gpus: int, model: str | None = "A100") -> snap.PendingRun:
-    return snap.PendingRun(f"r{i:03d}", "t", 0, float(i), workers, gpus, 8, 64, model, admitted=True)
+    return snap.PendingRun(
+        f"r{i:03d}", "t", 0, float(i), workers, gpus, 8, 64, model, admitted=True
+    )
 
 
 def fresh(c: snap.ClusterView) -> snap.ClusterView:
@@ -31,7 +33,11 @@ def test_reserve_takes_workers_first_fit_node_by_node() -> None:
     # 3 workers x 2 GPUs: n0 has 1 free (no room), n1 has 4 (two workers), n2 gets the third;
     # n3 (an H100 node) is never touched.
     c = snap.ClusterView(
-        "c", "r", True, (node(0, 1), node(1, 4), node(2, 8), node(3, 8, "H100")), cost_per_gpu_hour=1
+        "c",
+        "r",
+        True,
+        (node(0, 1), node(1, 4), node(2, 8), node(3, 8, "H100")),
+        cost_per_gpu_hour=1,
     )
     after = cycle.reserve(pending(0, 3, 2), c)
     assert [n.gpus_free for n in after.nodes] == [1, 0, 6, 8]

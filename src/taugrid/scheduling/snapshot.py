@@ -16,6 +16,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+from collections.abc import Collection, Mapping
+from typing import Any
 
 from taugrid.platform import models as pm
 
@@ -29,6 +31,8 @@ __all__ = [
     "QuotaView",
     "Shape",
     "Snapshot",
+    "cluster_from_report",
+    "links_from_report",
     "node_slots",
 ]
 
@@ -276,3 +280,70 @@ class Snapshot:
     clusters: tuple[ClusterView, ...]
     quotas: tuple[QuotaView, ...]
     admitted: tuple[AdmittedRun, ...] = ()
+
+
+def links_from_report(report: Mapping[str, Any]) -> tuple[LinkView, ...]:
+    """Inbound links of a cluster from the probe results of its state report.
+
+    ``probes``: peer region → ``throughput_mbps``, ``rtt_ms``, ``measured_at``,
+    ``egress_cost_per_gb`` (a payload downloaded *from* the peer: the direction data
+    moves in). Peers never measured (no positive throughput) are left out.
+    """
+    out = []
+    for peer, p in sorted((report.get("probes") or {}).items()):
+        mbps = float(p.get("throughput_mbps", 0.0))
+        if mbps > 0:
+            out.append(
+                LinkView(
+                    source=peer,
+                    throughput_bps=mbps * 1e6 / 8,
+                    rtt_s=float(p.get("rtt_ms", 0.0)) / 1000,
+                    measured_at=float(p.get("measured_at", 0.0)),
+                    egress_cost_per_gb=float(p.get("egress_cost_per_gb", 0.0)),
+                )
+            )
+    return tuple(out)
+
+
+def cluster_from_report(
+    cluster_id: str,
+    region: str,
+    ready: bool,
+    report: Mapping[str, Any],
+    *,
+    faulty: Collection[str] = (),
+    datasets: tuple[str, ...] = (),
+    releases: tuple[tuple[float, float], ...] = (),
+) -> ClusterView:
+    """A cluster as its agent's latest state report (``payloads.StateReport``) shows it.
+
+    The one translation from report to view, shared by the hub and the simulator so
+    both decide on the same snapshot. ``faulty``: node IDs with an open fault mark;
+    ``datasets`` and ``releases`` come from the dataset registry and active attempts,
+    which the report does not carry.
+    """
+    nodes = tuple(
+        NodeView(
+            node_id=n["node_id"],
+            gpu_model=n.get("gpu_model"),
+            gpus_total=float(n.get("gpus_total", 0)),
+            gpus_free=float(n.get("gpus_free", 0)),
+            cpus_free=float(n.get("cpus_free", 0)),
+            memory_free=float(n.get("memory_free", 0)),
+            healthy=n["node_id"] not in faulty and bool(n.get("healthy", True)),
+            alive=bool(n.get("alive", True)),
+        )
+        for n in report.get("nodes", [])
+    )
+    return ClusterView(
+        cluster_id=cluster_id,
+        region=region,
+        ready=ready,
+        nodes=nodes,
+        cost_per_gpu_hour=float(report.get("cost_per_gpu_hour", 0.0)),
+        queued=int(report.get("queued_jobs", 0)),
+        links=links_from_report(report),
+        datasets=datasets,
+        warm_runtimes=tuple(report.get("cached_runtimes", ())),
+        releases=releases,
+    )
