@@ -22,7 +22,7 @@ Policies (``make_policy`` names):
   same GPU count, then of all jobs, then to the attained time itself — "as long
   again", which demotes a job that outlives its estimate like LAS). Rank =
   GPUs^1.25 x that estimate: GPU-time still to serve, smallest first, big jobs a little
-  further back (they hold many GPUs at once). A low quantile (q = 0.1) is optimistic —
+  further back (they hold many GPUs at once). A low quantile (q = 0.15) is optimistic —
   a job is ranked by how soon it *could* finish — which keeps short jobs fast like LAS
   while ranking jobs of groups that lately ran long behind fresh jobs of short-running
   groups.
@@ -164,7 +164,7 @@ class DurationHistory:
         groups: int,
         families: int = 0,
         *,
-        quantile: float = 0.1,
+        quantile: float = 0.15,
         min_samples: int = 20,
         refresh: int = 1,
         window: int | None = 100,
