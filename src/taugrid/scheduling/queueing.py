@@ -21,7 +21,7 @@ Policies (``make_policy`` names):
   ``quantile_q(D | D > attained) - attained`` (falling back to the recent jobs of the
   same GPU count, then of all jobs, then to the attained time itself — "as long
   again", which demotes a job that outlives its estimate like LAS). Rank =
-  GPUs^1.25 x that estimate: GPU-time still to serve, smallest first, big jobs a little
+  GPUs^1.35 x that estimate: GPU-time still to serve, smallest first, big jobs a little
   further back (they hold many GPUs at once). A low quantile (q = 0.15) is optimistic —
   a job is ranked by how soon it *could* finish — which keeps short jobs fast like LAS
   while ranking jobs of groups that lately ran long behind fresh jobs of short-running
@@ -240,7 +240,7 @@ class TauGridQueue:
     history: DurationHistory
     name: str = "TauGrid"
     preemptive: bool = True
-    gpu_power: float = 1.25
+    gpu_power: float = 1.35
 
     def rank(self, jobs: ActiveJobs, now: float) -> FloatArray:
         left = self.history.remaining(jobs.group, jobs.executed, jobs.family)
