@@ -50,9 +50,10 @@ configuration being tuned at that time:
 | a job past its estimate conditioned on the next bin, not 'as long again' | 1.401 |
 
 The target (≤ 1.2) is met at the tuned point only: its neighbours are 1.202-1.206, so
-read TauGrid as about 1.20 x SRTF. Recent jobs predict better than all past ones: the median of a group's last 10
-finished jobs (finish = submission + duration) has a Spearman correlation of 0.66 with
-the next job's duration against 0.45 for the all-time median. The gap left is in jobs over a day on 8+ GPUs (SRTF
+read TauGrid as about 1.20 x SRTF. Recent jobs predict better than all past ones: the
+median of a group's last 10 finished jobs (finish = submission + duration) has a
+Spearman correlation of 0.66 with the next job's duration against 0.45 for the
+all-time median. The gap left is in jobs over a day on 8+ GPUs (SRTF
 knows which are nearly done); TauGrid is ahead of SRTF on long 1-GPU jobs.
 """
 
