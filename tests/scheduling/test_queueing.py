@@ -26,6 +26,7 @@ def jobs(
         duration=np.array(duration if duration else [math.nan] * n, dtype=float),
         group=np.zeros(n, dtype=np.int64),
         running=np.array(running if running else [False] * n),
+        family=np.zeros(n, dtype=np.int64),
     )
 
 
@@ -60,6 +61,16 @@ def test_history_learns_conditional_quantiles() -> None:
     assert left[1] == pytest.approx(1900.0)  # median of those above 100 s, minus 100
     empty = q.DurationHistory(1)
     assert empty.remaining(np.zeros(1, dtype=np.int64), np.array([500.0]))[0] == 500.0
+
+
+def test_history_keeps_only_the_recent_window_and_falls_back_to_the_family() -> None:
+    h = q.DurationHistory(2, 1, quantile=0.5, min_samples=3, window=3)
+    for d in [1000.0, 1000.0, 1000.0, 10.0, 20.0, 30.0]:  # group 0: the last three are short
+        h.record(0, d, family=0)
+    left = h.remaining(np.array([0, 1]), np.zeros(2), np.array([0, 0]))
+    assert left[0] == pytest.approx(20.0)  # median of 10, 20, 30: the 1000 s jobs are gone
+    # group 1 has no history: its family (the same three recent jobs) answers
+    assert left[1] == pytest.approx(20.0)
 
 
 def test_taugrid_ranks_by_gpus_times_estimate() -> None:

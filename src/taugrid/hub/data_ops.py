@@ -25,6 +25,7 @@ from taugrid.dataplane import budget, objstore, wire
 from taugrid.hub import context, data_view, runs, scheduler
 from taugrid.lifecycle import states as st
 from taugrid.scheduling import cycle, plugins_data
+from taugrid.scheduling import snapshot as snap
 from taugrid.store import data as store_data
 
 __all__ = [
@@ -54,7 +55,7 @@ def _capacity(hub: context.Hub) -> dict[budget.Link, float]:
     """(source, destination) → measured bytes/s, from each destination's probe report."""
     out: dict[budget.Link, float] = {}
     for c in hub.clusters.all():
-        for link in data_view.links(c["report"]):
+        for link in snap.links_from_report(c["report"]):
             out[(link.source, c["region"])] = link.throughput_bps
     return out
 

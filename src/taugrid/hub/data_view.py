@@ -1,13 +1,10 @@
 """What the data-aware plugins need in the scheduling snapshot, read from the hub's state.
 
-Owns the translation of agent reports and the dataset registry into the defaulted
-snapshot fields of ``scheduling.snapshot`` (the pure core never reads the store):
+Owns the translation of the dataset registry and the active attempts into the defaulted
+snapshot fields of ``scheduling.snapshot`` (the pure core never reads the store); the
+agent's state report itself becomes a view in ``snapshot.cluster_from_report``:
 
-- ``ClusterView.links`` from the cluster's own probe results (``StateReport.probes``:
-  peer region → ``throughput_mbps``, ``rtt_ms``, ``measured_at``, ``egress_cost_per_gb``,
-  measured by downloading a payload *from* the peer, i.e. the direction data moves in);
 - ``ClusterView.datasets`` from complete replicas in the cluster's region;
-- ``ClusterView.warm_runtimes`` from ``StateReport.cached_runtimes``;
 - ``ClusterView.releases`` from the cluster's active attempts: each gives its GPUs back
   at its ``max_runtime`` (or ``DEFAULT_RUN_S`` when it has none) after it started;
 - ``PendingRun.datasets`` / ``runtime_key`` from the run's spec, and
@@ -28,29 +25,10 @@ from taugrid.store import data as store_data
 if TYPE_CHECKING:
     from taugrid.hub import context
 
-__all__ = ["DEFAULT_RUN_S", "cluster_fields", "links", "near_data", "with_needs"]
+__all__ = ["DEFAULT_RUN_S", "cluster_fields", "near_data", "with_needs"]
 
 DEFAULT_RUN_S = 3600.0
 _ACTIVE = {s.value for s in st.ACTIVE_ATTEMPT_STATES}
-
-
-def links(report: dict[str, Any]) -> tuple[snap.LinkView, ...]:
-    """Inbound links of a cluster from its latest probe results."""
-    out = []
-    for peer, p in sorted((report.get("probes") or {}).items()):
-        mbps = float(p.get("throughput_mbps", 0.0))
-        if mbps <= 0:
-            continue
-        out.append(
-            snap.LinkView(
-                source=peer,
-                throughput_bps=mbps * 1e6 / 8,
-                rtt_s=float(p.get("rtt_ms", 0.0)) / 1000,
-                measured_at=float(p.get("measured_at", 0.0)),
-                egress_cost_per_gb=float(p.get("egress_cost_per_gb", 0.0)),
-            )
-        )
-    return tuple(out)
 
 
 def _releases(hub: context.Hub, cluster_id: str, now: float) -> tuple[tuple[float, float], ...]:
@@ -72,11 +50,8 @@ def _releases(hub: context.Hub, cluster_id: str, now: float) -> tuple[tuple[floa
 def cluster_fields(hub: context.Hub, row: dict[str, Any], now: float) -> dict[str, Any]:
     """Keyword fields for ``snap.ClusterView`` of one cluster row."""
     held = store_data.DataStore(hub.engine).complete_regions()
-    report = row["report"]
     return {
-        "links": links(report),
         "datasets": tuple(sorted(d for d, regions in held.items() if row["region"] in regions)),
-        "warm_runtimes": tuple(report.get("cached_runtimes", ())),
         "releases": _releases(hub, row["id"], now),
     }
 

@@ -29,22 +29,6 @@ __all__ = ["Scheduler", "build_snapshot", "pending_view", "tick"]
 log = logging.getLogger(__name__)
 
 
-def _nodes(report: dict[str, Any], faulty: set[str]) -> tuple[snap.NodeView, ...]:
-    return tuple(
-        snap.NodeView(
-            node_id=n["node_id"],
-            gpu_model=n.get("gpu_model"),
-            gpus_total=float(n.get("gpus_total", 0)),
-            gpus_free=float(n.get("gpus_free", 0)),
-            cpus_free=float(n.get("cpus_free", 0)),
-            memory_free=float(n.get("memory_free", 0)),
-            healthy=n["node_id"] not in faulty and n.get("healthy", True),
-            alive=bool(n.get("alive", True)),
-        )
-        for n in report.get("nodes", [])
-    )
-
-
 def pending_view(run: dict[str, Any], hub: context.Hub | None = None) -> snap.PendingRun:
     """The run as the core sees it; with ``hub``, also its datasets and runtime key."""
     s = run["spec"]
@@ -67,13 +51,13 @@ def pending_view(run: dict[str, Any], hub: context.Hub | None = None) -> snap.Pe
 
 def _cluster_view(hub: context.Hub, row: dict[str, Any], now: float) -> snap.ClusterView:
     faulty = {m["node_id"] for m in hub.clusters.open_marks(row["id"])}
-    view = snap.ClusterView(
-        cluster_id=row["id"],
-        region=row["region"],
-        ready=row["state"] == "ready" and row["lease_expires"] > now,
-        nodes=_nodes(row["report"], faulty),
-        cost_per_gpu_hour=float(row["report"].get("cost_per_gpu_hour", 0.0)),
-        queued=int(row["report"].get("queued_jobs", 0)),
+    ready = row["state"] == "ready" and row["lease_expires"] > now
+    view = snap.cluster_from_report(
+        row["id"],
+        row["region"],
+        ready,
+        row["report"],
+        faulty=faulty,
         **data_view.cluster_fields(hub, row, now),
     )
     # Attempts assigned but not yet visible in the agent's report still take room.

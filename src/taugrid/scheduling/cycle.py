@@ -120,14 +120,38 @@ def default_policy() -> Policy:
 
 @dataclasses.dataclass
 class _Work:
-    clusters: dict[str, snap.ClusterView]
-    _weights: dict[str, float] | None = None
+    """A cycle's working state: clusters as reserved so far, and verdicts computed so far.
 
-    def weights(self, policy: Policy) -> dict[str, float]:
-        """The policy's normalised weights, computed once per cycle."""
-        if self._weights is None:
-            self._weights = policy.normalised_weights()
-        return self._weights
+    ``verdicts[cluster_id][run.request]`` is reused by every later run with the same
+    request until a reservation changes that cluster (which clears its entry).
+    """
+
+    clusters: dict[str, snap.ClusterView]
+    policy: Policy
+    weights: dict[str, float] = dataclasses.field(init=False)
+    order: list[str] = dataclasses.field(init=False)
+    verdicts: dict[str, dict[tuple[object, ...], ClusterVerdict]] = dataclasses.field(init=False)
+
+    def __post_init__(self) -> None:
+        self.weights = self.policy.normalised_weights()
+        self.order = sorted(self.clusters)
+        self.verdicts = {c: {} for c in self.order}
+
+    def verdicts_for(self, run: snap.PendingRun) -> tuple[ClusterVerdict, ...]:
+        """Every cluster's verdict for ``run``, in cluster ID order (memoised)."""
+        key, out = run.request, []
+        for cluster_id in self.order:
+            memo = self.verdicts[cluster_id]
+            v = memo.get(key)
+            if v is None:
+                v = _verdict(run, self.clusters[cluster_id], self.policy, self.weights)
+                memo[key] = v
+            out.append(v)
+        return tuple(out)
+
+    def reserve(self, run: snap.PendingRun, cluster_id: str) -> None:
+        self.clusters[cluster_id] = reserve(run, self.clusters[cluster_id])
+        self.verdicts[cluster_id] = {}
 
 
 def _heads(pending: list[snap.PendingRun]) -> list[snap.PendingRun]:
@@ -205,35 +229,40 @@ def _verdict(
 
 
 def reserve(run: snap.PendingRun, cluster: snap.ClusterView) -> snap.ClusterView:
-    nodes = list(cluster.nodes)
-    for _ in range(run.workers):
-        for i, n in enumerate(nodes):
-            one = dataclasses.replace(run, workers=1)
-            if plugins.fits(one, (n,)):
-                nodes[i] = dataclasses.replace(
-                    n,
-                    gpus_free=n.gpus_free - run.gpus_per_worker,
-                    cpus_free=n.cpus_free - run.cpus_per_worker,
-                    memory_free=n.memory_free - run.memory_per_worker,
-                )
-                break
-    return dataclasses.replace(cluster, nodes=tuple(nodes))
+    """``cluster`` with ``run``'s workers taken first fit, node by node in order.
+
+    Workers that fit nowhere are left out (the hub also reserves attempts it has
+    assigned but the agent has not reported yet, which may no longer fit).
+    """
+    shape, left = run.shape, run.workers
+    changed: dict[int, snap.NodeView] = {}
+    for i, n in enumerate(cluster.nodes):
+        if left <= 0:
+            break
+        take = min(left, snap.node_slots(n, shape))
+        if take > 0:
+            changed[i] = dataclasses.replace(
+                n,
+                gpus_free=n.gpus_free - take * run.gpus_per_worker,
+                cpus_free=n.cpus_free - take * run.cpus_per_worker,
+                memory_free=n.memory_free - take * run.memory_per_worker,
+            )
+            left -= int(take)
+    return cluster.with_nodes(changed) if changed else cluster
 
 
-def _place(run: snap.PendingRun, work: _Work, policy: Policy) -> Decision:
-    weights = work.weights(policy)
-    verdicts = tuple(
-        _verdict(run, c, policy, weights)
-        for c in sorted(work.clusters.values(), key=lambda c: c.cluster_id)
-    )
-    ok = [v for v in verdicts if v.ok]
-    if not ok:
+def _place(run: snap.PendingRun, work: _Work) -> Decision:
+    verdicts = work.verdicts_for(run)
+    best: ClusterVerdict | None = None
+    for v in verdicts:
+        if v.ok and (best is None or (v.total, v.cluster_id) > (best.total, best.cluster_id)):
+            best = v
+    if best is None:
         reasons = (
             "; ".join(f"{v.cluster_id}: {v.reason}" for v in verdicts) or "no clusters registered"
         )
         return Decision(run.run_id, Outcome.ADMITTED, None, reasons, verdicts)
-    best = max(ok, key=lambda v: (v.total, v.cluster_id))
-    work.clusters[best.cluster_id] = reserve(run, work.clusters[best.cluster_id])
+    work.reserve(run, best.cluster_id)
     return Decision(
         run.run_id, Outcome.PLACED, best.cluster_id, f"best score {best.total:g}", verdicts
     )
@@ -264,19 +293,19 @@ def _waiting(run: snap.PendingRun, r: adm.WorkloadResult, admission: _Admission)
     )
 
 
-def _decide(run: snap.PendingRun, admission: _Admission, work: _Work, policy: Policy) -> Decision:
+def _decide(run: snap.PendingRun, admission: _Admission, work: _Work) -> Decision:
     if run.run_id in admission.evicted:
         why = admission.why_evicted(run.run_id)
         return Decision(run.run_id, Outcome.WAITING_QUOTA, None, why)
     if run.admitted or run.total_gpus == 0:
-        return _place(run, work, policy)
+        return _place(run, work)
     r = admission.results.get(run.run_id)
     if r is None:
         why = f"team {run.team} has no quota for {run.gpu_model or 'GPUs'}"
         return Decision(run.run_id, Outcome.WAITING_QUOTA, None, why)
     if r.status is not adm.Status.ADMITTED:
         return _waiting(run, r, admission)
-    d = _place(run, work, policy)
+    d = _place(run, work)
     return dataclasses.replace(
         d, borrowed=r.borrowed_of(adm.GPU), flavor=dict(r.assignment).get(adm.GPU)
     )
@@ -286,7 +315,7 @@ def schedule(
     snapshot: snap.Snapshot, pending: list[snap.PendingRun], policy: Policy
 ) -> list[Decision]:
     """Run phases 1-5 over ``pending``; one ``Decision`` per run, in head order."""
-    work = _Work(clusters={c.cluster_id: c for c in snapshot.clusters})
+    work = _Work({c.cluster_id: c for c in snapshot.clusters}, policy)
     heads = _heads(pending)
     due = [r for r in heads if r.not_before <= snapshot.now]
     admission = _admit(snapshot, [r for r in due if not r.admitted and r.total_gpus > 0])
@@ -295,5 +324,5 @@ def schedule(
         if run.not_before > snapshot.now:
             decisions.append(Decision(run.run_id, Outcome.NOT_YET, None, "retry backoff"))
         else:
-            decisions.append(_decide(run, admission, work, policy))
+            decisions.append(_decide(run, admission, work))
     return decisions

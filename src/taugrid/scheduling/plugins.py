@@ -70,33 +70,13 @@ class ScorePlugin(Protocol):
     def score(self, run: snap.PendingRun, cluster: snap.ClusterView) -> float: ...
 
 
-def _slots(have: tuple[float, float, float], need: tuple[float, float, float]) -> float:
-    """How many identical workers of ``need`` fit into ``have`` (gpus, cpus, memory)."""
-    counts = [h // n for h, n in zip(have, need, strict=True) if n > 0]
-    if any(h < 0 for h, n in zip(have, need, strict=True) if n == 0):
-        return 0
-    return min(counts) if counts else float("inf")
+def fits(run: snap.PendingRun, cluster: snap.ClusterView, *, use_free: bool = True) -> bool:
+    """Whether ``run.workers`` identical workers fit on the cluster's usable nodes.
 
-
-def fits(run: snap.PendingRun, nodes: tuple[snap.NodeView, ...], *, use_free: bool = True) -> bool:
-    """Whether ``run.workers`` identical workers fit on usable nodes (free or total capacity).
-
-    Workers are identical, so first-fit places exactly as many as the sum of what each
-    node holds on its own; counting per node avoids building per-node state.
+    ``use_free=False``: on total GPU capacity (could it ever fit). Counted from the
+    view's memoised slot counts (``ClusterView.slots``).
     """
-    need = (float(run.gpus_per_worker), run.cpus_per_worker, run.memory_per_worker)
-    model = run.gpu_model if run.gpus_per_worker else None
-    left: float = run.workers
-    for n in nodes:
-        if not (n.healthy and n.alive) or (model is not None and n.gpu_model != model):
-            continue
-        have = (n.gpus_free if use_free else n.gpus_total, n.cpus_free, n.memory_free)
-        if have[0] < need[0] or have[1] < need[1] or have[2] < need[2]:
-            continue  # the common case, decided without division
-        left -= 1 if left == 1 else _slots(have, need)
-        if left <= 0:
-            return True
-    return False
+    return cluster.slots(run.shape, use_free=use_free) >= run.workers
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,12 +107,11 @@ class FitFilter:
     name: str = "fit"
 
     def filter(self, run: snap.PendingRun, cluster: snap.ClusterView) -> Status:
-        total, free = cluster.gpus(run.gpu_model if run.gpus_per_worker else None)
-        # Cheap bound first: too few free GPUs in the whole cluster means no fit.
-        if free >= run.total_gpus and fits(run, cluster.nodes):
+        if fits(run, cluster):
             return OK
+        total, free = cluster.gpus(run.gpu_model if run.gpus_per_worker else None)
         what = f"{run.workers}x{run.gpus_per_worker} GPU ({run.gpu_model or 'any model'})"
-        if total < run.total_gpus or not fits(run, cluster.nodes, use_free=False):
+        if total < run.total_gpus or not fits(run, cluster, use_free=False):
             return Status(Code.UNSCHEDULABLE, f"{what} never fits: {total:g} usable GPUs")
         return Status(Code.UNSCHEDULABLE, f"{what} does not fit now: {free:g}/{total:g} free")
 

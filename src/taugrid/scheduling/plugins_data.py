@@ -101,7 +101,7 @@ def estimate(
 
 def expected_wait_s(run: snap.PendingRun, cluster: snap.ClusterView) -> float:
     """Seconds until ``cluster`` has the run's GPUs free (``math.inf``: never)."""
-    if plugins.fits(run, cluster.nodes):
+    if plugins.fits(run, cluster):
         return 0.0
     total, free = cluster.gpus(run.gpu_model)
     if total < run.total_gpus:
@@ -146,6 +146,8 @@ class DataMoveFilter:
     default_bps: float = DEFAULT_BPS
 
     def filter(self, run: snap.PendingRun, cluster: snap.ClusterView) -> plugins.Status:
+        if not run.datasets:
+            return plugins.OK
         est = estimate(run, cluster, self.default_bps)
         if est.missing:
             return plugins.Status(
@@ -174,6 +176,8 @@ class DataAffinityScore:
     default_bps: float = DEFAULT_BPS
 
     def score(self, run: snap.PendingRun, cluster: snap.ClusterView) -> float:
+        if not run.datasets:
+            return 100.0
         return half_life_score(estimate(run, cluster, self.default_bps).seconds, self.ref_s)
 
 

@@ -16,13 +16,16 @@ Policies (``make_policy`` names):
   queue of a job is set by its attained GPU-seconds (GPUs x seconds run) against
   ``thresholds``; FIFO inside a queue; preemptive; no oracle.
 - ``TauGrid``: no oracle; learns from history. ``DurationHistory`` keeps the durations of
-  finished jobs per group (virtual cluster, GPU count) and estimates a job's remaining
-  time from the jobs of its group that ran at least as long as it has:
-  ``quantile_q(D | D > attained) - attained`` (falling back to all jobs, then to the
-  attained time itself — "as long again"). Rank = GPUs x that estimate: the GPU-time
-  still to serve, smallest first. A low quantile (q = 0.1) is optimistic — a job is
-  ranked by how soon it *could* finish — which keeps short jobs fast like LAS while
-  ranking jobs of groups known to run long behind fresh jobs of short-running groups.
+  the last 100 finished jobs per group (virtual cluster, GPU count) and estimates a
+  job's remaining time from the jobs of its group that ran at least as long as it has:
+  ``quantile_q(D | D > attained) - attained`` (falling back to the recent jobs of the
+  same GPU count, then of all jobs, then to the attained time itself — "as long
+  again", which demotes a job that outlives its estimate like LAS). Rank =
+  GPUs^1.35 x that estimate: GPU-time still to serve, smallest first, big jobs a little
+  further back (they hold many GPUs at once). A low quantile (q = 0.15) is optimistic —
+  a job is ranked by how soon it *could* finish — which keeps short jobs fast like LAS
+  while ranking jobs of groups that lately ran long behind fresh jobs of short-running
+  groups.
 
 Pure: arrays in, arrays out; no clock (``now`` is an argument), no randomness.
 """
@@ -30,6 +33,7 @@ Pure: arrays in, arrays out; no clock (``now`` is an argument), no randomness.
 from __future__ import annotations
 
 import bisect
+import collections
 import dataclasses
 from collections.abc import Hashable
 from typing import Protocol
@@ -64,7 +68,8 @@ class ActiveJobs:
     """The active jobs at one instant, as parallel arrays.
 
     ``executed``: seconds run so far; ``duration``: true run time (NaN when unknown —
-    only oracle policies read it); ``group``: index into ``groups`` of the history.
+    only oracle policies read it); ``group``: index into ``groups`` of the history;
+    ``family``: index into its ``families`` (wider groups the estimate falls back to).
     """
 
     index: IntArray
@@ -74,6 +79,7 @@ class ActiveJobs:
     duration: FloatArray
     group: IntArray
     running: BoolArray
+    family: IntArray
 
     @property
     def attained(self) -> FloatArray:
@@ -143,14 +149,25 @@ class LeastAttained2D:
 
 
 class DurationHistory:
-    """Durations of finished jobs per group, and conditional-median estimates from them.
+    """Durations of recently finished jobs per group, and conditional quantiles of them.
 
-    ``table[g, b]`` is the ``quantile`` of ``D | D > edges[b]`` for group ``g`` (NaN
-    without ``min_samples`` such jobs); it is rebuilt after every ``refresh`` records.
+    Rows: one per group, one per family (a wider group: the estimate falls back to it),
+    one for all jobs. Each row keeps the last ``window`` durations recorded into it
+    (None: all of them) — recent jobs of a group predict its next ones far better than
+    its whole past does. ``table[row, b]`` is the ``quantile`` of ``D | D > edges[b]``
+    over that row (NaN without ``min_samples`` such jobs); rows changed since the last
+    rebuild are rebuilt after every ``refresh`` records.
     """
 
     def __init__(
-        self, groups: int, *, quantile: float = 0.1, min_samples: int = 20, refresh: int = 200
+        self,
+        groups: int,
+        families: int = 0,
+        *,
+        quantile: float = 0.15,
+        min_samples: int = 20,
+        refresh: int = 1,
+        window: int | None = 100,
     ) -> None:
         if not 0.0 <= quantile < 1.0:
             raise ValueError("quantile must be in [0, 1)")
@@ -158,20 +175,34 @@ class DurationHistory:
         self.quantile = quantile
         self.min_samples = min_samples
         self.refresh = refresh
-        self._by_group: list[list[float]] = [[] for _ in range(groups + 1)]  # last = all jobs
+        self.groups = groups
+        self.window = window
+        rows = groups + families + 1  # groups, then families, then all jobs
+        self._by_group: list[list[float]] = [[] for _ in range(rows)]
+        self._order: list[collections.deque[float]] = [collections.deque() for _ in range(rows)]
+        self._dirty: set[int] = set()
         self._pending = 0
-        self.table = np.full((groups + 1, len(self.edges)), np.nan)
+        self.table = np.full((rows, len(self.edges)), np.nan)
 
-    def record(self, group: int, duration: float) -> None:
-        bisect.insort(self._by_group[group], duration)
-        bisect.insort(self._by_group[-1], duration)
+    def record(self, group: int, duration: float, family: int | None = None) -> None:
+        rows = [group, len(self._by_group) - 1]
+        if family is not None:
+            rows.append(self.groups + family)
+        for row in rows:
+            bisect.insort(self._by_group[row], duration)
+            self._order[row].append(duration)
+            if self.window is not None and len(self._order[row]) > self.window:
+                old = self._order[row].popleft()
+                del self._by_group[row][bisect.bisect_left(self._by_group[row], old)]
+            self._dirty.add(row)
         self._pending += 1
         if self._pending >= self.refresh:
             self.rebuild()
 
     def rebuild(self) -> None:
         self._pending = 0
-        for g, durations in enumerate(self._by_group):
+        for g in self._dirty:
+            durations = self._by_group[g]
             if len(durations) < self.min_samples:
                 continue
             arr = np.asarray(durations)
@@ -179,13 +210,25 @@ class DurationHistory:
             count = len(arr) - first
             mid = np.minimum(first + (count * self.quantile).astype(np.int64), len(arr) - 1)
             self.table[g] = np.where(count >= self.min_samples, arr[mid], np.nan)
+        self._dirty.clear()
 
-    def remaining(self, group: IntArray, executed: FloatArray) -> FloatArray:
-        """Estimated seconds left: own group, else all jobs, else ``executed`` (≥ 60 s)."""
+    def _lookup(self, group: IntArray, family: IntArray | None, b: IntArray) -> FloatArray:
+        est = self.table[group, b]
+        if family is not None:
+            est = np.where(np.isnan(est), self.table[self.groups + family, b], est)
+        return np.asarray(np.where(np.isnan(est), self.table[-1, b], est), dtype=np.float64)
+
+    def remaining(
+        self, group: IntArray, executed: FloatArray, family: IntArray | None = None
+    ) -> FloatArray:
+        """Estimated seconds left: own group, else family, else all jobs, else ``executed``.
+
+        Conditioned on the bin edge at or below ``executed``; a job that has already run
+        past that estimate is conditioned on the next edge up instead (``D > edge``
+        above what it ran), never sent to the 'as long again' fallback for it.
+        """
         b = np.searchsorted(self.edges, executed, side="right") - 1
-        own = self.table[group, b]
-        est = np.where(np.isnan(own), self.table[-1, b], own)
-        left = est - executed
+        left = self._lookup(group, family, b) - executed
         fallback = np.maximum(executed, 60.0)
         return np.asarray(np.where(np.isnan(left) | (left <= 0), fallback, left), dtype=np.float64)
 
@@ -197,13 +240,15 @@ class TauGridQueue:
     history: DurationHistory
     name: str = "TauGrid"
     preemptive: bool = True
+    gpu_power: float = 1.35
 
     def rank(self, jobs: ActiveJobs, now: float) -> FloatArray:
-        return np.asarray(jobs.gpus * self.history.remaining(jobs.group, jobs.executed))
+        left = self.history.remaining(jobs.group, jobs.executed, jobs.family)
+        return np.asarray(jobs.gpus.astype(np.float64) ** self.gpu_power * left)
 
 
-def make_policy(name: str, *, groups: int = 0) -> QueuePolicy:
-    """A policy by name; ``groups`` sizes TauGrid's history (number of job groups)."""
+def make_policy(name: str, *, groups: int = 0, families: int = 0) -> QueuePolicy:
+    """A policy by name; ``groups`` and ``families`` size TauGrid's history."""
     if name == "FIFO":
         return Fifo()
     if name == "SJF":
@@ -213,7 +258,7 @@ def make_policy(name: str, *, groups: int = 0) -> QueuePolicy:
     if name == "2D-LAS":
         return LeastAttained2D()
     if name == "TauGrid":
-        return TauGridQueue(DurationHistory(groups))
+        return TauGridQueue(DurationHistory(groups, families))
     raise ValueError(f"unknown queue policy {name!r}; choose one of {', '.join(QUEUE_POLICIES)}")
 
 

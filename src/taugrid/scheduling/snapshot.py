@@ -15,6 +15,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
+from collections.abc import Collection, Mapping
+from typing import Any
 
 from taugrid.platform import models as pm
 
@@ -26,7 +29,11 @@ __all__ = [
     "NodeView",
     "PendingRun",
     "QuotaView",
+    "Shape",
     "Snapshot",
+    "cluster_from_report",
+    "links_from_report",
+    "node_slots",
 ]
 
 
@@ -46,6 +53,28 @@ class NodeView:
     @property
     def usable(self) -> bool:
         return self.healthy and self.alive
+
+
+Shape = tuple[str | None, int, float, float]
+"""One worker's request: (GPU model or None for any, GPUs, CPUs, memory)."""
+
+
+def node_slots(n: NodeView, shape: Shape, *, use_free: bool = True) -> float:
+    """Workers of ``shape`` that fit on node ``n`` on its own (inf: the shape needs nothing)."""
+    model, gpus, cpus, memory = shape
+    if not (n.healthy and n.alive) or (model is not None and n.gpu_model != model):
+        return 0
+    have = n.gpus_free if use_free else n.gpus_total
+    if have < gpus or n.cpus_free < cpus or n.memory_free < memory:
+        return 0  # the common case (and a negative amount where nothing is asked)
+    count = math.inf
+    if gpus > 0:
+        count = have // gpus
+    if cpus > 0:
+        count = min(count, n.cpus_free // cpus)
+    if memory > 0:
+        count = min(count, n.memory_free // memory)
+    return count
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,6 +122,54 @@ class ClusterView:
         return next((link for link in self.links if link.source == region), None)
 
     @functools.cached_property
+    def _slot_counts(self) -> dict[tuple[Shape, bool], float]:
+        """Memo of ``slots`` (the view is immutable, so it never goes stale)."""
+        return {}
+
+    def slots(self, shape: Shape, *, use_free: bool = True) -> float:
+        """Workers of ``shape`` that fit on the usable nodes (first fit; inf: no needs).
+
+        Identical workers fill nodes in order, so first fit places exactly the sum of
+        what each node holds on its own. ``use_free=False`` counts total GPUs (CPU and
+        memory stay free amounts): whether the shape could ever fit.
+        """
+        memo = self._slot_counts
+        key = (shape, use_free)
+        if key not in memo:
+            memo[key] = sum(node_slots(n, shape, use_free=use_free) for n in self.nodes)
+        return memo[key]
+
+    def with_nodes(self, changed: dict[int, NodeView]) -> ClusterView:
+        """A copy with the nodes at ``changed`` positions replaced (capacity taken).
+
+        The memoised GPU totals and slot counts are carried over by difference on the
+        changed nodes instead of being counted again over every node.
+        """
+        nodes = list(self.nodes)
+        for i, n in changed.items():
+            nodes[i] = n
+        view = dataclasses.replace(self, nodes=tuple(nodes))
+        old = [self.nodes[i] for i in changed]
+        new = list(changed.values())
+        if "_usable_gpus" in self.__dict__:
+            gpus = dict(self._usable_gpus)
+            for a, b in zip(old, new, strict=True):
+                for key in {a.gpu_model, None}:
+                    if a.usable and key in gpus:
+                        t, f = gpus[key]
+                        gpus[key] = (t, f - a.gpus_free + b.gpus_free)
+            view.__dict__["_usable_gpus"] = gpus
+        counts = view._slot_counts
+        for (shape, use_free), total in self._slot_counts.items():
+            delta = sum(
+                node_slots(a, shape, use_free=use_free) - node_slots(b, shape, use_free=use_free)
+                for a, b in zip(old, new, strict=True)
+            )
+            if not math.isinf(total) and not math.isnan(delta):
+                counts[(shape, use_free)] = total - delta
+        return view
+
+    @functools.cached_property
     def _usable_gpus(self) -> dict[str | None, tuple[float, float]]:
         """(total, free) GPUs on usable nodes, per model and for any model (key None)."""
         out: dict[str | None, tuple[float, float]] = {}
@@ -132,6 +209,31 @@ class PendingRun:
     @property
     def total_gpus(self) -> int:
         return self.workers * self.gpus_per_worker
+
+    @property
+    def shape(self) -> Shape:
+        """One worker's request (the model only matters when it asks for GPUs)."""
+        model = self.gpu_model if self.gpus_per_worker else None
+        return (model, self.gpus_per_worker, self.cpus_per_worker, self.memory_per_worker)
+
+    @functools.cached_property
+    def request(self) -> tuple[object, ...]:
+        """Every field placement plugins may read: all but identity and queue position.
+
+        Two runs with the same ``request`` get the same verdict from every cluster, so a
+        cycle computes it once (plugins must not read ``run_id``, ``priority``,
+        ``created_at``, ``admitted`` or ``not_before``).
+        """
+        return (
+            self.team,
+            self.workers,
+            self.gpu_model,
+            self.shape,
+            self.allowed_regions,
+            self.datasets,
+            self.runtime_key,
+            self.wait_near_data_s,
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -178,3 +280,70 @@ class Snapshot:
     clusters: tuple[ClusterView, ...]
     quotas: tuple[QuotaView, ...]
     admitted: tuple[AdmittedRun, ...] = ()
+
+
+def links_from_report(report: Mapping[str, Any]) -> tuple[LinkView, ...]:
+    """Inbound links of a cluster from the probe results of its state report.
+
+    ``probes``: peer region → ``throughput_mbps``, ``rtt_ms``, ``measured_at``,
+    ``egress_cost_per_gb`` (a payload downloaded *from* the peer: the direction data
+    moves in). Peers never measured (no positive throughput) are left out.
+    """
+    out = []
+    for peer, p in sorted((report.get("probes") or {}).items()):
+        mbps = float(p.get("throughput_mbps", 0.0))
+        if mbps > 0:
+            out.append(
+                LinkView(
+                    source=peer,
+                    throughput_bps=mbps * 1e6 / 8,
+                    rtt_s=float(p.get("rtt_ms", 0.0)) / 1000,
+                    measured_at=float(p.get("measured_at", 0.0)),
+                    egress_cost_per_gb=float(p.get("egress_cost_per_gb", 0.0)),
+                )
+            )
+    return tuple(out)
+
+
+def cluster_from_report(
+    cluster_id: str,
+    region: str,
+    ready: bool,
+    report: Mapping[str, Any],
+    *,
+    faulty: Collection[str] = (),
+    datasets: tuple[str, ...] = (),
+    releases: tuple[tuple[float, float], ...] = (),
+) -> ClusterView:
+    """A cluster as its agent's latest state report (``payloads.StateReport``) shows it.
+
+    The one translation from report to view, shared by the hub and the simulator so
+    both decide on the same snapshot. ``faulty``: node IDs with an open fault mark;
+    ``datasets`` and ``releases`` come from the dataset registry and active attempts,
+    which the report does not carry.
+    """
+    nodes = tuple(
+        NodeView(
+            node_id=n["node_id"],
+            gpu_model=n.get("gpu_model"),
+            gpus_total=float(n.get("gpus_total", 0)),
+            gpus_free=float(n.get("gpus_free", 0)),
+            cpus_free=float(n.get("cpus_free", 0)),
+            memory_free=float(n.get("memory_free", 0)),
+            healthy=n["node_id"] not in faulty and bool(n.get("healthy", True)),
+            alive=bool(n.get("alive", True)),
+        )
+        for n in report.get("nodes", [])
+    )
+    return ClusterView(
+        cluster_id=cluster_id,
+        region=region,
+        ready=ready,
+        nodes=nodes,
+        cost_per_gpu_hour=float(report.get("cost_per_gpu_hour", 0.0)),
+        queued=int(report.get("queued_jobs", 0)),
+        links=links_from_report(report),
+        datasets=datasets,
+        warm_runtimes=tuple(report.get("cached_runtimes", ())),
+        releases=releases,
+    )

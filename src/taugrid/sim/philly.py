@@ -26,6 +26,16 @@ from taugrid.sim import traces
 __all__ = ["QueueResult", "simulate", "size_cluster", "window"]
 
 
+def _group(j: traces.PhillyJob) -> tuple[str, int]:
+    """A job's history group: its virtual cluster and GPU count."""
+    return (j.vc, j.gpus)
+
+
+def _family(j: traces.PhillyJob) -> int:
+    """The wider group a history estimate falls back to: the GPU count."""
+    return j.gpus
+
+
 @dataclasses.dataclass(frozen=True)
 class QueueResult:
     policy: str
@@ -64,7 +74,8 @@ class _Run:
         self.submit = np.array([j.submit for j in jobs])
         self.duration = np.array([j.duration for j in jobs])
         self.gpus = np.array([j.gpus for j in jobs], dtype=np.int64)
-        self.group, _ = queueing.group_index([(j.vc, j.gpus) for j in jobs])
+        self.group, _ = queueing.group_index([_group(j) for j in jobs])
+        self.family, _ = queueing.group_index([_family(j) for j in jobs])
         self.executed = np.zeros(len(jobs))
         self.run_start = np.full(len(jobs), np.nan)
         self.finish = np.full(len(jobs), np.nan)
@@ -80,7 +91,14 @@ class _Run:
         executed = self.executed[idx] + np.where(running, now - np.nan_to_num(start), 0.0)
         duration = self.duration[idx] if self.oracle else np.full(len(idx), np.nan)
         return queueing.ActiveJobs(
-            idx, self.submit[idx], self.gpus[idx], executed, duration, self.group[idx], running
+            idx,
+            self.submit[idx],
+            self.gpus[idx],
+            executed,
+            duration,
+            self.group[idx],
+            running,
+            self.family[idx],
         )
 
     def next_completion(self) -> float:
@@ -98,7 +116,7 @@ class _Run:
             self.finish[j] = now
             self.running.discard(j)
             if isinstance(history, queueing.DurationHistory):
-                history.record(int(self.group[j]), float(self.duration[j]))
+                history.record(int(self.group[j]), float(self.duration[j]), int(self.family[j]))
         if len(done):
             gone = set(done.tolist())
             self.active = [j for j in self.active if j not in gone]
@@ -142,8 +160,9 @@ def simulate(
     """Replay ``jobs`` (sorted by submission) under one policy on ``capacity`` GPUs."""
     if max(j.gpus for j in jobs) > capacity:
         raise ValueError(f"a job asks for more than the {capacity} GPUs of the cluster")
-    _, groups = queueing.group_index([(j.vc, j.gpus) for j in jobs])
-    run = _Run(jobs, queueing.make_policy(policy_name, groups=groups))
+    _, groups = queueing.group_index([_group(j) for j in jobs])
+    _, families = queueing.group_index([_family(j) for j in jobs])
+    run = _Run(jobs, queueing.make_policy(policy_name, groups=groups, families=families))
     now, nxt, n = 0.0, 0, len(jobs)
     tick_at = math.inf
     while nxt < n or run.running or run.active:
