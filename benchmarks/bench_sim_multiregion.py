@@ -26,7 +26,7 @@ from taugrid.sim import mr_scenario, mr_sim
 __all__ = ["main"]
 
 TITLE = "Scheduling: multi-region scenarios"
-POLICIES = (*mr_sim.POLICIES, *mr_sim.ABLATIONS)
+POLICIES = mr_sim.POLICIES
 FAMILIES = {"16 datasets": 16, "64 datasets": 64}
 """Scenario families: the default, and one with 4x the datasets (more of them cold)."""
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
-from taugrid.scheduling import cycle
+from taugrid.scheduling import cycle, plugins
 from taugrid.scheduling import policies_baseline as pb
 from taugrid.scheduling import snapshot as snap
 
@@ -53,13 +55,13 @@ def test_static_weights_score_data_as_all_or_nothing() -> None:
     assert pb.LocalityScore().score(run(data=(need,)), cluster("b", "r2", 1.0)) == 0.0
 
 
-def test_work_cost_prices_a_slow_cheap_gpu_per_unit_of_work() -> None:
-    speeds = (("A100", 1.0), ("L4", 0.4))
-    cs = [cluster("a100", "r1", 2.0), cluster("l4", "r1", 0.9, model="L4")]
-    any_model = run(gpus=1)
-    assert pick(cycle.default_policy(), cs, any_model) == "l4"  # $0.9/h < $2/h
-    assert pick(pb.speed_aware(speeds), cs, any_model) == "a100"  # $2.25 vs $2 per A100-hour
-    assert pb.WorkCostScore(speeds).score(any_model, cs[1]) == pytest.approx(100 * (1 - 2.25 / 10))
+def test_cost_prices_a_slow_cheap_gpu_per_unit_of_work() -> None:
+    l4 = dataclasses.replace(cluster("l4", "r1", 0.9, model="L4"), gpu_speed=0.4)
+    cs, any_model = [cluster("a100", "r1", 2.0), l4], run(gpus=1)
+    assert pick(cycle.default_policy(), cs, any_model) == "a100"  # $2.25 vs $2 per A100-hour
+    assert plugins.CostScore().score(any_model, l4) == pytest.approx(100 * (1 - 2.25 / 10))
+    fast_l4 = dataclasses.replace(l4, gpu_speed=1.0)  # the same price for an A100's work
+    assert pick(cycle.default_policy(), [cs[0], fast_l4], any_model) == "l4"
 
 
 def test_unknown_policy_lists_the_known_ones() -> None:

@@ -47,7 +47,7 @@ def sync(hub: context.Hub, cluster_id: str, req: wire.AgentSync) -> wire.AgentSy
     """Renew the lease, apply attempt reports, answer with assignments and stops."""
     report = req.report.model_dump(mode="json") if req.report else None
     if report is not None:
-        report["cost_per_gpu_hour"] = _cost(hub, cluster_id)
+        report["cost_per_gpu_hour"], report["gpu_speed"] = _cost(hub, cluster_id)
     hub.clusters.renew(cluster_id, hub.config.lease_s, report)
     prewarm.apply(hub, cluster_id, req.runtimes)
     for a in req.attempts:
@@ -85,16 +85,20 @@ def _news(reply: wire.AgentSyncReply, known: set[int]) -> bool:
     )
 
 
-def _cost(hub: context.Hub, cluster_id: str) -> float:
+def _cost(hub: context.Hub, cluster_id: str) -> tuple[float, float]:
+    """The cluster's cheapest $/GPU-hour, and the speed of its slowest GPU model."""
     pools = [
         p
         for r in hub.platform.regions
         for c in r.clusters
         if c.name == cluster_id
         for p in c.node_pools
+        if p.gpus_per_node
     ]
-    costs = [p.cost_per_gpu_hour for p in pools if p.gpus_per_node]
-    return min(costs) if costs else 0.0
+    speed = {g.name: g.speed for g in hub.platform.gpu_types}
+    costs = [p.cost_per_gpu_hour for p in pools]
+    speeds = [speed.get(p.gpu_model or "", 1.0) for p in pools]
+    return (min(costs) if costs else 0.0), (min(speeds) if speeds else 1.0)
 
 
 def _reply(hub: context.Hub, cluster_id: str) -> wire.AgentSyncReply:

@@ -55,6 +55,12 @@ class GpuType(_Model):
     memory: str | None = None
     node_label: str = "nvidia.com/gpu.product"
     node_label_value: str | None = None
+    speed: float = pydantic.Field(
+        default=1.0,
+        gt=0,
+        description="Work one GPU does per hour relative to the platform's reference model "
+        "(e.g. A100 1.0, H100 2.0, L4 0.4); placement prices GPUs per unit of work.",
+    )
 
     _check_memory = pydantic.field_validator("memory")(units.check_quantity)
 

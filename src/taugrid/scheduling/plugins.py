@@ -127,10 +127,13 @@ class IdleGpuScore:
 
 @dataclasses.dataclass(frozen=True)
 class CostScore:
-    """Cheaper clusters score higher; ``max_cost`` maps to 0."""
+    """Cheaper work scores higher: $/GPU-hour over the GPUs' speed (a GPU at 0.4 of the
+    reference does 0.4 of its work per hour, so $0.7/h there costs $1.75 per reference
+    GPU-hour); ``max_cost`` maps to 0."""
 
     name: str = "cost"
     max_cost: float = 10.0
 
     def score(self, run: snap.PendingRun, cluster: snap.ClusterView) -> float:
-        return max(0.0, 100.0 * (1.0 - cluster.cost_per_gpu_hour / self.max_cost))
+        per_work = cluster.cost_per_gpu_hour / cluster.gpu_speed
+        return max(0.0, 100.0 * (1.0 - per_work / self.max_cost))

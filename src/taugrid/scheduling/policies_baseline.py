@@ -14,12 +14,6 @@ filters for readiness/region/fit, same reserve), differing only in plugins:
   a *binary* data score (100 where all inputs are already in the region, else 0) and no
   move-vs-wait filter (``LocalityScore``).
 
-Not a baseline: ``TauGrid+speed`` is ``cycle.default_policy()`` with its cost score
-priced per unit of work (``WorkCostScore``: $/GPU-hour / relative GPU speed) — the
-change the multi-region simulation suggests for ``plugins.CostScore`` (which prices a
-slow cheap GPU as if it did an A100's work per hour). The snapshot carries no GPU
-speed, so the table is a parameter here.
-
 Pure: functions of ``(run, cluster)`` views only.
 """
 
@@ -37,11 +31,9 @@ __all__ = [
     "LocalityScore",
     "OrderScore",
     "SkyCostScore",
-    "WorkCostScore",
     "first_to_admit",
     "make_policy",
     "sky_cost",
-    "speed_aware",
     "static_weights",
 ]
 
@@ -111,27 +103,6 @@ class LocalityScore:
         return 100.0 if all(cluster.region in n.regions for n in run.datasets) else 0.0
 
 
-@dataclasses.dataclass(frozen=True)
-class WorkCostScore:
-    """``CostScore`` on $ per unit of work: price / speed of the cluster's slowest model."""
-
-    speeds: tuple[tuple[str, float], ...]
-    name: str = "cost"
-    max_cost: float = 10.0
-
-    def score(self, run: snap.PendingRun, cluster: snap.ClusterView) -> float:
-        table = dict(self.speeds)
-        speed = min((table.get(n.gpu_model or "", 1.0) for n in cluster.nodes), default=1.0)
-        return max(0.0, 100.0 * (1.0 - cluster.cost_per_gpu_hour / speed / self.max_cost))
-
-
-def speed_aware(speeds: tuple[tuple[str, float], ...]) -> cycle.Policy:
-    """``cycle.default_policy()`` with ``WorkCostScore`` in place of ``CostScore``."""
-    base = cycle.default_policy()
-    scorers = tuple(WorkCostScore(speeds) if s.name == "cost" else s for s in base.scorers)
-    return dataclasses.replace(base, scorers=scorers)
-
-
 def first_to_admit(order: tuple[str, ...]) -> cycle.Policy:
     """MultiKueue-like: the first cluster of ``order`` that fits now."""
     return cycle.Policy(_filters(), (OrderScore(order),), {"order": 1.0})
@@ -151,13 +122,10 @@ def static_weights() -> cycle.Policy:
     )
 
 
-def make_policy(
-    name: str, order: tuple[str, ...] = (), speeds: tuple[tuple[str, float], ...] = ()
-) -> cycle.Policy:
-    """A baseline by name, ``"TauGrid"`` for ``cycle.default_policy()`` or ``"TauGrid+speed"``.
+def make_policy(name: str, order: tuple[str, ...] = ()) -> cycle.Policy:
+    """A baseline by name, or ``"TauGrid"`` for ``cycle.default_policy()``.
 
-    ``order``: the cluster order of ``first-to-admit``; ``speeds``: GPU model → work per
-    second relative to the reference model, for ``TauGrid+speed``.
+    ``order``: the cluster order of ``first-to-admit``.
     """
     if name == "first-to-admit":
         return first_to_admit(order)
@@ -167,7 +135,5 @@ def make_policy(
         return static_weights()
     if name == "TauGrid":
         return cycle.default_policy()
-    if name == "TauGrid+speed":
-        return speed_aware(speeds)
-    known = ", ".join((*BASELINES, "TauGrid", "TauGrid+speed"))
+    known = ", ".join((*BASELINES, "TauGrid"))
     raise ValueError(f"unknown multi-region policy {name!r}; choose one of: {known}")

@@ -110,6 +110,8 @@ class ClusterView:
     ready: bool
     nodes: tuple[NodeView, ...]
     cost_per_gpu_hour: float = 0.0
+    gpu_speed: float = 1.0
+    """Work per GPU-hour of the cluster's slowest GPU model (platform reference = 1)."""
     queued: int = 0
     links: tuple[LinkView, ...] = ()
     datasets: tuple[str, ...] = ()
@@ -341,6 +343,7 @@ def cluster_from_report(
         ready=ready,
         nodes=nodes,
         cost_per_gpu_hour=float(report.get("cost_per_gpu_hour", 0.0)),
+        gpu_speed=float(report.get("gpu_speed", 1.0)) or 1.0,
         queued=int(report.get("queued_jobs", 0)),
         links=links_from_report(report),
         datasets=datasets,

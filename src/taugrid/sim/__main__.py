@@ -42,7 +42,7 @@ def _parser() -> argparse.ArgumentParser:
     ph.add_argument("--jobs", type=int, default=None)
     ph.add_argument("--load", type=float, default=0.9)
     mr = sub.add_parser("multiregion", help="multi-region placement: generated scenarios")
-    mr.add_argument("--policy", default="all", choices=("all", *mr_sim.POLICIES, *mr_sim.ABLATIONS))
+    mr.add_argument("--policy", default="all", choices=("all", *mr_sim.POLICIES))
     mr.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     mr.add_argument("--regions", type=int, default=4)
     mr.add_argument("--jobs", type=int, default=300)

@@ -36,11 +36,9 @@ from taugrid.scheduling import cycle, plugins_data, policies_baseline
 from taugrid.scheduling import snapshot as snap
 from taugrid.sim import mr_scenario as sc
 
-__all__ = ["ABLATIONS", "POLICIES", "Placement", "Result", "compare", "mean", "simulate"]
+__all__ = ["POLICIES", "Placement", "Result", "compare", "mean", "simulate"]
 
 POLICIES = (*policies_baseline.BASELINES, "TauGrid")
-ABLATIONS = ("TauGrid+speed",)
-"""Not compared as policies: the default with the fix this simulation suggests."""
 TEAM = "sim"
 _ROOM = 1e12  # CPUs and memory are not modelled: every node has plenty
 _EPS = 1e-6
@@ -217,16 +215,16 @@ class _World:
 
     # -- the snapshot, as the hub builds it ---------------------------------------------
 
-    def _links(self, region: str) -> tuple[snap.LinkView, ...]:
-        return tuple(
-            snap.LinkView(
-                src,
-                self.bps[(src, region)] / (self._load(src, region) + 1),
-                egress_cost_per_gb=self.egress[(src, region)],
-            )
+    def _probes(self, region: str) -> dict[str, dict[str, float]]:
+        """What the region's probes would read: each link's share a new copy would get."""
+        return {
+            src: {
+                "throughput_mbps": self.bps[(src, region)] / (self._load(src, region) + 1) * 8e-6,
+                "egress_cost_per_gb": self.egress[(src, region)],
+            }
             for src in self.s.regions
             if src != region
-        )
+        }
 
     def _releases(self, cluster_id: str, now: float) -> tuple[tuple[float, float], ...]:
         out = []
@@ -242,14 +240,19 @@ class _World:
         return tuple(sorted(out))
 
     def _cluster(self, p: sc.Pool, now: float) -> snap.ClusterView:
+        """The pool as its agent would report it, through the hub's report-to-view step."""
+        report = {
+            "nodes": [dataclasses.asdict(n) for n in self.nodes[p.cluster_id]],
+            "cost_per_gpu_hour": p.price,
+            "gpu_speed": p.speed,
+            "probes": self._probes(p.region),
+        }
         held = tuple(sorted(d for d, regions in self.replicas.items() if p.region in regions))
-        return snap.ClusterView(
+        return snap.cluster_from_report(
             p.cluster_id,
             p.region,
-            ready=True,
-            nodes=tuple(self.nodes[p.cluster_id]),
-            cost_per_gpu_hour=p.price,
-            links=self._links(p.region),
+            True,
+            report,
             datasets=held,
             releases=self._releases(p.cluster_id, now),
         )
@@ -307,8 +310,7 @@ def simulate(scenario: sc.Scenario, policy_name: str, policy: cycle.Policy | Non
     Deterministic: the same scenario and policy give the same result.
     """
     order = tuple(p.cluster_id for p in scenario.pools)
-    speeds = tuple(sorted(sc.GPU_SPEED.items()))
-    policy = policy or policies_baseline.make_policy(policy_name, order, speeds)
+    policy = policy or policies_baseline.make_policy(policy_name, order)
     world = _World(scenario, policy)
     jobs = sorted(scenario.jobs, key=lambda j: (j.submit, j.job_id))
     now, nxt = 0.0, 0
