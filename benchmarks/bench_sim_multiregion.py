@@ -4,7 +4,7 @@ Generated scenarios (``taugrid.sim.mr_scenario.generate``: 4 regions with A100/H
 pools, 16 datasets of 1 GB-4 TB with skewed homes, 0.5-10 Gbit/s links, $0.02-0.12/GB
 egress, a Poisson job mix with sync/async/none jobs at offered load 1.0) replayed by
 ``taugrid.sim.mr_sim`` — every decision through ``scheduling.cycle.schedule`` — under
-each policy, plus the ``TauGrid+speed`` ablation (the fix this benchmark points at).
+each policy.
 Writes "## Scheduling: multi-region scenarios" with a table and a PNG.
 
     python -m benchmarks.bench_sim_multiregion [--quick] [--seeds N] [--jobs N] [--no-write]
@@ -199,8 +199,8 @@ def _body(
         parts.append(
             f"\n**{family}.**\n\n"
             + doc.table(header, _rows(results))
-            + "\nLower average JCT than each baseline, seeds won: TauGrid "
-            f"{_wins(results, 'TauGrid')}; TauGrid+speed {_wins(results, 'TauGrid+speed')}.\n"
+            + "\nLower average JCT than each baseline, seeds won by TauGrid: "
+            f"{_wins(results, 'TauGrid')}.\n"
         )
     parts.append(
         "\n**first-to-admit and its cluster order** (16 datasets, same seeds; regions in"
@@ -235,36 +235,28 @@ first-to-admit (MultiKueue-like: first cluster in a fixed order that fits now);
 cheapest (SkyPilot-like: lowest price x (1 h default runtime + transfer at a fixed
 10 Gbit/s) + egress); static-weights (the seed's 0.5 data + 0.3 idle GPU + 0.2 cost,
 data score 100 where the replica is, else 0); TauGrid (`cycle.default_policy()`:
-transfer-time data score from the measured links, move-vs-wait filter, idle GPU, cost);
-TauGrid+speed (the same with the cost score per unit of work: $/GPU-hour / GPU speed).
+transfer-time data score from the measured links, move-vs-wait filter, idle GPU, cost
+per unit of work).
 
 **Where TauGrid's default stands, and why.** On data it does what it should: it moves
 the fewest bytes, pays the least egress and its jobs wait least for data in both
-families, and it beats cheapest on every seed and static-weights on most. It does not
-beat first-to-admit on average JCT (close to a tie within the seed-to-seed spread, but
-first-to-admit wins most seeds). The split of JCT shows where: queueing is about the
-same, data waits are lower for TauGrid, and the whole gap is *running* time — TauGrid's
-jobs run on slower GPUs. Two causes, both measured here:
+families; it beats cheapest on every seed and static-weights on most. On average JCT
+it is the best policy in both families, but only narrowly ahead of first-to-admit —
+within the seed-to-seed spread, and first-to-admit still wins about half the seeds.
+The split of JCT shows why: queueing is about the same, TauGrid's data waits are
+lower, and what is left is *running* time.
 
-1. `plugins.CostScore` ranks clusters by $/GPU-hour. A job that accepts any GPU model is
-   steered to the cheap L4 pools, which do 0.4 of an A100's work per hour, so $0.7/h
-   buys less work than $2/h on an A100 (cheapest shows the effect in full: the longest
-   running time). `TauGrid+speed` — the default with the cost score per unit of work,
-   `$/GPU-hour / GPU speed` — cuts TauGrid's running time and JCT and is the best
-   policy on average in both families, but still wins only about half the seeds against
-   first-to-admit.
+1. The cost score prices work, not GPU-hours: `$/GPU-hour / speed` of the cluster's
+   slowest GPU model (`gpu_types[].speed` in platform.yaml; here H100 2.0, A100 1.0,
+   L4 0.4). Priced per GPU-hour, any-model jobs were steered to the cheap L4 pools,
+   which do 0.4 of an A100's work per hour, and TauGrid lost to first-to-admit on
+   average JCT (4.58 vs 4.45 h and 4.90 vs 4.78 h before this change, same seeds).
 2. first-to-admit's order, as generated, lists each region's H100 pool first, so
    any-model jobs land on the fastest GPUs. That is luck of the order, not a decision:
-   with each region's L4 pool first (or pools by name) first-to-admit's running time
-   and JCT rise above TauGrid+speed's (order table above). TauGrid's `idle_gpu` score
-   spreads any-model jobs to the emptiest pool whatever its speed.
-
-The fix belongs in `scheduling/plugins.py` and `snapshot.py` (not edited here): give
-`ClusterView` a `gpu_speed: float = 1.0` (relative throughput of the cluster's GPU
-model, from the platform's GPU types; the hub fills it when it builds the snapshot) and
-price `CostScore` as `cost_per_gpu_hour / gpu_speed`; `WorkCostScore` in
-`scheduling/policies_baseline.py` is that change with the speed table passed in. For
-any-model jobs a speed-aware idle score (free GPUs x speed) would remove the rest.
+   with each region's L4 pool first (or pools by name) its JCT rises above TauGrid's
+   (order table above). TauGrid's `idle_gpu` score still spreads any-model jobs to the
+   emptiest pool whatever its speed; a speed-aware idle score (free GPUs x speed) is
+   the next step.
 
 Not modelled: jobs split across regions (no policy does; async jobs could), dataset
 eviction, link failures, preemption; quota never holds a job back.
