@@ -169,6 +169,11 @@ class Assignment(_Payload):
     run_dir: str
     submission_id: str | None = None
     resumed_from: str | None = None
+    inputs: dict[str, str] = pydantic.Field(
+        default_factory=dict,
+        description="Input dataset → its replica in the cluster's region: a path under the "
+        "region's data root, or an object-store URL.",
+    )
 
 
 class StopOrder(_Payload):

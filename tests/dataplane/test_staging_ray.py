@@ -5,6 +5,7 @@ the attempt until the replica is complete, then the agent starts it and it succe
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Iterator
@@ -83,7 +84,9 @@ def test_run_waits_for_its_dataset_then_runs(
         (src / "shards" / f"{i}.bin").write_bytes(os.urandom(3 * 2**20 + i))
     api._agent(hub, "a", {}, gpus_free=0)
     a = _DataRegion(hub, "a", IP_A, tmp_path / "data-a", {})
-    b_agent = rg.AgentThread(hub, ray_b, tmp_path / "agent-b", cluster_id="b").start()
+    b_agent = rg.AgentThread(
+        hub, ray_b, tmp_path / "agent-b", cluster_id="b", data_root=tmp_path / "data-b"
+    ).start()
     b = _DataRegion(hub, "b", IP_B, tmp_path / "data-b", {"a": a.source})
     try:
         with hub.http() as c:
@@ -108,6 +111,12 @@ def test_run_waits_for_its_dataset_then_runs(
         assert "staged corpus@v1" in placed["reason"]
         copy = tmp_path / "data-b" / "datasets" / "corpus" / "v1"
         assert manifest.scan(copy) == manifest.scan(src)
+        sent = json.loads(
+            (Path(done["record_dir"]) / "rendered" / "ray-job-submission-a1.json").read_text()
+        )
+        env = sent["runtime_env"]["env_vars"]  # the job is told where its input is
+        assert env["TAU_INPUT_CORPUS"] == str(copy)
+        assert json.loads(env["TAU_INPUTS"]) == {"corpus": str(copy)}
     finally:
         b.stop()
         b_agent.stop()

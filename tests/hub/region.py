@@ -60,10 +60,13 @@ class AgentThread:
         state_dir: Path,
         sync_s: float = 0.3,
         cluster_id: str = "local",
+        data_root: Path | None = None,
     ) -> None:
         self.backend = cluster.backend()
         self.hub = hubclient.HubClient(server.url, server.agent_token(cluster_id), cluster_id)
-        cfg = agent.AgentConfig(cluster_id, cluster_id, state_dir, sync_s=sync_s, report_s=1.0)
+        cfg = agent.AgentConfig(
+            cluster_id, cluster_id, state_dir, sync_s=sync_s, report_s=1.0, data_root=data_root
+        )
         gcs = cluster.gcs_address
         self.agent = agent.Agent(
             cfg, self.backend, self.hub, lambda n, why: ray_drain.drain_node(gcs, n, why)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import render_builders as rb
 
 from taugrid.render import rayjobs, resolve, runspec
@@ -69,3 +71,16 @@ def test_torchrun_and_ray_train_launchers() -> None:
     train = _submit(_spec(execution={"launcher": "ray-train"}, compute={"workers": 2}))
     assert train.entrypoint == "python train.py" and train.entrypoint_num_gpus == 0
     assert train.runtime_env["env_vars"]["TAU_WORKERS"] == "2"  # type: ignore[index]
+
+
+def test_input_env_names_each_dataset_and_keeps_urls() -> None:
+    from taugrid.render import rayjobs as rj
+
+    env = rj.input_env({"corpus": "datasets/corpus/v1", "web-2@v2": "s3://b/web"}, "/data/r1/")
+    assert env["TAU_INPUT_CORPUS"] == "/data/r1/datasets/corpus/v1"
+    assert env["TAU_INPUT_WEB_2"] == "s3://b/web"
+    assert json.loads(env["TAU_INPUTS"]) == {
+        "corpus": "/data/r1/datasets/corpus/v1",
+        "web-2@v2": "s3://b/web",
+    }
+    assert rj.input_env({}, "/data") == {}

@@ -53,6 +53,8 @@ class AgentConfig:
     report_s: float = 10.0
     prewarm: bool = True
     prewarm_wait_s: float = 900.0
+    data_root: Path | None = None
+    """The region's data root when no data-plane sidecar runs (the sidecar's wins)."""
 
 
 class Agent:
@@ -203,6 +205,8 @@ class Agent:
         sub = rayjobs.render_submission(
             spec, a.run_id, attempt=a.attempt, run_dir=a.run_dir, working_dir=str(code_dir)
         )
+        root = self.config.data_root or (self.sidecar.cfg.data_root if self.sidecar else None)
+        sub = sub.with_env(rayjobs.input_env(a.inputs, str(root) if root else None))
         return sub.with_fencing_token(str(a.token)).model_copy(update={"submission_id": sid})
 
     def _code_dir(self, a: wire.Assignment) -> Path:

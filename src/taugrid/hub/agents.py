@@ -18,7 +18,7 @@ import time
 from typing import Any
 
 from taugrid import payloads as wire
-from taugrid.hub import context, prewarm, runs
+from taugrid.hub import context, data_view, prewarm, runs
 from taugrid.lifecycle import phases as ph
 from taugrid.lifecycle import states as st
 from taugrid.spec import units
@@ -132,6 +132,7 @@ def _assignment(hub: context.Hub, run: dict[str, Any], a: dict[str, Any]) -> wir
         run_dir=str(runs.record_of(hub, run).dir),
         submission_id=a["submission_id"],
         resumed_from=a["resumed_from"],
+        inputs=data_view.local_inputs(hub, run, a["cluster_id"]),
     )
 
 

@@ -9,6 +9,9 @@ agent's state report itself becomes a view in ``snapshot.cluster_from_report``:
   at its ``max_runtime`` (or ``DEFAULT_RUN_S`` when it has none) after it started;
 - ``PendingRun.datasets`` / ``runtime_key`` from the run's spec, and
   ``wait_near_data_s`` from the snapshot (``scheduling.plugins_data.wait_near_data``).
+
+It also tells an agent where a run's inputs are in its region (``local_inputs``, sent
+with the assignment and given to the job as ``TAU_INPUT_<NAME>``).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from taugrid.store import data as store_data
 if TYPE_CHECKING:
     from taugrid.hub import context
 
-__all__ = ["DEFAULT_RUN_S", "cluster_fields", "near_data", "with_needs"]
+__all__ = ["DEFAULT_RUN_S", "cluster_fields", "local_inputs", "near_data", "with_needs"]
 
 DEFAULT_RUN_S = 3600.0
 _ACTIVE = {s.value for s in st.ACTIVE_ATTEMPT_STATES}
@@ -81,3 +84,19 @@ def near_data(pending: list[snap.PendingRun], snapshot: snap.Snapshot) -> list[s
         else r
         for r in pending
     ]
+
+
+def local_inputs(hub: context.Hub, run: dict[str, Any], cluster_id: str) -> dict[str, str]:
+    """Input name (as in tau.yaml) → its complete replica in ``cluster_id``'s region: a
+    path under the region's data root, or an object-store URL."""
+    inputs = run["spec"].get("inputs") or ()
+    row = hub.clusters.get(cluster_id)
+    if not inputs or row is None:
+        return {}
+    here = {
+        r["dataset_id"]: str(r["path"])
+        for r in store_data.DataStore(hub.engine).replicas()
+        if r["region"] == row["region"] and r["state"] == "complete"
+    }
+    wanted = {i["dataset"]: store_data.dataset_id(i["dataset"]) for i in inputs}
+    return {name: here[did] for name, did in wanted.items() if did in here}

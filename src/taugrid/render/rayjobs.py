@@ -10,17 +10,27 @@ Invariants:
 - ``runtime_env.env_vars`` holds ``TAU_RUN_ID``, ``TAU_ATTEMPT``, ``TAU_OUTPUT_DIR``
   (the run directory unless ``storage.output`` is set), ``CHECKPOINT_PATH``
   (``<run_dir>/checkpoints`` unless ``checkpoint_path`` is set) and the key
-  ``TAU_FENCING_TOKEN`` with an empty value, which the caller fills in.
+  ``TAU_FENCING_TOKEN`` with an empty value, which the caller fills in, as it does
+  ``TAU_INPUT_<NAME>`` (``input_env``: where the region holds each input dataset).
 - ``metadata`` values are strings (a Ray requirement).
 """
 
 from __future__ import annotations
 
+import json
+import re
+
 import pydantic
 
 from taugrid.render import command, naming, runspec
 
-__all__ = ["FENCING_TOKEN_ENV", "RayJobSubmission", "render_submission", "submission_id"]
+__all__ = [
+    "FENCING_TOKEN_ENV",
+    "RayJobSubmission",
+    "input_env",
+    "render_submission",
+    "submission_id",
+]
 
 FENCING_TOKEN_ENV = "TAU_FENCING_TOKEN"
 
@@ -41,10 +51,29 @@ class RayJobSubmission(pydantic.BaseModel):
 
     def with_fencing_token(self, token: str) -> RayJobSubmission:
         """A copy whose ``TAU_FENCING_TOKEN`` env var is ``token``."""
+        return self.with_env({FENCING_TOKEN_ENV: token})
+
+    def with_env(self, extra: dict[str, str]) -> RayJobSubmission:
+        """A copy with ``extra`` added to its env vars (known only where it runs)."""
         current = self.runtime_env.get("env_vars")
-        env = dict(current) if isinstance(current, dict) else {}
-        env[FENCING_TOKEN_ENV] = token
+        env = {**(dict(current) if isinstance(current, dict) else {}), **extra}
         return self.model_copy(update={"runtime_env": {**self.runtime_env, "env_vars": env}})
+
+
+def input_env(inputs: dict[str, str], data_root: str | None) -> dict[str, str]:
+    """``TAU_INPUT_<NAME>`` per input dataset (name upper-cased, non-alphanumerics as
+    ``_``, version dropped) and ``TAU_INPUTS`` (JSON of them all): an absolute path
+    under ``data_root`` for a replica on the region's storage, the URL for one in
+    object storage."""
+    paths = {
+        name: loc if "://" in loc or data_root is None else f"{data_root.rstrip('/')}/{loc}"
+        for name, loc in sorted(inputs.items())
+    }
+    env = {
+        "TAU_INPUT_" + re.sub(r"[^A-Za-z0-9]", "_", name.split("@")[0]).upper(): path
+        for name, path in paths.items()
+    }
+    return {**env, "TAU_INPUTS": json.dumps(paths)} if paths else {}
 
 
 def submission_id(run_id: str, attempt: int) -> str:
