@@ -13,6 +13,7 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
+from tests.hub import agent_builders as ab
 from tests.hub.harness import HubServer, make_hub
 
 PLATFORM = """\
@@ -64,23 +65,7 @@ def hub(engine: sa.Engine, tmp_path: Path) -> Iterator[HubServer]:
 
 
 def _agent(hub: HubServer, cluster: str, probes: dict[str, Any], gpus_free: float = 4) -> None:
-    node = {
-        "node_id": f"{cluster}-n0",
-        "gpu_model": "A100-80G",
-        "gpus_total": 4,
-        "gpus_free": gpus_free,
-        "cpus_free": 16,
-        "memory_free": 128 * 2**30,
-        "alive": True,
-    }
-    report = {"cluster_id": cluster, "nodes": [node], "gpu_free": gpus_free, "probes": probes}
-    with hub.http(hub.agent_token(cluster)) as c:
-        r = c.post(
-            f"/v1/agents/{cluster}/register", json={"cluster_id": cluster, "region": cluster}
-        )
-        assert r.status_code == 200, r.text
-        r = c.post(f"/v1/agents/{cluster}/sync", json={"report": report})
-        assert r.status_code == 200, r.text
+    ab.sync(hub, cluster, ab.report(cluster, gpus_free, probes=probes))
 
 
 def _data_sync(hub: HubServer, cluster: str, body: dict[str, Any]) -> dict[str, Any]:

@@ -16,6 +16,7 @@ import sqlalchemy as sa
 from taugrid import payloads as wire
 from taugrid.agent import datasync
 from tests.dataplane.test_data_api import PLATFORM
+from tests.hub import agent_builders as ab
 from tests.hub.harness import HubServer, free_port, make_hub
 
 A_ADDRS = ["127.0.3.9", "127.0.3.1"]  # nothing listens on the first: it is skipped
@@ -34,14 +35,7 @@ def hub(engine: sa.Engine, tmp_path: Path) -> Iterator[HubServer]:
 
 
 def _sync(hub: HubServer, cluster: str, report: dict[str, Any] | None) -> dict[str, Any]:
-    with hub.http(hub.agent_token(cluster)) as c:
-        r = c.post(
-            f"/v1/agents/{cluster}/register", json={"cluster_id": cluster, "region": cluster}
-        )
-        assert r.status_code == 200, r.text
-        r = c.post(f"/v1/agents/{cluster}/sync", json={"report": report} if report else {})
-        assert r.status_code == 200, r.text
-        return dict(r.json())
+    return ab.sync(hub, cluster, report)
 
 
 def test_hub_announces_the_other_regions_with_their_egress_price(hub: HubServer) -> None:

@@ -6,6 +6,7 @@ checked in test_lost_contact.py, where a run really moves)."""
 from __future__ import annotations
 
 from tests.dataplane.test_data_api import MB, _agent, _data_sync, _register, hub
+from tests.hub import agent_builders as ab
 from tests.hub.harness import HubServer
 
 __all__ = ["hub"]  # the fixture
@@ -32,12 +33,7 @@ def test_transfer_outcomes_give_the_cross_region_failure_ratio(hub: HubServer) -
 
 def test_gpu_utilisation_per_cluster_and_region(hub: HubServer) -> None:
     for cluster, busy in (("a", 3), ("b", 1)):
-        with hub.http(hub.agent_token(cluster)) as c:
-            c.post(
-                f"/v1/agents/{cluster}/register", json={"cluster_id": cluster, "region": cluster}
-            )
-            report = {"cluster_id": cluster, "gpu_busy": busy, "gpu_free": 4 - busy}
-            assert c.post(f"/v1/agents/{cluster}/sync", json={"report": report}).status_code == 200
+        ab.sync(hub, cluster, {"cluster_id": cluster, "gpu_busy": busy, "gpu_free": 4 - busy})
     with hub.http() as c:
         metrics = c.get("/metrics").text
     assert 'tau_cluster_gpu_utilization{cluster="a"} 0.75' in metrics

@@ -16,6 +16,7 @@ import sqlalchemy as sa
 
 from taugrid.hub import prewarm
 from tests.dataplane.test_data_api import PLATFORM
+from tests.hub import agent_builders as ab
 from tests.hub.harness import HubServer, make_hub
 
 RUN = """\
@@ -43,21 +44,7 @@ def hub(engine: sa.Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> I
 
 
 def _sync(hub: HubServer, cluster: str, gpus_free: float, **body: Any) -> dict[str, Any]:
-    node = {
-        "node_id": f"{cluster}-n0",
-        "gpu_model": "A100-80G",
-        "gpus_total": 4,
-        "gpus_free": gpus_free,
-        "cpus_free": 16,
-        "memory_free": 128 * 2**30,
-        "alive": True,
-    }
-    report = {"cluster_id": cluster, "nodes": [node], "gpu_free": gpus_free, **body.pop("r", {})}
-    with hub.http(hub.agent_token(cluster)) as c:
-        c.post(f"/v1/agents/{cluster}/register", json={"cluster_id": cluster, "region": cluster})
-        r = c.post(f"/v1/agents/{cluster}/sync", json={"report": report, **body})
-        assert r.status_code == 200, r.text
-        return dict(r.json())
+    return ab.sync(hub, cluster, ab.report(cluster, gpus_free, **body.pop("r", {})), **body)
 
 
 def _wait(c: httpx.Client, run_id: str, state: str) -> dict[str, Any]:
