@@ -116,38 +116,58 @@ def run_inflation(
     )
     tie_rng = np.random.default_rng(int(rng.integers(2**31)))
     pack = packer.Packer(scorer, tie_break, tie_rng)
-    target = round(100 * stop)
-    arrived = placed = failed = failed_milli = 0
-    at_stop: float | None = None
-    window: list[float] = []
-    curve: list[tuple[float, float]] = []
+    meter = _Meter(capacity, stop)
     for task in sequence:
-        arrived += task.gpu_total
-        if pack.place(task, state) is None:
-            failed += 1
-            failed_milli += task.gpu_total
-        else:
-            placed += 1
-        arrived_pct = 100.0 * arrived / capacity
-        allocated_pct = 100.0 * state.gpu_allocated / capacity
-        if task.gpu_total:
-            curve.append((arrived_pct, allocated_pct))
-        if at_stop is None and arrived >= stop * capacity:
-            at_stop = allocated_pct
-        if round(arrived_pct) == target:  # half-to-even, like pandas' round
-            window.append(allocated_pct)
-        elif arrived_pct > target + 0.5:
+        placement = pack.place(task, state)
+        if meter.record(task, placement is not None, state.gpu_allocated):
             break
     return InflationResult(
         policy=policy,
         seed=seed,
-        allocated_pct=statistics.fmean(window) if window else (at_stop or 0.0),
-        arrived_pct=100.0 * arrived / capacity,
-        placed=placed,
-        failed=failed,
-        failed_gpu_milli=failed_milli,
-        curve=tuple(curve),
+        allocated_pct=meter.result(),
+        arrived_pct=100.0 * meter.arrived / capacity,
+        placed=meter.placed,
+        failed=meter.failed,
+        failed_gpu_milli=meter.failed_milli,
+        curve=tuple(meter.curve),
     )
+
+
+@dataclasses.dataclass
+class _Meter:
+    """Step 5: arrivals, outcomes and the allocation around the target arrived %."""
+
+    capacity: int
+    stop: float
+    arrived: int = 0
+    placed: int = 0
+    failed: int = 0
+    failed_milli: int = 0
+    at_stop: float | None = None
+    window: list[float] = dataclasses.field(default_factory=list)
+    curve: list[tuple[float, float]] = dataclasses.field(default_factory=list)
+
+    def record(self, task: st.Task, ok: bool, allocated: int) -> bool:
+        """Count one task; True once arrived % is past the window (stop replaying)."""
+        self.arrived += task.gpu_total
+        self.placed += ok
+        self.failed += not ok
+        self.failed_milli += 0 if ok else task.gpu_total
+        arrived_pct = 100.0 * self.arrived / self.capacity
+        allocated_pct = 100.0 * allocated / self.capacity
+        if task.gpu_total:
+            self.curve.append((arrived_pct, allocated_pct))
+        if self.at_stop is None and self.arrived >= self.stop * self.capacity:
+            self.at_stop = allocated_pct
+        target = round(100 * self.stop)
+        if round(arrived_pct) == target:  # half-to-even, like pandas' round
+            self.window.append(allocated_pct)
+        return arrived_pct > target + 0.5
+
+    def result(self) -> float:
+        if self.window:
+            return statistics.fmean(self.window)
+        return self.at_stop or 0.0
 
 
 def nodes_capacity(nodes: traces.OpenbNodes) -> int:
