@@ -179,8 +179,9 @@ each point read from that code:
 1. **Cluster: the 1,213 GPU nodes** (6,212 GPUs) of `openb_node_list_gpu_node.csv`.
    The reference's `data/prepare_input.sh` copies `openb_node_list_gpu_node.yaml` next to
    every pod list; the 310 CPU-only nodes of `..._all_node.csv` are not in the cluster,
-   so CPU tasks compete with GPU tasks for the GPU nodes' CPUs. (With the CPU nodes every
-   baseline lands 1 to 3 points above its published number — Random +1.1 with no ties at all.)
+   so CPU tasks compete with GPU tasks for the GPU nodes' CPUs. (With the CPU nodes too,
+   Random, DotProd, GpuClustering and GpuPacking land 1.1 to 2.7 points above their
+   published numbers — Random +1.1 with no ties at all.)
 2. **Ties: the first best node in a per-seed random node order.** `syncClusterResourceList`
    renames every node with a `rand.Perm` prefix before creating it, so the scheduler sees
    the nodes in a different random order per seed, and equal best scores go to the first
@@ -205,7 +206,9 @@ TIES = """\
 "Per-seed order" is the rule above; "file order" breaks ties on the lowest row of the
 node file, the same order in every seed (which the reference's per-seed renaming
 avoids); "uniform random" is stock kube-scheduler `selectHost`. Uniform random misses
-GpuClustering and GpuPacking by about 3 points; the per-seed order is the closest.
+GpuClustering and GpuPacking by about 3 points and FGD by about 5 (its integer score
+ties every node a task does not fragment; spread at random, 1-GPU tasks break up the
+nodes 8-GPU tasks need); the per-seed order is the closest.
 
 """
 
