@@ -159,3 +159,36 @@ def test_cached_scores_follow_node_changes() -> None:
     fresh = fgd.FgdScore(shapes).score(t, s, s.feasible(t)).value
     assert scorer.score(t, s, s.feasible(t)).value.tolist() == fresh.tolist()
     assert first.tolist() != fresh.tolist()
+
+
+def test_gpu_packing_prefers_the_smallest_idle_node_for_whole_gpus() -> None:
+    # Idle nodes score max(33 - free GPUs, free GPUs): a 2-GPU node 31, an 8-GPU node 25.
+    s = cluster((96000, 8, "G2"), (32000, 2, "T4"))
+    assert place("GpuPacking", s, task(1000, 1, 1000)) == st.Placement(1, (0,))
+
+
+def test_random_takes_a_fitting_gpu_for_a_sharing_task() -> None:
+    for seed in range(5):
+        s = cluster((32000, 4, "T4"))
+        s.gpu_left[0, :3] = 100  # only GPU 3 has room for 500 milli
+        assert place("Random", s, task(1000, 1, 500), seed=seed) == st.Placement(0, (3,))
+
+
+def test_fgd_keeps_whole_free_nodes_for_multi_gpu_shapes() -> None:
+    # Typical: 1-GPU and 8-GPU tasks. A 1-GPU task on the idle node would make its seven
+    # remaining GPUs useless to 8-GPU tasks; on the used node it fragments nothing.
+    shapes = typical((fgd.Shape(1000, 1000, 1), 0.5), (fgd.Shape(1000, 1000, 8), 0.5))
+    s = cluster((96000, 8, "G2"), (96000, 8, "G2"))
+    s.gpu_left[1, 0] = 0
+    assert place("FGD", s, task(1000, 1, 1000), typical=shapes) == st.Placement(1, (1,))
+
+
+def test_taugrid_breaks_fgd_ties_by_cpu_stranding() -> None:
+    # Typical: 4 CPUs + 1 GPU. A 4-CPU task fits either node for FGD (score 50 on both,
+    # ties go to node 0); on node 0 it leaves 1 task slot for 2 free GPUs, on node 1 two.
+    shapes = typical((fgd.Shape(4000, 1000, 1), 1.0))
+    s = cluster((8000, 2, "T4"), (12000, 2, "T4"))
+    cpu_task = task(4000)
+    assert place("FGD", s, cpu_task, typical=shapes) == st.Placement(0, ())
+    s2 = cluster((8000, 2, "T4"), (12000, 2, "T4"))
+    assert place("TauGrid", s2, cpu_task, typical=shapes) == st.Placement(1, ())

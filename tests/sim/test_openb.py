@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from taugrid.scheduling.packing import packer
@@ -50,6 +51,27 @@ def test_real_trace_smoke() -> None:
         nodes, tasks = traces.load_openb_nodes(), traces.load_openb_tasks("default")
     except traces.TraceMissing as exc:
         pytest.skip(str(exc))
-    assert len(nodes.names) == 1523 and sum(nodes.gpus) == 6212
+    assert len(nodes.names) == 1213 and sum(nodes.gpus) == 6212 and all(nodes.gpus)
     r = openb.run_inflation(nodes, tasks, "TauGrid", 42, stop=0.05)
     assert r.failed == 0 and r.arrived_pct >= 5
+
+
+def test_metric_is_the_mean_allocation_while_arrived_rounds_to_the_target() -> None:
+    # One 8-GPU node, tasks of 40 milli = 0.5 % of capacity each: arrivals 99.5 % (all
+    # placed), 100 % (all placed), 100.5 % (fails: full; rounds half-to-even to 100).
+    node = traces.OpenbNodes(["n"], [10**9], [10**9], [8], ["G2"])
+    tasks = [st.Task(f"s{i}", 1, 1, 1, 40) for i in range(10)]
+    r = openb.run_inflation(node, tasks, "BestFit", 42)
+    assert r.allocated_pct == pytest.approx((99.5 + 100 + 100) / 3)
+    assert r.failed == 2 and r.arrived_pct == pytest.approx(101.0)  # stops past the window
+
+
+def test_node_order_is_a_seeded_permutation() -> None:
+    rng = lambda seed: np.random.default_rng(seed)  # noqa: E731
+    names = lambda seed, order: openb.ordered_state(NODES, rng(seed), order).names  # noqa: E731
+    assert names(1, "file") == NODES.names
+    assert sorted(names(1, "shuffled")) == sorted(NODES.names)
+    assert names(1, "shuffled") == names(1, "shuffled")
+    assert any(names(s, "shuffled") != NODES.names for s in range(5))
+    with pytest.raises(ValueError, match="node_order"):
+        openb.ordered_state(NODES, rng(1), "sorted")

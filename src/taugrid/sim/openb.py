@@ -1,26 +1,33 @@
 """The FGD "inflation" experiment on Alibaba openb, replayed through ``scheduling.packing``.
 
-Protocol (shared/traces/README.md, as in Weng et al. ATC'23):
-1. all nodes, every GPU 1000 milli free;
-2. shuffle the task list with the seed, then append tasks resampled with replacement
-   until the requested GPU-milli would pass ``inflation`` (130 %) of cluster capacity;
-3. place tasks one by one with the packer, no deletions; a task that fits nowhere is
+Protocol — what the reference simulator of Weng et al. (ATC'23,
+hkust-adsl/kubernetes-scheduler-simulator) does; each step names where:
+1. the cluster is the 1,213 GPU nodes (``traces.load_openb_nodes``; the reference's
+   ``data/prepare_input.sh`` copies ``openb_node_list_gpu_node.yaml``), every GPU 1000
+   milli free; CPU tasks therefore compete with GPU tasks for the GPU nodes' CPUs;
+2. the nodes are put in a random order per seed (``syncClusterResourceList`` renames
+   every node with a ``rand.Perm`` prefix), and equal best scores go to the first node
+   in that order (``tie_break="first"``); ``node_order="file"`` keeps the file order;
+3. shuffle the task list with the seed (``SortClusterPods``), then append tasks
+   resampled with replacement until the requested GPU-milli would pass ``inflation``
+   (130 %) of capacity (``tuneUpPods``);
+4. place tasks one by one with the packer, no deletions; a task that fits nowhere is
    skipped (it still counts as arrived);
-4. metric: allocated GPU-milli / capacity at the moment the *arrived* GPU-milli first
-   reaches ``stop`` (100 %) of capacity.
+5. metric: the reference logs (arrived, allocated) after every task and reports, for
+   arrived = 100 %, the mean allocation over the tasks whose arrived % *rounds* to 100
+   (``experiments/analysis/merge_alloc_discrete*.py``); ``stop`` picks the percentage.
 
 The typical workload of FGD/TauGrid is the original (un-inflated) task list, as in the
 reference simulator. One ``numpy.random.Generator`` per run, seeded with the seed,
-draws the shuffle, the resampling, Random's scores and (with ``tie_break="random"``)
-the packer's tie-breaks, so a run is a pure function of (workload, policy, seed,
-tie-break). Ties break on the lowest node index by default: the published FGD numbers
-are only reproduced that way (with kube-scheduler's random tie-break FGD spreads 1-GPU
-tasks and strands 8-GPU ones: about 90.9 % instead of 95.2 % on seed 42).
+draws the shuffle, the resampling, the node order, Random's scores and (with
+``tie_break="random"``) the packer's tie-breaks, so a run is a pure function of
+(workload, policy, seed, tie-break, node order).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import statistics
 
 import numpy as np
 
@@ -28,7 +35,9 @@ from taugrid.scheduling.packing import fgd, packer
 from taugrid.scheduling.packing import state as st
 from taugrid.sim import traces
 
-__all__ = ["InflationResult", "inflate", "run_inflation"]
+__all__ = ["NODE_ORDERS", "InflationResult", "inflate", "run_inflation"]
+
+NODE_ORDERS = ("shuffled", "file")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,7 +57,7 @@ class InflationResult:
 def inflate(
     tasks: list[st.Task], capacity: int, seed: int, inflation: float = 1.3
 ) -> tuple[list[st.Task], np.random.Generator]:
-    """Steps 1-2: the shuffled, resampled arrival sequence and the generator it used."""
+    """Step 3: the shuffled, resampled arrival sequence and the generator it used."""
     rng = np.random.default_rng(seed)
     order = [tasks[i] for i in rng.permutation(len(tasks))]
     total = sum(t.gpu_total for t in order)
@@ -62,6 +71,24 @@ def inflate(
     return order, rng
 
 
+def ordered_state(
+    nodes: traces.OpenbNodes, rng: np.random.Generator, node_order: str
+) -> st.ClusterState:
+    """Step 2: a fresh state with the nodes in a per-seed random order (or file order)."""
+    if node_order not in NODE_ORDERS:
+        raise ValueError(f"node_order must be one of {NODE_ORDERS}, not {node_order!r}")
+    idx = list(range(len(nodes.names)))
+    if node_order == "shuffled":
+        idx = [int(i) for i in rng.permutation(len(idx))]
+    return st.ClusterState(
+        [nodes.names[i] for i in idx],
+        [nodes.cpu_milli[i] for i in idx],
+        [nodes.memory_mib[i] for i in idx],
+        [nodes.gpus[i] for i in idx],
+        [nodes.models[i] for i in idx],
+    )
+
+
 def run_inflation(
     nodes: traces.OpenbNodes,
     tasks: list[st.Task],
@@ -71,11 +98,17 @@ def run_inflation(
     stop: float = 1.0,
     inflation: float = 1.3,
     tie_break: str = "first",
+    node_order: str = "shuffled",
 ) -> InflationResult:
-    """Steps 1-4 for one policy and seed; stops once arrived demand reaches ``stop``."""
-    state = nodes.state()
+    """Steps 1-5 for one policy and seed, up to where arrived % no longer rounds to ``stop``.
+
+    ``allocated_pct`` is the mean allocation over the tasks whose arrived % rounds to
+    ``round(100 * stop)``; when no task lands there (tiny clusters, where one task is
+    several % of capacity) it is the allocation when arrival first reaches ``stop``.
+    """
+    sequence, rng = inflate(tasks, nodes_capacity(nodes), seed, inflation)
+    state = ordered_state(nodes, rng, node_order)
     capacity = state.gpu_capacity
-    sequence, rng = inflate(tasks, capacity, seed, inflation)
     typical = fgd.TypicalWorkload.from_tasks(tasks)
     every = fgd.TypicalWorkload.from_tasks(tasks, popularity=1.0, with_memory=True)
     scorer = packer.make_scorer(
@@ -83,26 +116,60 @@ def run_inflation(
     )
     tie_rng = np.random.default_rng(int(rng.integers(2**31)))
     pack = packer.Packer(scorer, tie_break, tie_rng)
-    arrived = placed = failed = failed_milli = 0
-    curve: list[tuple[float, float]] = []
+    meter = _Meter(capacity, stop)
     for task in sequence:
-        arrived += task.gpu_total
-        if pack.place(task, state) is None:
-            failed += 1
-            failed_milli += task.gpu_total
-        else:
-            placed += 1
-        if task.gpu_total:
-            curve.append((100.0 * arrived / capacity, 100.0 * state.gpu_allocated / capacity))
-        if arrived >= stop * capacity:
+        placement = pack.place(task, state)
+        if meter.record(task, placement is not None, state.gpu_allocated):
             break
     return InflationResult(
         policy=policy,
         seed=seed,
-        allocated_pct=100.0 * state.gpu_allocated / capacity,
-        arrived_pct=100.0 * arrived / capacity,
-        placed=placed,
-        failed=failed,
-        failed_gpu_milli=failed_milli,
-        curve=tuple(curve),
+        allocated_pct=meter.result(),
+        arrived_pct=100.0 * meter.arrived / capacity,
+        placed=meter.placed,
+        failed=meter.failed,
+        failed_gpu_milli=meter.failed_milli,
+        curve=tuple(meter.curve),
     )
+
+
+@dataclasses.dataclass
+class _Meter:
+    """Step 5: arrivals, outcomes and the allocation around the target arrived %."""
+
+    capacity: int
+    stop: float
+    arrived: int = 0
+    placed: int = 0
+    failed: int = 0
+    failed_milli: int = 0
+    at_stop: float | None = None
+    window: list[float] = dataclasses.field(default_factory=list)
+    curve: list[tuple[float, float]] = dataclasses.field(default_factory=list)
+
+    def record(self, task: st.Task, ok: bool, allocated: int) -> bool:
+        """Count one task; True once arrived % is past the window (stop replaying)."""
+        self.arrived += task.gpu_total
+        self.placed += ok
+        self.failed += not ok
+        self.failed_milli += 0 if ok else task.gpu_total
+        arrived_pct = 100.0 * self.arrived / self.capacity
+        allocated_pct = 100.0 * allocated / self.capacity
+        if task.gpu_total:
+            self.curve.append((arrived_pct, allocated_pct))
+        if self.at_stop is None and self.arrived >= self.stop * self.capacity:
+            self.at_stop = allocated_pct
+        target = round(100 * self.stop)
+        if round(arrived_pct) == target:  # half-to-even, like pandas' round
+            self.window.append(allocated_pct)
+        return arrived_pct > target + 0.5
+
+    def result(self) -> float:
+        if self.window:
+            return statistics.fmean(self.window)
+        return self.at_stop or 0.0
+
+
+def nodes_capacity(nodes: traces.OpenbNodes) -> int:
+    """Milli-GPU of all nodes (step 3's inflation target is relative to it)."""
+    return sum(nodes.gpus) * st.MILLI

@@ -4,7 +4,10 @@ Where: ``$TAU_TRACES_DIR`` if set, else ``<repo>/../shared/traces`` (the checkou
 sibling). ``TraceMissing`` says which file is absent and how to point at it, so
 benchmarks and tests can skip with a clear message.
 
-- openb (Alibaba cluster-trace-gpu-v2023): ``load_openb_nodes()``,
+- openb (Alibaba cluster-trace-gpu-v2023): ``load_openb_nodes()`` (the 1,213 GPU nodes
+  of ``openb_node_list_gpu_node.csv``: the cluster the FGD paper's simulator replays —
+  its ``data/prepare_input.sh`` copies ``openb_node_list_gpu_node.yaml`` next to every pod
+  list; the 310 CPU-only nodes of ``..._all_node.csv`` are not part of it),
   ``load_openb_tasks(workload)`` with workload ``default``, ``cpu050``, ``gpushare40``,
   ``multigpu30`` or ``gpuspec33``.
 - philly (Microsoft, as processed by Pollux): ``load_philly()`` → ``PhillyJob`` list,
@@ -63,7 +66,7 @@ def _rows(path: pathlib.Path) -> list[dict[str, str]]:
 
 @dataclasses.dataclass(frozen=True)
 class OpenbNodes:
-    """Node columns of ``openb_node_list_all_node.csv``."""
+    """Node columns of an openb node list, in file order."""
 
     names: list[str]
     cpu_milli: list[int]
@@ -77,7 +80,8 @@ class OpenbNodes:
 
 
 def load_openb_nodes() -> OpenbNodes:
-    rows = _rows(_path("openb", "openb_node_list_all_node.csv"))
+    """The GPU nodes of openb (1,213 nodes, 6,212 GPUs): the reference experiment's cluster."""
+    rows = _rows(_path("openb", "openb_node_list_gpu_node.csv"))
     return OpenbNodes(
         names=[r["sn"] for r in rows],
         cpu_milli=[int(r["cpu_milli"]) for r in rows],

@@ -1,22 +1,24 @@
 """TauGrid's default node placement: FGD, refined by capacity-aware fragmentation.
 
-Score of a node for a task, compared lexicographically (encoded in one float):
+Score of a node for a task: the FGD score first; among its ties, the capacity-aware
+drop (3) minus the node pressure (2), both in milli-GPU (encoded in one float):
 
 1. **FGD score** (``fgd.FgdScore``): ``int(100·sigmoid(ΔF/1000))`` where ΔF is the drop of
    the node's expected fragmentation against the typical workload. Its coarse integer
    steps keep FGD's behaviour: decisions that fragment alike tie.
-2. **Node pressure** (``node_pressure``): stay off nodes that are the only home of
+2. **Node pressure** (``node_pressure``, in [0, 1]; full pressure costs 1000 milli, as
+   much as stranding one whole GPU at level 3): stay off nodes that are the only home of
    *constrained* shapes — shapes that, by capacity (CPU, memory, GPU count, GPU model),
    fit on nodes holding under half of the GPUs (8-GPU tasks asking 120 CPUs and
    640 GiB fit only the 128-CPU nodes; tasks pinned to a GPU model fit only those).
    Inert (0) when no shape is constrained.
 3. **Capacity-aware fragmentation drop** (among the FGD ties): FGD asks "does one task
    of shape t still fit?"; this asks "how much of the node's free GPU can tasks of shape
-   t still use?" — ``usable_t = min(⌊cpu/c_t⌋, GPU slots_t) · gpu_t`` with GPU
-   slots ``Σ_i ⌊free_i/m_t⌋`` for a sharing shape and ``⌊whole free GPUs/k_t⌋`` for a
-   k-GPU shape — and scores ``Σ_t p_t·(free - usable_t)`` before minus after. It sees
-   CPU stranding (a node whose CPU runs out leaves its GPUs idle) that FGD's one-task
-   test misses. Memory is not part of typical shapes (as in the paper), so not here.
+   t still use?" — ``usable_t = min(⌊cpu/c_t⌋, ⌊mem/r_t⌋, GPU slots_t) · gpu_t`` with
+   GPU slots ``Σ_i ⌊free_i/m_t⌋`` for a sharing shape and ``⌊whole free GPUs/k_t⌋``
+   for a k-GPU shape — and scores ``Σ_t p_t·(free - usable_t)`` before minus after. It
+   sees CPU and memory stranding (a node whose CPU or memory runs out leaves its GPUs
+   idle) that FGD's one-task, CPU-and-GPU-only test misses.
 4. Remaining ties: the packer's tie-break (lowest node index by default).
 
 The capacity-aware level and the pressure use *every* shape of the workload
@@ -41,7 +43,7 @@ __all__ = ["TauGridScore", "node_pressure"]
 
 FloatArray = npt.NDArray[np.float64]
 _FGD_STEP = 1e5  # one FGD point outweighs every lower level
-_PRESSURE_STEP = 1e4  # full pressure outweighs any capacity-aware drop (< 8000 milli)
+_PRESSURE_STEP = 1000.0  # full pressure costs as much as stranding one whole GPU (level 3)
 
 
 def node_pressure(
@@ -91,6 +93,7 @@ class _Capacity:
         self.state = state
         self.prob = np.array([p for _, p in gpu])
         self.cpu = np.array([s.cpu_milli for s, _ in gpu], dtype=np.int64)
+        self.mem = np.array([s.memory_mib for s, _ in gpu], dtype=np.int64)
         self.milli = np.array([s.gpu_milli for s, _ in gpu], dtype=np.int64)
         self.num = np.array([s.num_gpu for s, _ in gpu], dtype=np.int64)
         self.sharing = self.milli < st.MILLI
@@ -103,11 +106,16 @@ class _Capacity:
         self,
         access: npt.NDArray[np.bool_],
         cpu: st.IntArray,
+        mem: st.IntArray,
         total: st.IntArray,
         slots: st.IntArray,
     ) -> FloatArray:
         shape = (-1,) + (1,) * (cpu.ndim - 1)
-        tasks = np.minimum(cpu // np.maximum(self.cpu.reshape(shape), 1), slots)
+        by_host = np.minimum(
+            cpu // np.maximum(self.cpu.reshape(shape), 1),
+            mem // np.maximum(self.mem.reshape(shape), 1),
+        )
+        tasks = np.minimum(by_host, slots)
         usable = np.where(access, tasks * (self.milli * self.num).reshape(shape), 0)
         lost = total - np.minimum(usable, total)
         return np.asarray((self.prob.reshape(shape) * lost).sum(axis=0), dtype=np.float64)
@@ -125,10 +133,11 @@ class _Capacity:
         """Fragmentation before minus after: (S,) for a CPU/whole-GPU task, (S, 8) sharing."""
         gl = self.state.gpu_left[nodes]
         cpu = self.state.cpu_left[nodes]
+        mem = self.state.mem_left[nodes]
         total = gl.sum(axis=1)
         access = self.access[:, self.state.model[nodes]]
         slots, full = self._slots(gl)
-        before = self._frag(access, cpu[None, :], total[None, :], slots)
+        before = self._frag(access, cpu[None, :], mem[None, :], total[None, :], slots)
         if task.sharing:
             new = gl - task.gpu_milli
             lost = (
@@ -142,9 +151,9 @@ class _Capacity:
                 full3[None] // self.num[:, None, None],
             )
             cpu3 = (cpu - task.cpu_milli)[None, :, None]
-            after = self._frag(
-                access[:, :, None], cpu3, (total - task.gpu_milli)[None, :, None], slots3
-            )
+            mem3 = (mem - task.memory_mib)[None, :, None]
+            total3 = (total - task.gpu_milli)[None, :, None]
+            after = self._frag(access[:, :, None], cpu3, mem3, total3, slots3)
             return np.where(gl >= task.gpu_milli, before[:, None] - after, -np.inf)
         if task.gpu_total:
             per_full = (st.MILLI // self.milli) * task.num_gpu
@@ -153,9 +162,8 @@ class _Capacity:
                 slots - per_full[:, None],
                 (full - task.num_gpu)[None, :] // self.num[:, None],
             )
-        after = self._frag(
-            access, (cpu - task.cpu_milli)[None, :], (total - task.gpu_total)[None, :], slots
-        )
+        cpu2, mem2 = (cpu - task.cpu_milli)[None, :], (mem - task.memory_mib)[None, :]
+        after = self._frag(access, cpu2, mem2, (total - task.gpu_total)[None, :], slots)
         return before - after
 
 
@@ -202,4 +210,4 @@ class TauGridScore:
             value = value - _PRESSURE_STEP * pressure[sub]
             return plugins.Scores(value, gpu)
 
-        return self._cache.scores(fgd.shape_key(task), state, nodes, compute)
+        return self._cache.scores((*fgd.shape_key(task), task.memory_mib), state, nodes, compute)
