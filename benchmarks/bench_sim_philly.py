@@ -67,7 +67,7 @@ Tried in a second round (each from the default, TauGrid alone), none kept:
 
 | change | x SRTF |
 |---|---:|
-| all-jobs fallback over every finished job, not the last 100 (estimates for long jobs) | 1.241 |
+| all-jobs fallback over every finished job, not the last 100 (estimates for long jobs) | 1.226 |
 | running jobs' rank x 0.9 (hysteresis against churn): 92k preemptions, not 787k | 1.204 |
 | group estimate shrunk to the GPU-count / all-jobs one, log space, weight n/(n+20) | 1.211 |
 
