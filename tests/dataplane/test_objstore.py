@@ -108,117 +108,98 @@ def hub(engine: sa.Engine, tmp_path: Path) -> Iterator[HubServer]:
     server.stop()
 
 
-def _data_agent(hub: HubServer, name: str, root: Path, s3: objstore.StorageOptions) -> Any:
-    http = httpx.Client(
-        base_url=hub.url, headers={"Authorization": f"Bearer {hub.agent_token(name)}"}
-    )
-    agent = datasync.DataAgent(http, name, root, {}, None, 0.2, storage_options=s3).start()
-    return agent, http
+@pytest.fixture
+def regions(hub: HubServer, s3: objstore.StorageOptions, tmp_path: Path) -> Iterator[None]:
+    """Regions a and b reporting, each with a data agent (data roots ``root-a``/``root-b``)."""
+    running = []
+    for name in ("a", "b"):
+        api._agent(hub, name, {})
+        http = httpx.Client(
+            base_url=hub.url, headers={"Authorization": f"Bearer {hub.agent_token(name)}"}
+        )
+        root = tmp_path / f"root-{name}"
+        agent = datasync.DataAgent(http, name, root, {}, None, 0.2, storage_options=s3).start()
+        running.append((agent, http))
+    yield
+    for agent, http in running:
+        agent.stop()
+        http.close()
 
 
+@pytest.mark.usefixtures("regions")
 def test_replicate_an_s3_dataset_into_a_region(
     hub: HubServer, s3: objstore.StorageOptions, dataset: tuple[str, Path], tmp_path: Path
 ) -> None:
     url, local = dataset
-    api._agent(hub, "a", {})
-    api._agent(hub, "b", {})
-    (a, ha), (b, hb) = (
-        _data_agent(hub, "a", tmp_path / "root-a", s3),
-        _data_agent(hub, "b", tmp_path / "root-b", s3),
-    )
-    try:
-        with hub.http() as c:
-            r = c.post("/v1/datasets", json={"name": "corpus", "region": "a", "path": url})
-            assert r.status_code == 201, r.text
-            deadline = time.time() + 30
-            while (ds := c.get("/v1/datasets/corpus").json())["state"] != "ready":
-                assert ds["state"] == "scanning" and time.time() < deadline, ds
-                time.sleep(0.2)
-            assert ds["files"] == manifest.scan(local)
-            t = c.post("/v1/datasets/corpus/replicate", json={"to_region": "b"}).json()
-            while (row := _transfer(c, t["id"]))["state"] not in ("done", "failed"):
-                assert time.time() < deadline + 30, row
-                time.sleep(0.2)
-            assert row["state"] == "done", row
-            reps = {r["region"]: r for r in c.get("/v1/datasets/corpus/replicas").json()}
-        assert reps["a"]["path"] == url and reps["b"]["state"] == "complete"
-        assert manifest.scan(tmp_path / "root-b" / reps["b"]["path"]) == manifest.scan(local)
-    finally:
-        for agent, http in ((a, ha), (b, hb)):
-            agent.stop()
-            http.close()
+    with hub.http() as c:
+        r = c.post("/v1/datasets", json={"name": "corpus", "region": "a", "path": url})
+        assert r.status_code == 201, r.text
+        deadline = time.time() + 30
+        while (ds := c.get("/v1/datasets/corpus").json())["state"] != "ready":
+            assert ds["state"] == "scanning" and time.time() < deadline, ds
+            time.sleep(0.2)
+        assert ds["files"] == manifest.scan(local)
+        t = c.post("/v1/datasets/corpus/replicate", json={"to_region": "b"}).json()
+        while (row := _transfer(c, t["id"]))["state"] not in ("done", "failed"):
+            assert time.time() < deadline + 30, row
+            time.sleep(0.2)
+        assert row["state"] == "done", row
+        reps = {r["region"]: r for r in c.get("/v1/datasets/corpus/replicas").json()}
+    assert reps["a"]["path"] == url and reps["b"]["state"] == "complete"
+    assert manifest.scan(tmp_path / "root-b" / reps["b"]["path"]) == manifest.scan(local)
 
 
 def _transfer(c: httpx.Client, tid: int) -> dict[str, Any]:
     return next(x for x in c.get("/v1/transfers").json() if x["id"] == tid)
 
 
+@pytest.mark.usefixtures("regions")
 def test_staging_from_an_s3_source_releases_the_held_run(
     hub: HubServer, s3: objstore.StorageOptions, dataset: tuple[str, Path], tmp_path: Path
 ) -> None:
     url, local = dataset
     api._agent(hub, "a", {}, gpus_free=0)  # the data's region is full: the run goes to b
-    api._agent(hub, "b", {})
-    (a, ha), (b, hb) = (
-        _data_agent(hub, "a", tmp_path / "root-a", s3),
-        _data_agent(hub, "b", tmp_path / "root-b", s3),
-    )
-    try:
-        with hub.http() as c, hub.http(hub.agent_token("b")) as agent_b:
-            r = c.post("/v1/datasets", json={"name": "corpus", "region": "a", "path": url})
-            assert r.status_code == 201, r.text
-            deadline = time.time() + 60
-            while c.get("/v1/datasets/corpus").json()["state"] != "ready":
-                assert time.time() < deadline
-                time.sleep(0.2)
-            r = c.post("/v1/runs", json={"tau_yaml": api.RUN.format(name="s3run", gpus=1)})
-            assert r.status_code == 201, r.text
-            while not (got := agent_b.post("/v1/agents/b/sync", json={}).json()["assignments"]):
-                assert time.time() < deadline, c.get("/v1/runs/s3run").json()["reason"]
-                time.sleep(0.2)
-            run = c.get("/v1/runs/s3run").json()
-        assert got[0]["run_id"] == run["id"] and run["cluster_id"] == "b"
-        assert run["attempts"][0]["placement"]["staging"]["state"] == "ready"
-        copy = tmp_path / "root-b" / "datasets" / "corpus" / "v1"
-        assert manifest.scan(copy) == manifest.scan(local)  # verified before dispatch
-    finally:
-        for agent, http in ((a, ha), (b, hb)):
-            agent.stop()
-            http.close()
+    with hub.http() as c, hub.http(hub.agent_token("b")) as agent_b:
+        r = c.post("/v1/datasets", json={"name": "corpus", "region": "a", "path": url})
+        assert r.status_code == 201, r.text
+        deadline = time.time() + 60
+        while c.get("/v1/datasets/corpus").json()["state"] != "ready":
+            assert time.time() < deadline
+            time.sleep(0.2)
+        r = c.post("/v1/runs", json={"tau_yaml": api.RUN.format(name="s3run", gpus=1)})
+        assert r.status_code == 201, r.text
+        while not (got := agent_b.post("/v1/agents/b/sync", json={}).json()["assignments"]):
+            assert time.time() < deadline, c.get("/v1/runs/s3run").json()["reason"]
+            time.sleep(0.2)
+        run = c.get("/v1/runs/s3run").json()
+    assert got[0]["run_id"] == run["id"] and run["cluster_id"] == "b"
+    assert run["attempts"][0]["placement"]["staging"]["state"] == "ready"
+    copy = tmp_path / "root-b" / "datasets" / "corpus" / "v1"
+    assert manifest.scan(copy) == manifest.scan(local)  # verified before dispatch
 
 
+@pytest.mark.usefixtures("regions")
 def test_replicate_into_object_storage(
     hub: HubServer, s3: objstore.StorageOptions, dataset: tuple[str, Path], tmp_path: Path
 ) -> None:
     url, local = dataset
     target = url.rsplit("/", 1)[0] + "/copy-b"
-    api._agent(hub, "a", {})
-    api._agent(hub, "b", {})
-    (a, ha), (b, hb) = (
-        _data_agent(hub, "a", tmp_path / "root-a", s3),
-        _data_agent(hub, "b", tmp_path / "root-b", s3),
-    )
-    try:
-        with hub.http() as c:
-            r = c.post("/v1/datasets", json={"name": "corpus", "region": "a", "path": url})
-            assert r.status_code == 201, r.text
-            deadline = time.time() + 60
-            while c.get("/v1/datasets/corpus").json()["state"] != "ready":
-                assert time.time() < deadline
-                time.sleep(0.2)
-            body = {"to_region": "b", "to_url": target}
-            t = c.post("/v1/datasets/corpus/replicate", json=body).json()
-            while (row := _transfer(c, t["id"]))["state"] not in ("done", "failed"):
-                assert time.time() < deadline, row
-                time.sleep(0.2)
-            assert row["state"] == "done", row
-            bad = c.post("/v1/datasets/corpus/replicate", json={"to_region": "a", "to_url": "x"})
-            assert bad.status_code == 422  # not a URL
-            reps = {r["region"]: r for r in c.get("/v1/datasets/corpus/replicas").json()}
-        assert reps["b"]["path"] == target and reps["b"]["state"] == "complete"
-        assert objstore.scan(target, s3) == manifest.scan(local)  # verified objects
-        assert not (tmp_path / "root-b" / "datasets" / "corpus" / "v1").exists()  # spool gone
-    finally:
-        for agent, http in ((a, ha), (b, hb)):
-            agent.stop()
-            http.close()
+    with hub.http() as c:
+        r = c.post("/v1/datasets", json={"name": "corpus", "region": "a", "path": url})
+        assert r.status_code == 201, r.text
+        deadline = time.time() + 60
+        while c.get("/v1/datasets/corpus").json()["state"] != "ready":
+            assert time.time() < deadline
+            time.sleep(0.2)
+        body = {"to_region": "b", "to_url": target}
+        t = c.post("/v1/datasets/corpus/replicate", json=body).json()
+        while (row := _transfer(c, t["id"]))["state"] not in ("done", "failed"):
+            assert time.time() < deadline, row
+            time.sleep(0.2)
+        assert row["state"] == "done", row
+        bad = c.post("/v1/datasets/corpus/replicate", json={"to_region": "a", "to_url": "x"})
+        assert bad.status_code == 422  # not a URL
+        reps = {r["region"]: r for r in c.get("/v1/datasets/corpus/replicas").json()}
+    assert reps["b"]["path"] == target and reps["b"]["state"] == "complete"
+    assert objstore.scan(target, s3) == manifest.scan(local)  # verified objects
+    assert not (tmp_path / "root-b" / "datasets" / "corpus" / "v1").exists()  # spool gone
