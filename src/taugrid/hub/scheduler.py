@@ -60,16 +60,38 @@ def _cluster_view(hub: context.Hub, row: dict[str, Any], now: float) -> snap.Clu
         faulty=faulty,
         **data_view.cluster_fields(hub, row, now),
     )
-    # Attempts assigned but not yet visible in the agent's report still take room.
+    return _reserve_unseen(hub, row, view, now)
+
+
+def _reserve_unseen(
+    hub: context.Hub, row: dict[str, Any], view: snap.ClusterView, now: float
+) -> snap.ClusterView:
+    """Take room for attempts the agent's report may not show yet.
+
+    Reserved: attempts assigned, or started after the report was received. Ray's
+    resource view can also lag a job that is already running (under load, for more
+    than one report), so the hub's own ledger is a lower bound on the GPUs in use:
+    while the report shows fewer GPUs used than the cluster's unreleased attempts
+    hold, the newest of them are reserved too, until the ledger is covered.
+    """
+    held = []
     for a in hub.runs.attempts_on_cluster(row["id"]):
-        if (
-            a["state"] == st.AttemptState.ASSIGNED.value
-            or (a["started_at"] or now) > row["last_heartbeat"]
-        ):
-            run = hub.runs.get_run(a["run_id"])
-            if run is not None:
-                view = cycle.reserve(pending_view(run), view)
+        run = hub.runs.get_run(a["run_id"])
+        if run is not None:
+            fresh = a["state"] == st.AttemptState.ASSIGNED.value or (
+                (a["started_at"] or now) > row["last_heartbeat"]
+            )
+            held.append((not fresh, -(a["started_at"] or now), a["token"], pending_view(run)))
+    ledger = sum(p.workers * p.gpus_per_worker for *_k, p in held)
+    for settled, _newest, _token, p in sorted(held, key=lambda h: h[:3]):
+        if settled and _gpus_used(view) >= ledger:
+            break
+        view = cycle.reserve(p, view)
     return view
+
+
+def _gpus_used(view: snap.ClusterView) -> float:
+    return sum(n.gpus_total - n.gpus_free for n in view.nodes if n.alive)
 
 
 def build_snapshot(hub: context.Hub, now: float) -> snap.Snapshot:
