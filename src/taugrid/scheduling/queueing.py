@@ -50,6 +50,7 @@ __all__ = [
     "QueuePolicy",
     "ShortestJobFirst",
     "ShortestRemainingFirst",
+    "TauGridKnobs",
     "TauGridQueue",
     "group_index",
     "make_policy",
@@ -233,6 +234,14 @@ class DurationHistory:
         return np.asarray(np.where(np.isnan(left) | (left <= 0), fallback, left), dtype=np.float64)
 
 
+@dataclasses.dataclass(frozen=True)
+class TauGridKnobs:
+    """TauGrid's two tuned numbers: the GPU exponent of the rank and the percentile."""
+
+    gpu_power: float = 1.35
+    quantile: float = 0.15
+
+
 @dataclasses.dataclass
 class TauGridQueue:
     """Learned expected remaining GPU-time, smallest first (see module docstring)."""
@@ -247,7 +256,9 @@ class TauGridQueue:
         return np.asarray(jobs.gpus.astype(np.float64) ** self.gpu_power * left)
 
 
-def make_policy(name: str, *, groups: int = 0, families: int = 0) -> QueuePolicy:
+def make_policy(
+    name: str, *, groups: int = 0, families: int = 0, knobs: TauGridKnobs = TauGridKnobs()
+) -> QueuePolicy:
     """A policy by name; ``groups`` and ``families`` size TauGrid's history."""
     if name == "FIFO":
         return Fifo()
@@ -258,7 +269,8 @@ def make_policy(name: str, *, groups: int = 0, families: int = 0) -> QueuePolicy
     if name == "2D-LAS":
         return LeastAttained2D()
     if name == "TauGrid":
-        return TauGridQueue(DurationHistory(groups, families))
+        history = DurationHistory(groups, families, quantile=knobs.quantile)
+        return TauGridQueue(history, gpu_power=knobs.gpu_power)
     raise ValueError(f"unknown queue policy {name!r}; choose one of {', '.join(QUEUE_POLICIES)}")
 
 

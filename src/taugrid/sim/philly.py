@@ -155,14 +155,20 @@ class _Run:
 
 
 def simulate(
-    jobs: list[traces.PhillyJob], policy_name: str, capacity: int, *, tick: float = 600.0
+    jobs: list[traces.PhillyJob],
+    policy_name: str,
+    capacity: int,
+    *,
+    tick: float = 600.0,
+    knobs: queueing.TauGridKnobs = queueing.TauGridKnobs(),
 ) -> QueueResult:
     """Replay ``jobs`` (sorted by submission) under one policy on ``capacity`` GPUs."""
     if max(j.gpus for j in jobs) > capacity:
         raise ValueError(f"a job asks for more than the {capacity} GPUs of the cluster")
     _, groups = queueing.group_index([_group(j) for j in jobs])
     _, families = queueing.group_index([_family(j) for j in jobs])
-    run = _Run(jobs, queueing.make_policy(policy_name, groups=groups, families=families))
+    policy = queueing.make_policy(policy_name, groups=groups, families=families, knobs=knobs)
+    run = _Run(jobs, policy)
     now, nxt, n = 0.0, 0, len(jobs)
     tick_at = math.inf
     while nxt < n or run.running or run.active:
