@@ -83,3 +83,15 @@ def test_taugrid_ranks_by_gpus_times_estimate() -> None:
 def test_unknown_policy() -> None:
     with pytest.raises(ValueError, match="unknown queue policy"):
         q.make_policy("LIFO")
+
+
+def test_taugrid_knobs_set_the_gpu_exponent_and_the_percentile() -> None:
+    def rank(knobs: q.TauGridKnobs) -> float:
+        policy = q.make_policy("TauGrid", groups=1, knobs=knobs)
+        assert isinstance(policy, q.TauGridQueue)
+        for d in range(100, 2001, 100):  # 20 finished jobs: 100 s, 200 s, ..., 2000 s
+            policy.history.record(0, float(d))
+        return float(policy.rank(jobs([0], [2], [0]), 0)[0])
+
+    assert rank(q.TauGridKnobs()) == pytest.approx(2**1.35 * 400.0)  # 15th pct: 4th of 20
+    assert rank(q.TauGridKnobs(gpu_power=1.0, quantile=0.5)) == pytest.approx(2 * 1100.0)
