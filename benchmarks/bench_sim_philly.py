@@ -77,8 +77,55 @@ Tried in a second round (each from the default, TauGrid alone), none kept:
 | running jobs' rank x 0.9 (hysteresis against churn): 92k preemptions, not 787k | 1.204 |
 | group estimate shrunk to the GPU-count / all-jobs one, log space, weight n/(n+20) | 1.211 |
 
-Read TauGrid as 1.20-1.22 x SRTF: the ≤ 1.2 target is met only at the tuned point,
-and no rule tried here reaches it with margin. Preemption is free in this simulator
+Tried in a third round, aimed at where the gap is (each from the default, TauGrid
+alone; rank rules measured with a variant of `TauGridQueue.rank`, not kept in the code).
+"past its estimate" = fewer than 20 recent jobs of its group (then GPU count, then
+all jobs) ran longer than it has, so it is ranked 'as long again'. A rule had to beat
+the default on the whole trace and on the held-out halves; none did:
+
+| change | whole x SRTF | first half | second half |
+|---|---:|---:|---:|
+| default (GPUs^1.35, 15th percentile) | 1.198 | 1.042 | 1.136 |
+| past its estimate: GPUs^1.0 x attained (LAS on GPU-time, as Tiresias) | 1.213 | 1.043 | 1.139 |
+| past its estimate: GPUs^1.7 x attained | 1.210 | 1.042 | 1.133 |
+| past its estimate: behind every estimated job (LAS among them) | 1.255 | — | 1.221 |
+| aging, response ratio: rank / (1 + waited / estimate) | 1.322 | — | — |
+| aging, Tiresias starvation guard: first place after waiting 10 x its run time | 1.348 | — | — |
+| ServerFilling (see below) instead of BestEffortFIFO `select` | 1.208 | 1.051 | 1.146 |
+
+ServerFilling (Grosof, Scully, Harchol-Balter, Scheller-Wolf, SIGMETRICS 2023, optimal
+for mean response time of multiserver jobs in heavy traffic): take the shortest
+prefix of the rank order that asks for the whole pool, serve it widest first, then
+backfill in rank order.
+
+Where the gap is (whole trace, per-job JCT of the TauGrid and SRTF runs above, summed
+by class and divided by all 82,247 jobs; TauGrid - SRTF, hours of average JCT):
+
+| GPUs | jobs < 1 day | jobs ≥ 1 day (count) |
+|---|---:|---:|
+| 1 | -0.00 | -1.61 (1,229) |
+| 2-4 | +0.00 | -0.31 (677) |
+| 5-8 | +0.00 | +2.50 (622) |
+| 9+ | +0.13 | +0.71 (82) |
+
+All of the 1.43 h is in jobs that run for more than a day; TauGrid is level with SRTF
+on everything shorter. Past their group's recent history TauGrid ranks long jobs by
+least attained GPUs^1.35 x time, which finishes long 1-GPU jobs sooner than SRTF and
+long 8-GPU jobs later (median JCT of 5-8-GPU jobs over a day: 3.0 x their run time,
+SRTF 1.09 x): SRTF knows which wide jobs are nearly done. Moving the weight of width
+either way among those jobs, sending them further back, aging, and serving wide jobs
+first (ServerFilling) all lose more than they win; the trace holds no signal about
+which long job is nearly done (no user, no job name, no epochs).
+
+Read TauGrid as 1.20-1.22 x SRTF on the whole trace: the ≤ 1.2 target is met only at
+the tuned point, and no rule tried here reaches it with margin. The held-out
+evidence above says the knobs are not what carries the result: on windows and
+halves replayed on their own, TauGrid is 0.97-1.14 x SRTF with the default knobs,
+knobs chosen on the first half alone do as well on the second half as the tuned
+default, and every cell of the first-half grid is within 1 % of the best. What
+makes the whole trace harder is its length: 110 days on 416 GPUs pile up long jobs,
+and the gap is in how those are ordered.
+Preemption is free in this simulator
 (a suspended job keeps its progress, no restart cost), so TauGrid's many preemptions
 cost nothing here; damping them costs JCT (halved rank before: 1.243), but x 0.9
 costs only 0.5 % for 8.5 x fewer preemptions: the rule to take where they cost.
@@ -87,8 +134,7 @@ virtual cluster), so user-level history is not possible. Recent jobs predict bet
 than all past ones: the
 median of a group's last 10 finished jobs (finish = submission + duration) has a
 Spearman correlation of 0.66 with the next job's duration against 0.45 for the
-all-time median. The gap left is in jobs over a day on 8+ GPUs (SRTF
-knows which are nearly done); TauGrid is ahead of SRTF on long 1-GPU jobs.
+all-time median.
 """
 
 
@@ -195,7 +241,32 @@ def heldout(
         row(second, default, "default (tuned on the whole trace)"),
     ]
     windows_rows = [row(w, default) for w in windows]
-    return _heldout_text(windows, first, second, chosen, windows_rows, grid_rows, split, quantiles)
+    return _heldout_text(
+        windows, first, second, chosen, windows_rows, grid_rows, split, quantiles
+    ) + _verdict(
+        [
+            (
+                res[(*w, "TauGrid", default)][1],
+                res[(*w, "SRTF", default)][1],
+                res[(*w, "FIFO", default)][1],
+            )
+            for w in windows
+        ]
+    )
+
+
+def _verdict(runs: list[tuple[philly.QueueResult, philly.QueueResult, philly.QueueResult]]) -> str:
+    """How many windows meet each target, and why the FIFO one cannot be met everywhere."""
+    srtf = [ours.avg_jct / s.avg_jct for ours, s, _ in runs]
+    fifo = [ours.avg_jct / f.avg_jct for ours, _, f in runs]
+    calm = sum(f.avg_jct <= 1.6 * s.avg_jct for _, s, f in runs)
+    return (
+        f"\nOn the windows TauGrid is {min(srtf):.3f}-{max(srtf):.3f} x SRTF (≤ 1.2 in "
+        f"{sum(r <= 1.2 for r in srtf)} of {len(runs)}) and ≤ 0.5 x FIFO in "
+        f"{sum(r <= 0.5 for r in fifo)} of {len(runs)}; in {calm} of them FIFO itself is "
+        "within 1.6 x SRTF (the window's pool hardly queues), so no order can halve "
+        "FIFO's JCT there.\n"
+    )
 
 
 def _heldout_text(
@@ -246,7 +317,7 @@ def main(argv: list[str] | None = None) -> None:
         print(held)
         return
     took = time.perf_counter() - started
-    doc.write_section(TITLE, _body(args, n, capacity, count, results, took) + "\n" + held)
+    doc.write_section(TITLE, _body(args, n, capacity, count, results, took, held))
 
 
 def _body(
@@ -256,6 +327,7 @@ def _body(
     count: int | None,
     results: list[philly.QueueResult],
     took: float,
+    held: str,
 ) -> str:
     by = {r.policy: r for r in results}
     ours, fifo, srtf = by["TauGrid"], by["FIFO"], by["SRTF"]
@@ -297,7 +369,7 @@ def _body(
         "and GPU count (then of the same GPU count, then of all jobs, then 'as long\n"
         "again'). Utilisation is GPU-seconds served over capacity x span to the last\n"
         "completion: policies that finish long jobs last show lower utilisation for the\n"
-        "same work.\n\n" + ABLATIONS
+        "same work.\n\n" + held + "\n" + ABLATIONS
     )
     return body
 
