@@ -14,7 +14,7 @@ import pytest
 import sqlalchemy as sa
 
 from tests.hub import agent_builders as ab
-from tests.hub.harness import HubServer, make_hub
+from tests.hub.harness import HubServer, platform_hub
 
 PLATFORM = """\
 schema_version: 1
@@ -57,11 +57,8 @@ MB = 10**6
 
 @pytest.fixture
 def hub(engine: sa.Engine, tmp_path: Path) -> Iterator[HubServer]:
-    (tmp_path / "platform.yaml").write_text(PLATFORM)
-    server = HubServer(make_hub(engine, tmp_path / "home", tmp_path / "platform.yaml"))
-    server.start()
-    yield server
-    server.stop()
+    with platform_hub(engine, tmp_path, PLATFORM) as server:
+        yield server
 
 
 def _agent(hub: HubServer, cluster: str, probes: dict[str, Any], gpus_free: float = 4) -> None:

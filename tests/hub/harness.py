@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -65,3 +67,15 @@ def make_hub(
 ) -> context.Hub:
     config = context.HubConfig(tau_home=home, cycle_s=0.2, platform_file=platform_file, **cfg)
     return context.Hub(config, engine=engine)
+
+
+@contextlib.contextmanager
+def platform_hub(engine: sa.Engine, tmp_path: Path, platform_yaml: str) -> Iterator[HubServer]:
+    """A started hub server on ``platform_yaml`` (written to ``tmp_path``); stopped after."""
+    (tmp_path / "platform.yaml").write_text(platform_yaml)
+    server = HubServer(make_hub(engine, tmp_path / "home", tmp_path / "platform.yaml"))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()

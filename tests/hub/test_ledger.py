@@ -19,27 +19,14 @@ import sqlalchemy as sa
 
 from tests.dataplane.test_data_api import PLATFORM
 from tests.hub import agent_builders as ab
-from tests.hub.harness import HubServer, make_hub
-
-RUN = """\
-schema_version: 1
-name: {name}
-run:
-  entrypoint: train.py
-compute:
-  gpus: 4
-  cpus: 1
-  memory: 1Gi
-"""
+from tests.hub.harness import HubServer, platform_hub
+from tests.hub.test_same_decision import RUN
 
 
 @pytest.fixture
 def hub(engine: sa.Engine, tmp_path: Path) -> Iterator[HubServer]:
-    (tmp_path / "platform.yaml").write_text(PLATFORM)
-    server = HubServer(make_hub(engine, tmp_path / "home", tmp_path / "platform.yaml"))
-    server.start()
-    yield server
-    server.stop()
+    with platform_hub(engine, tmp_path, PLATFORM) as server:
+        yield server
 
 
 def _run(c: httpx.Client, run_id: str) -> dict[str, Any]:
@@ -61,7 +48,7 @@ def test_a_running_attempt_holds_its_gpus_though_the_report_shows_them_free(
 ) -> None:
     ab.sync(hub, "a", ab.report("a", 4))
     with hub.http() as c:
-        first = c.post("/v1/runs", json={"tau_yaml": RUN.format(name="first")}).json()
+        first = c.post("/v1/runs", json={"tau_yaml": RUN.format(name="first", gpus=4)}).json()
         _wait(c, first["id"], lambda r: r["state"] == "placed", "first placed")
         (assignment,) = ab.sync(hub, "a", ab.report("a", 4))["assignments"]
         running = {"token": assignment["token"], "state": "running", "nodes": ["a-n0"]}
@@ -69,7 +56,7 @@ def test_a_running_attempt_holds_its_gpus_though_the_report_shows_them_free(
         _wait(c, first["id"], lambda r: r["state"] == "running", "first running")
         for _ in range(3):  # later reports: Ray's view still lags, the GPUs look free
             ab.sync(hub, "a", ab.report("a", 4, running_attempts=[assignment["token"]]))
-        second = c.post("/v1/runs", json={"tau_yaml": RUN.format(name="second")}).json()
+        second = c.post("/v1/runs", json={"tau_yaml": RUN.format(name="second", gpus=4)}).json()
         seen = lambda r: r["reason"] != "" or r["state"] == "placed"  # noqa: E731
         waiting = _wait(c, second["id"], seen, "second considered")
         for _ in range(3):

@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from taugrid.hub import prewarm
 from tests.dataplane.test_data_api import PLATFORM
 from tests.hub import agent_builders as ab
-from tests.hub.harness import HubServer, make_hub
+from tests.hub.harness import HubServer, platform_hub
 
 RUN = """\
 schema_version: 1
@@ -36,11 +36,8 @@ runtime:
 @pytest.fixture
 def hub(engine: sa.Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[HubServer]:
     monkeypatch.setattr(prewarm, "HINT_TTL_S", 0.0)  # every sync sees the latest hints
-    (tmp_path / "platform.yaml").write_text(PLATFORM)
-    server = HubServer(make_hub(engine, tmp_path / "home", tmp_path / "platform.yaml"))
-    server.start()
-    yield server
-    server.stop()
+    with platform_hub(engine, tmp_path, PLATFORM) as server:
+        yield server
 
 
 def _sync(hub: HubServer, cluster: str, gpus_free: float, **body: Any) -> dict[str, Any]:

@@ -25,7 +25,7 @@ import sqlalchemy as sa
 from taugrid.hub import scheduler
 from taugrid.scheduling import cycle
 from taugrid.scheduling import snapshot as snap
-from tests.hub.harness import HubServer, make_hub
+from tests.hub.harness import HubServer, platform_hub
 
 COST = {"a": 3.0, "b": 1.0, "c": 2.0}
 FREE = {"a": [4, 2], "b": [1, 0], "c": [3, 4]}  # free GPUs per node (4 per node)
@@ -67,11 +67,8 @@ RUNS = [("r1", 2), ("r2", 4), ("r3", 1), ("r4", 3), ("r5", 2), ("big", 4)]
 
 @pytest.fixture
 def hub(engine: sa.Engine, tmp_path: Path) -> Iterator[HubServer]:
-    (tmp_path / "platform.yaml").write_text(PLATFORM)
-    server = HubServer(make_hub(engine, tmp_path / "home", tmp_path / "platform.yaml"))
-    server.start()
-    yield server
-    server.stop()
+    with platform_hub(engine, tmp_path, PLATFORM) as server:
+        yield server
 
 
 def report(cluster: str) -> dict[str, Any]:
