@@ -41,7 +41,7 @@ def _row(workload: str, fgd: list[float], ours: list[float]) -> list[str]:
     d = [b - a for a, b in zip(fgd, ours, strict=True)]
     se = statistics.stdev(d) / len(d) ** 0.5 if len(d) > 1 else float("nan")
     mean = statistics.fmean(d)
-    verdict = "TauGrid" if mean > 2 * se else ("FGD" if mean < -2 * se else "tie (within 2 se)")
+    verdict = "TauGrid" if mean > 2 * se else ("FGD" if mean < -2 * se else "neither (within 2 se)")
     wins = sum(x > 0 for x in d)
     return [
         workload,
@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> None:
         rows = [_row(w, *futures[w].result()) for w in WORKLOADS]
     for row in rows:
         print("openb further " + " ".join(row), flush=True)
-    header = ["workload", "FGD %", "TauGrid %", "Δ mean", "se", "TauGrid ahead", "verdict"]
+    header = ["workload", "FGD %", "TauGrid %", "Δ mean", "se", "TauGrid ahead", "ahead by 2 se"]
     body = _body(doc.table(header, rows), seeds, time.perf_counter() - started, args.workers)
     if not args.no_write:
         doc.write_section(TITLE, body)
