@@ -59,7 +59,8 @@ configuration being tuned at that time:
 Sensitivity of the default (whole trace, TauGrid alone, one knob moved at a time
 from the default; re-measured for this table except the ^1.3/^1.4/^1.5 cells, which
 are from the tuning above). Both knobs were chosen on this trace; no value in this
-range does better than the default, and the range spans 1.198-1.223:
+range does better than the default, and the range spans 1.198-1.223. One cell, e.g.:
+`python -m taugrid.sim philly --policy TauGrid --gpu-power 1.5 --quantile 0.15`
 
 | GPU exponent (percentile 15th) | 1.0 | 1.3 | **1.35** | 1.4 | 1.5 | 1.7 |
 |---|---:|---:|---:|---:|---:|---:|

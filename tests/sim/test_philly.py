@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import datetime
+import json
+import random
+from pathlib import Path
+
 import pytest
 
+from taugrid.scheduling import queueing
+from taugrid.sim import __main__ as cli
 from taugrid.sim import philly, traces
 
 
@@ -48,3 +55,36 @@ def test_window_and_sizing() -> None:
     w = philly.window(jobs, 2, 5)
     assert [j.submit for j in w] == [0, 1, 2, 3, 4]
     assert philly.size_cluster(w, load=0.5) == 32  # 50 GPU-s / 4 s / 0.5 = 25, whole 8-GPU nodes
+
+
+def write_trace(root: Path, n: int = 80) -> None:
+    """A Philly-format CSV of ``n`` jobs, one every 5 min, mixed sizes (seeded)."""
+    rng = random.Random(3)
+    rows = ["timestamp,duration,num_gpus,gpu_time,cluster"]
+    t0 = datetime.datetime(2017, 10, 9, 7)
+    for i in range(n):
+        gpus = rng.choice([1, 1, 2, 4, 8])
+        duration = rng.choice([60, 600, 3600, 20000]) * rng.uniform(0.5, 1.5)
+        when = t0 + datetime.timedelta(seconds=300 * i)
+        rows.append(f"{when:%Y-%m-%d %H:%M:%S},{duration:.0f},{gpus},{duration * gpus:.0f},vc")
+    (root / "philly").mkdir()
+    (root / "philly" / "philly.csv").write_text("\n".join(rows) + "\n")
+
+
+def test_cli_passes_taugrid_knobs_and_rejects_a_bad_percentile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_trace(tmp_path)
+    monkeypatch.setenv("TAU_TRACES_DIR", str(tmp_path))
+    jobs = traces.load_philly()
+    capacity = philly.size_cluster(jobs, 3.0)  # overloaded: the order matters
+    knobs = queueing.TauGridKnobs(gpu_power=3.0, quantile=0.9)
+    want = philly.simulate(jobs, "TauGrid", capacity, knobs=knobs).avg_jct
+    default = philly.simulate(jobs, "TauGrid", capacity).avg_jct
+    args = ["philly", "--load", "3", "--gpu-power", "3", "--quantile", "0.9", "-o", "json"]
+    assert cli.main(args) == 0
+    (got,) = json.loads(capsys.readouterr().out)
+    assert got["avg_jct"] == pytest.approx(want) and want != pytest.approx(default)
+    with pytest.raises(SystemExit):
+        cli.main(["philly", "--quantile", "15"])
+    assert "15 is not between 0 and 1" in capsys.readouterr().err

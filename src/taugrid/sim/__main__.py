@@ -3,7 +3,7 @@
     python -m taugrid.sim openb  [--workload default] [--policy TauGrid] [--seeds 42 43]
                                  [--stop 1.0] [--tie-break first] [-o json]
     python -m taugrid.sim philly [--policy TauGrid] [--start 0] [--jobs N] [--load 0.9]
-                                 [-o json]
+                                 [--gpu-power 1.35] [--quantile 0.15] [-o json]
     python -m taugrid.sim multiregion [--policy all] [--seeds 1 2 3] [--regions 4]
                                  [--jobs 300] [--datasets 16] [--load 1.0] [-o json]
 
@@ -41,6 +41,18 @@ def _parser() -> argparse.ArgumentParser:
     ph.add_argument("--start", type=int, default=0)
     ph.add_argument("--jobs", type=int, default=None)
     ph.add_argument("--load", type=float, default=0.9)
+    ph.add_argument(
+        "--gpu-power",
+        type=float,
+        default=queueing.TauGridKnobs.gpu_power,
+        help="TauGrid: exponent of the GPU count in the rank",
+    )
+    ph.add_argument(
+        "--quantile",
+        type=_fraction,
+        default=queueing.TauGridKnobs.quantile,
+        help="TauGrid: percentile (0-1) of the history's durations past the attained time",
+    )
     mr = sub.add_parser("multiregion", help="multi-region placement: generated scenarios")
     mr.add_argument("--policy", default="all", choices=("all", *mr_sim.POLICIES))
     mr.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
@@ -70,10 +82,18 @@ def _openb(args: argparse.Namespace) -> list[dict[str, object]]:
     return out
 
 
+def _fraction(text: str) -> float:
+    value = float(text)
+    if not 0.0 < value < 1.0:
+        raise argparse.ArgumentTypeError(f"{text} is not between 0 and 1 (e.g. 0.15)")
+    return value
+
+
 def _philly(args: argparse.Namespace) -> list[dict[str, object]]:
     jobs = philly.window(traces.load_philly(), args.start, args.jobs)
     capacity = philly.size_cluster(jobs, args.load)
-    r = philly.simulate(jobs, args.policy, capacity)
+    knobs = queueing.TauGridKnobs(gpu_power=args.gpu_power, quantile=args.quantile)
+    r = philly.simulate(jobs, args.policy, capacity, knobs=knobs)
     if args.output == "text":
         print(
             f"{r.policy}: {r.jobs} jobs on {capacity} GPUs, avg JCT {r.avg_jct / 3600:.2f} h, "
