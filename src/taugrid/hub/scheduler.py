@@ -75,8 +75,10 @@ def _reserve_unseen(
     hold, the newest of them are reserved too, until the ledger is covered.
     """
     held = []
-    for a in hub.runs.attempts_on_cluster(row["id"]):
-        run = hub.runs.get_run(a["run_id"])
+    attempts = hub.runs.attempts_on_cluster(row["id"])
+    runs_by_id = hub.runs.get_runs([a["run_id"] for a in attempts])
+    for a in attempts:
+        run = runs_by_id.get(a["run_id"])
         if run is not None:
             fresh = a["state"] == st.AttemptState.ASSIGNED.value or (
                 (a["started_at"] or now) > row["last_heartbeat"]

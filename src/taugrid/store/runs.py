@@ -48,6 +48,14 @@ class RunStore:
             r = c.execute(sa.select(t.runs).where(t.runs.c.id == run_id)).first()
         return dict(r._mapping) if r else None
 
+    def get_runs(self, run_ids: list[str]) -> dict[str, Row]:
+        """Runs by ID in one query (missing IDs are left out)."""
+        if not run_ids:
+            return {}
+        q = sa.select(t.runs).where(t.runs.c.id.in_(sorted(set(run_ids))))
+        with self.engine.connect() as c:
+            return {r["id"]: r for r in _rows(c.execute(q))}
+
     def find_run(self, ref: str, workspaces: list[str] | None = None) -> Row | None:
         """A run by ID, else the newest run with that name (within ``workspaces``)."""
         q = sa.select(t.runs).where(sa.or_(t.runs.c.id == ref, t.runs.c.name == ref))
