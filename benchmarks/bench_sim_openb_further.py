@@ -1,8 +1,8 @@
 """FGD vs TauGrid on openb seeds that were never used to choose anything.
 
-TauGrid's one packing constant (the node pressure's cost) was chosen on the reported
-seeds 42-51, so those seeds cannot tell a real difference from a lucky one. This
-benchmark replays every workload on further seeds (52 onward, same protocol as
+TauGrid's one packing constant (the reserve's cost, 10 FGD points per unit) was chosen
+on the reported seeds 42-51, so those seeds cannot tell a real difference from a
+lucky one. This benchmark replays every workload on further seeds (52 onward, same protocol as
 ``bench_sim_openb``) and reports the per-seed difference TauGrid - FGD with its
 standard error. Writes the "## Scheduling: GPU packing on further seeds (Alibaba
 openb)" section of docs/BENCHMARKS.md.

@@ -126,16 +126,38 @@ def test_typical_workload_keeps_popular_shapes_and_renormalises() -> None:
     assert sum(tw.probs) == pytest.approx(1.0)
 
 
-def test_node_pressure_marks_the_only_home_of_big_shapes() -> None:
+def test_node_reserve_is_heaviest_on_the_only_home_of_a_confined_shape() -> None:
     s = cluster((128000, 8, "G3"), (96000, 8, "G2"), (96000, 8, "G2"))
     every = typical((fgd.Shape(120000, 1000, 8), 0.1), (fgd.Shape(8000, 1000, 1), 0.9))
-    assert default.node_pressure(every, s).tolist() == [1.0, 0.0, 0.0]
-    small = task(4000)  # a CPU task: FGD sees no GPU fragmentation anywhere
-    fgd_pick = place("FGD", s, small, typical=every)
-    s2 = cluster((128000, 8, "G3"), (96000, 8, "G2"), (96000, 8, "G2"))
-    ours = place("TauGrid", s2, small, typical=every, every_shape=every)
-    assert fgd_pick is not None and fgd_pick.node == 0  # FGD ties, lowest index
-    assert ours is not None and ours.node == 1  # TauGrid keeps the 128-CPU node free
+    # GPU demand: 800 (8-GPU, only the 128-CPU node) + 900 (1-GPU, every node) = 1700.
+    small = 900 / 1700
+    big = 800 / 1700 * 24 / 8
+    assert default.node_reserve(every, s).tolist() == pytest.approx([big + small, small, small])
+    even = typical((fgd.Shape(8000, 1000, 1), 1.0))
+    assert default.node_reserve(even, s).tolist() == pytest.approx([1.0, 1.0, 1.0])
+
+
+def test_taugrid_gives_up_fgd_points_to_keep_a_pinned_model_free() -> None:
+    # FGD's typical workload has no pinned shape (rare ones fall outside its 95 %), so
+    # it packs the 600-milli task into the G3 GPU with exactly 600 left (two points
+    # better than leaving 400 on a G2 GPU). TauGrid's reserve counts every shape: the
+    # 8-GPU tasks pinned to G3 have only that node, so it keeps it for them.
+    common = typical((fgd.Shape(8000, 1000, 1), 0.1), (fgd.Shape(8000, 100, 1), 0.9))
+    pinned8 = fgd.Shape(8000, 1000, 8, ("G3",))
+    every = typical(*zip(common.shapes, (0.08, 0.9), strict=True), (pinned8, 0.02))
+
+    def state() -> st.ClusterState:
+        s = cluster((96000, 8, "G3"), (96000, 8, "G2"))
+        s.gpu_left[0, 0] = 600
+        return s
+
+    shared = task(8000, 1, 600)
+    fgd_pick = place("FGD", state(), shared, typical=common)
+    ours = place("TauGrid", state(), shared, typical=common, every_shape=every)
+    assert fgd_pick == st.Placement(0, (0,))
+    assert ours is not None and ours.node == 1
+    pinned = task(8000, 1, 1000, frozenset({"G3"}))  # its only home costs it nothing
+    assert place("TauGrid", state(), pinned, typical=common, every_shape=every) is not None
 
 
 def test_tie_break_modes() -> None:

@@ -1,30 +1,32 @@
-"""TauGrid's default node placement: FGD, refined by capacity-aware fragmentation.
+"""TauGrid's default node placement: FGD, minus a reserve penalty, refined by capacity.
 
-Score of a node for a task: the FGD score first; among its ties, the capacity-aware
-drop (3) minus the node pressure (2), both in milli-GPU (encoded in one float):
+Score of a node for a task (higher is better), in FGD points, then milli-GPU:
 
 1. **FGD score** (``fgd.FgdScore``): ``int(100·sigmoid(ΔF/1000))`` where ΔF is the drop of
    the node's expected fragmentation against the typical workload. Its coarse integer
    steps keep FGD's behaviour: decisions that fragment alike tie.
-2. **Node pressure** (``node_pressure``, in [0, 1]; full pressure costs 1000 milli, as
-   much as stranding one whole GPU at level 3): stay off nodes that are the only home of
-   *constrained* shapes — shapes that, by capacity (CPU, memory, GPU count, GPU model),
-   fit on nodes holding under half of the GPUs (8-GPU tasks asking 120 CPUs and
-   640 GiB fit only the 128-CPU nodes; tasks pinned to a GPU model fit only those).
-   Inert (0) when no shape is constrained.
-3. **Capacity-aware fragmentation drop** (among the FGD ties): FGD asks "does one task
-   of shape t still fit?"; this asks "how much of the node's free GPU can tasks of shape
-   t still use?" — ``usable_t = min(⌊cpu/c_t⌋, ⌊mem/r_t⌋, GPU slots_t) · gpu_t`` with
-   GPU slots ``Σ_i ⌊free_i/m_t⌋`` for a sharing shape and ``⌊whole free GPUs/k_t⌋``
+2. **Minus the reserve penalty** (``node_reserve``; ``RESERVE_POINTS`` FGD points per
+   unit): a node's *reserve* is the load the whole workload would put on it if every
+   shape spread its GPU demand evenly over the nodes able to host it at all (by
+   capacity: CPU, memory, GPU count, GPU model), at 100 % arrived demand, as a fraction
+   of the node's GPUs. Shapes with few homes concentrate their load there: tasks pinned
+   to T4 load only the T4 nodes, 8-GPU tasks asking 120 CPUs only the 128-CPU nodes. A
+   task pays its node's reserve minus the least reserve among the nodes able to host
+   it: it takes the least-claimed kind of node it can use, and a task whose only home is
+   the claimed kind pays nothing. Inert when every node is equally claimed (no shape is
+   confined); CPU-only tasks pay nothing.
+3. **Capacity-aware fragmentation drop** (breaks the remaining ties): FGD asks "does one
+   task of shape t still fit?"; this asks "how much of the node's free GPU can tasks of
+   shape t still use?" — ``usable_t = min(⌊cpu/c_t⌋, ⌊mem/r_t⌋, GPU slots_t) · gpu_t``
+   with GPU slots ``Σ_i ⌊free_i/m_t⌋`` for a sharing shape and ``⌊whole free GPUs/k_t⌋``
    for a k-GPU shape — and scores ``Σ_t p_t·(free - usable_t)`` before minus after. It
    sees CPU and memory stranding (a node whose CPU or memory runs out leaves its GPUs
    idle) that FGD's one-task, CPU-and-GPU-only test misses.
 4. Remaining ties: the packer's tie-break (lowest node index by default).
 
-The capacity-aware level and the pressure use *every* shape of the workload
-(``every_shape``: popularity 100 %), not only the 95 % typical ones: rare large shapes
-(8-GPU tasks with 120 CPUs that only fit the 128-CPU nodes) are what a careless
-placement strands first.
+The reserve and the capacity-aware level use *every* shape of the workload
+(``every_shape``: popularity 100 %), not only the 95 % typical ones: rare confined
+shapes are what a careless placement strands first.
 
 A sharing task takes the GPU that is best by (1, 3). All levels depend only on the node's
 own state and the task's shape, so scores are memoised per node version
@@ -39,50 +41,53 @@ import numpy.typing as npt
 from taugrid.scheduling.packing import cache, fgd, plugins
 from taugrid.scheduling.packing import state as st
 
-__all__ = ["TauGridScore", "node_pressure"]
+__all__ = ["RESERVE_POINTS", "TauGridScore", "node_reserve"]
 
 FloatArray = npt.NDArray[np.float64]
-_FGD_STEP = 1e5  # one FGD point outweighs every lower level
-_PRESSURE_STEP = 1000.0  # full pressure costs as much as stranding one whole GPU (level 3)
+_FGD_STEP = 1e5  # one FGD point outweighs the capacity-aware level
+#: FGD points a task pays per unit of reserve above the least it could have taken.
+RESERVE_POINTS = 10.0
 
 
-def node_pressure(
-    every_shape: fgd.TypicalWorkload, state: st.ClusterState, constrained: float = 0.5
-) -> FloatArray:
-    """Per node, in [0, 1]: GPU demand of *constrained* shapes that only this node's kind serves.
+def node_reserve(every_shape: fgd.TypicalWorkload, state: st.ClusterState) -> FloatArray:
+    """Per node: the load every shape's evenly spread demand puts on it, over its GPUs.
 
-    A shape is constrained when the nodes able to host it at all (by capacity: CPU,
-    memory, GPU count and model) hold less than ``constrained`` of the cluster's GPUs —
-    e.g. 8-GPU tasks with 120 CPUs and 640 GiB that only the 128-CPU nodes take, or
-    tasks pinned to one GPU model. Its demand ``p·gpu`` is spread over those nodes in
-    proportion to their GPUs and divided by their GPU capacity. 0 everywhere when no
-    shape is constrained.
+    Shape s with probability p_s and GPU demand g_s contributes
+    ``share_s · C / cap(able_s)`` to every node able to host it, where ``share_s`` is
+    its part of the workload's GPU demand, ``C`` the cluster's GPUs and
+    ``cap(able_s)`` the GPUs of the nodes able to host it. A shape every node can host
+    adds ``share_s`` everywhere; one with few homes adds much more there.
     """
     gpus = state.gpu_cnt.astype(np.float64) * st.MILLI
-    pressure = np.zeros(len(state))
-    for shape, p in zip(every_shape.shapes, every_shape.probs, strict=True):
-        if not shape.num_gpu:
-            continue
-        task = st.Task(
-            "shape",
-            shape.cpu_milli,
-            shape.memory_mib,
-            shape.num_gpu,
-            shape.gpu_milli,
-            frozenset(shape.models),
-        )
-        able = (
-            (state.cpu_cap >= shape.cpu_milli)
-            & (state.mem_cap >= shape.memory_mib)
-            & (state.gpu_cnt >= shape.num_gpu)
-            & state.model_mask(task)
-        )
-        share = gpus[able].sum()
-        if share == 0 or share >= constrained * gpus.sum():
-            continue
-        pressure[able] += p * shape.gpu_milli * shape.num_gpu / share
-    top = pressure.max(initial=0.0)
-    return pressure / top if top > 0 else pressure
+    demand = [
+        (shape, p * shape.gpu_milli * shape.num_gpu)
+        for shape, p in zip(every_shape.shapes, every_shape.probs, strict=True)
+    ]
+    total = sum(d for _, d in demand)
+    reserve = np.zeros(len(state))
+    for shape, d in demand:
+        able = _able(state, _as_task(shape))
+        homes = gpus[able].sum()
+        if d and homes:
+            reserve[able] += d / total * gpus.sum() / homes
+    return reserve
+
+
+def _as_task(shape: fgd.Shape) -> st.Task:
+    models = frozenset(shape.models)
+    return st.Task(
+        "shape", shape.cpu_milli, shape.memory_mib, shape.num_gpu, shape.gpu_milli, models
+    )
+
+
+def _able(state: st.ClusterState, task: st.Task) -> npt.NDArray[np.bool_]:
+    """Nodes that could host ``task`` when empty (capacity, not what is left)."""
+    return (
+        (state.cpu_cap >= task.cpu_milli)
+        & (state.mem_cap >= task.memory_mib)
+        & (state.gpu_cnt >= task.num_gpu)
+        & state.model_mask(task)
+    )
 
 
 class _Capacity:
@@ -180,34 +185,45 @@ class TauGridScore:
         self._fgd = fgd.FgdScore(typical)
         self._cache = cache.ScoreCache()
         self._capacity: _Capacity | None = None
-        self._pressure: FloatArray | None = None
+        self._reserve: FloatArray = np.zeros(0)
+        self._least: dict[tuple[object, ...], float] = {}
 
-    def _parts(self, state: st.ClusterState) -> tuple[_Capacity, FloatArray]:
+    def _parts(self, state: st.ClusterState) -> _Capacity:
         if self._capacity is None or self._capacity.state is not state:
             self._capacity = _Capacity(self.every_shape, state)
-            self._pressure = node_pressure(self.every_shape, state)
-        assert self._pressure is not None
-        return self._capacity, self._pressure
+            self._reserve = node_reserve(self.every_shape, state)
+            self._least = {}
+        return self._capacity
+
+    def _penalty(self, task: st.Task, state: st.ClusterState, nodes: st.IntArray) -> FloatArray:
+        """Level 2 in FGD points: reserve above the least the task could have taken."""
+        if not task.num_gpu:
+            return np.zeros(len(nodes))
+        key = (*fgd.shape_key(task), task.memory_mib)
+        if key not in self._least:
+            self._least[key] = float(self._reserve[_able(state, task)].min(initial=0.0))
+        return RESERVE_POINTS * (self._reserve[nodes] - self._least[key])
 
     def score(self, task: st.Task, state: st.ClusterState, nodes: st.IntArray) -> plugins.Scores:
-        capacity, pressure = self._parts(state)
+        capacity = self._parts(state)
         frag = self._fgd.fragmenter(state)
 
         def compute(sub: st.IntArray) -> plugins.Scores:
             before = frag.current(sub)
             drop = capacity.drop(task, sub)
+            penalty = self._penalty(task, state, sub)
             if task.sharing:
                 after = frag.after_gpu(task, sub)
                 ok = np.isfinite(after)
                 fgd_points = fgd.sigmoid_score(before[:, None] - np.where(ok, after, 0.0))
-                per_gpu = np.where(ok, fgd_points * _FGD_STEP + np.where(ok, drop, 0.0), -np.inf)
+                points = fgd_points - penalty[:, None]
+                per_gpu = np.where(ok, points * _FGD_STEP + np.where(ok, drop, 0.0), -np.inf)
                 gpu = per_gpu.argmax(axis=1).astype(np.int64)
                 value = per_gpu.max(axis=1)
             else:
-                fgd_points = fgd.sigmoid_score(before - frag.after_node(task, sub))
-                value = fgd_points * _FGD_STEP + drop
+                points = fgd.sigmoid_score(before - frag.after_node(task, sub)) - penalty
+                value = points * _FGD_STEP + drop
                 gpu = np.full(len(sub), -1, dtype=np.int64)
-            value = value - _PRESSURE_STEP * pressure[sub]
             return plugins.Scores(value, gpu)
 
         return self._cache.scores((*fgd.shape_key(task), task.memory_mib), state, nodes, compute)
