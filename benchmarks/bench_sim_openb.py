@@ -157,8 +157,9 @@ def main(argv: list[str] | None = None) -> None:
 def _body(default: str, variants: str, ties: str, plot: str, seeds: list[int], took: float) -> str:
     return (
         PROTOCOL + f"Seeds {seeds[0]}..{seeds[-1]} ({len(seeds)}). Every placement goes through\n"
-        "`taugrid.scheduling.packing` (filter → score plugin → pick → reserve), the code the\n"
-        "hub uses.\n\n"
+        "`taugrid.scheduling.packing` (filter → score plugin → pick → reserve), in the pure\n"
+        "scheduling core. The live platform does not use it yet: inside a cluster Ray's\n"
+        "placement groups bind a run's workers to nodes.\n\n"
         f"Command: `python -m benchmarks.bench_sim_openb`  \nMachine: {doc.machine()}; "
         f"{took / 60:.1f} min in all.\n\n"
         "### Default workload: reproduction and TauGrid\n\n" + default + "\n" + plot + "\n"
@@ -235,7 +236,8 @@ and 100, while the other four workloads move by at most 0.07 between 2 and 20 (a
 where the reserve decides nearly alone, multigpu30 falls back to FGD's level). The
 reserve replaced an earlier node pressure kept below FGD's score (on 42-51 it lost
 multigpu30 by 0.04, on 52-71 gpuspec33 by 0.11); beside the reserve that pressure
-changed nothing and was removed. The next section checks the choice on 20 seeds never used for it.
+changed nothing and was removed. The next section checks the choice on 20 seeds never
+used for it.
 """
 
 
