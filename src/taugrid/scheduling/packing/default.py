@@ -55,9 +55,9 @@ def node_reserve(every_shape: fgd.TypicalWorkload, state: st.ClusterState) -> Fl
     Shape s with probability p_s and GPU demand g_s contributes
     ``share_s · C / cap(able_s)`` to every node able to host it, where
     ``share_s = p_s·g_s / Σ p·g`` is its part of the workload's GPU demand, ``C`` the
-    cluster's GPUs and
-    ``cap(able_s)`` the GPUs of the nodes able to host it. A shape every node can host
-    adds ``share_s`` everywhere; one with few homes adds much more there.
+    cluster's GPUs and ``cap(able_s)`` the GPUs of the nodes able to host it. A shape
+    every node can host adds ``share_s`` everywhere; one with few homes adds much more
+    there.
     """
     gpus = state.gpu_cnt.astype(np.float64) * st.MILLI
     demand = [
