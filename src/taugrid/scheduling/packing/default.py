@@ -67,7 +67,7 @@ def node_reserve(every_shape: fgd.TypicalWorkload, state: st.ClusterState) -> Fl
     total = sum(d for _, d in demand)
     reserve = np.zeros(len(state))
     for shape, d in demand:
-        able = _able(state, _as_task(shape))
+        able = state.able(_as_task(shape))
         homes = gpus[able].sum()
         if d and homes:
             reserve[able] += d / total * gpus.sum() / homes
@@ -78,16 +78,6 @@ def _as_task(shape: fgd.Shape) -> st.Task:
     models = frozenset(shape.models)
     return st.Task(
         "shape", shape.cpu_milli, shape.memory_mib, shape.num_gpu, shape.gpu_milli, models
-    )
-
-
-def _able(state: st.ClusterState, task: st.Task) -> npt.NDArray[np.bool_]:
-    """Nodes that could host ``task`` when empty (capacity, not what is left)."""
-    return (
-        (state.cpu_cap >= task.cpu_milli)
-        & (state.mem_cap >= task.memory_mib)
-        & (state.gpu_cnt >= task.num_gpu)
-        & state.model_mask(task)
     )
 
 
@@ -202,7 +192,7 @@ class TauGridScore:
             return np.zeros(len(nodes))
         key = (*fgd.shape_key(task), task.memory_mib)
         if key not in self._least:
-            self._least[key] = float(self._reserve[_able(state, task)].min(initial=0.0))
+            self._least[key] = float(self._reserve[state.able(task)].min(initial=0.0))
         return RESERVE_POINTS * (self._reserve[nodes] - self._least[key])
 
     def score(self, task: st.Task, state: st.ClusterState, nodes: st.IntArray) -> plugins.Scores:

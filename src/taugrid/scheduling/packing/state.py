@@ -132,6 +132,15 @@ class ClusterState:
         codes = [i for i, m in enumerate(self.model_names) if m in task.models]
         return has_gpu & np.isin(self.model, codes)
 
+    def able(self, task: Task) -> BoolArray:
+        """Nodes that could host the task when empty (by capacity, not by what is left)."""
+        return (
+            (self.cpu_cap >= task.cpu_milli)
+            & (self.mem_cap >= task.memory_mib)
+            & (self.gpu_cnt >= task.num_gpu)
+            & self.model_mask(task)
+        )
+
     def feasible(self, task: Task) -> IntArray:
         """Indices of nodes where the task fits now (filter phase), ascending."""
         ok = (self.cpu_left >= task.cpu_milli) & (self.mem_left >= task.memory_mib)
