@@ -235,6 +235,9 @@ def _matrix(rows: list[Doc]) -> None:
     )
 
 
+_PRESETS = {"balanced": " (data-first)", "cost": " (cost-first)", "time": " (utilisation-first)"}
+
+
 @app.run_app.command("explain-placement")
 @views.guard
 def explain_cmd(name: str, output: Output = "text") -> None:
@@ -248,8 +251,13 @@ def explain_cmd(name: str, output: Output = "text") -> None:
         f"run {doc['run']} ({doc['state']}): {doc['source']}; "
         f"chosen: {doc['cluster'] or 'none'} — {doc['reason']}"
     )
-    views.console.print("[dim]weights: " + ", ".join(f"{k} {v:.2f}" for k, v in w.items()) + "[/]")
-    names = list(w)
+    preset = _PRESETS.get(doc.get("objective", ""), "")
+    views.console.print(
+        f"[dim]objective: {doc.get('objective', '-')}{preset}; weights: "
+        + ", ".join(f"{k} {v:.2f}" for k, v in w.items() if v)
+        + "[/]"
+    )
+    names = [n for n, v in w.items() if v]
     rows = []
     for v in doc["verdicts"]:
         est = doc.get("data", {}).get(v["cluster_id"], {})

@@ -223,8 +223,11 @@ def link_matrix(hub: context.Hub) -> Doc:
 
 
 def explain(hub: context.Hub, run: Doc, policy: cycle.Policy) -> Doc:
-    """Every cluster's filter verdict and score breakdown for ``run``."""
-    weights = policy.normalised_weights()
+    """Every cluster's filter verdict and score breakdown for ``run``, with the objective
+    preset and the weights its scores were combined with."""
+    spec = run["spec"]
+    objective = policy.objective_of(spec.get("objective"))
+    weights = policy.weights_for(spec.get("objective"), spec.get("communication"))
     attempts = hub.runs.attempts_for_run(run["id"])
     waiting = run["state"] in (st.RunState.QUEUED.value, st.RunState.ADMITTED.value)
     if attempts and not waiting:
@@ -237,11 +240,12 @@ def explain(hub: context.Hub, run: Doc, policy: cycle.Policy) -> Doc:
             "source": f"stored at placement of attempt {a['number']}",
             "cluster": placement.get("cluster"),
             "reason": placement.get("reason", ""),
-            "weights": weights,
+            "objective": placement.get("objective", objective),
+            "weights": placement.get("weights", weights),
             "verdicts": verdicts,
             "data": {v["cluster_id"]: _from_score(v, policy) for v in verdicts if v.get("ok")},
         }
-    return _explain_now(hub, run, policy, weights)
+    return {"objective": objective} | _explain_now(hub, run, policy, weights)
 
 
 def _from_score(verdict: Doc, policy: cycle.Policy) -> Doc:

@@ -115,7 +115,7 @@ def _compute(hub: context.Hub, now: float) -> dict[str, list[wire.PrepareHint]]:
         return {}
     snapshot = scheduler.build_snapshot(hub, now)
     warm = {c.cluster_id: set(c.warm_runtimes) for c in snapshot.clusters}
-    policy = cycle.default_policy()
+    policy = cycle.policy_from(hub.platform.scheduling)
     out: dict[str, dict[str, wire.PrepareHint]] = {}
     for run, key in keyed:
         where = likely.likely_cluster(scheduler.pending_view(run, hub), snapshot, policy)

@@ -24,7 +24,7 @@ from taugrid.lifecycle import states as st
 from taugrid.scheduling import cycle
 from taugrid.scheduling import snapshot as snap
 
-__all__ = ["Scheduler", "build_snapshot", "pending_view", "tick"]
+__all__ = ["Scheduler", "build_snapshot", "pending_view", "platform_fields", "tick"]
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +45,9 @@ def pending_view(run: dict[str, Any], hub: context.Hub | None = None) -> snap.Pe
         allowed_regions=tuple(s.get("allowed_regions", ())),
         admitted=run["state"] == st.RunState.ADMITTED.value,
         not_before=run["not_before"],
+        objective=s.get("objective"),
+        communication=s.get("communication"),
+        compliance=tuple(s.get("compliance", ())),
     )
     return data_view.with_needs(hub, run, view) if hub is not None else view
 
@@ -59,8 +62,19 @@ def _cluster_view(hub: context.Hub, row: dict[str, Any], now: float) -> snap.Clu
         row["report"],
         faulty=faulty,
         **data_view.cluster_fields(hub, row, now),
+        **platform_fields(hub, row),
     )
     return _reserve_unseen(hub, row, view, now)
+
+
+def platform_fields(hub: context.Hub, row: dict[str, Any]) -> dict[str, Any]:
+    """What platform.yaml declares of a cluster: its region's compliance, its interconnect."""
+    region = next((r for r in hub.platform.regions if r.name == row["region"]), None)
+    spec = next((c for c in region.clusters if c.name == row["id"]), None) if region else None
+    return {
+        "compliance": tuple(region.compliance) if region else (),
+        "interconnect_gbps": spec.interconnect_gbps if spec else 0.0,
+    }
 
 
 def _reserve_unseen(
@@ -171,6 +185,8 @@ def _place(hub: context.Hub, run: dict[str, Any], d: cycle.Decision) -> None:
     placement = {
         "cluster": d.cluster_id,
         "reason": d.reason,
+        "objective": d.objective,
+        "weights": d.weights,
         "verdicts": [dataclasses.asdict(v) for v in d.verdicts],
     }
     to_stage = staging.missing(hub, run, d.cluster_id)  # dispatch gate: data not there yet
@@ -276,7 +292,7 @@ class Scheduler:
 
     def __init__(self, hub: context.Hub, policy: cycle.Policy | None = None) -> None:
         self.hub = hub
-        self.policy = policy or cycle.default_policy()
+        self.policy = policy or cycle.policy_from(hub.platform.scheduling)
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="tau-scheduler", daemon=True)

@@ -34,6 +34,7 @@ __all__ = [
     "QuotaRequestSpec",
     "QuotaRequestState",
     "RegionSpec",
+    "Scheduling",
     "TeamSpec",
     "WorkspaceData",
     "WorkspaceDefaults",
@@ -95,6 +96,12 @@ class ClusterSpec(_Model):
     emulated_gpus: bool = pydantic.Field(
         default=False, description="GPUs are Ray logical resources, not devices."
     )
+    interconnect_gbps: float = pydantic.Field(
+        default=0.0,
+        ge=0,
+        description="Node-to-node bandwidth in Gbit/s (e.g. 400 for InfiniBand NDR, 25 for "
+        "Ethernet; 0: not declared); multi-worker sync runs prefer the fastest.",
+    )
 
 
 class RegionSpec(_Model):
@@ -104,7 +111,11 @@ class RegionSpec(_Model):
     clusters: list[ClusterSpec] = pydantic.Field(min_length=1)
     data_root: str | None = None
     egress_cost_per_gb: float = pydantic.Field(default=0.0, ge=0)
-    compliance: list[str] = pydantic.Field(default_factory=list)
+    compliance: list[str] = pydantic.Field(
+        default_factory=list,
+        description="Compliance domains the region meets (e.g. gdpr, hipaa); a run with "
+        "placement.compliance goes only to regions meeting all of its domains.",
+    )
 
 
 class PriorityClass(_Model):
@@ -224,6 +235,64 @@ class QuotaRequestSpec(_Model):
     reason: str = pydantic.Field(min_length=1)
 
 
+DEFAULT_OBJECTIVE = "balanced"
+SCORES = ("data", "idle_gpu", "cost", "wait", "warm", "interconnect")
+"""Names of the placement scores a weight may be given to (``scheduling.plugins*``)."""
+OBJECTIVE_PRESETS: dict[str, dict[str, float]] = {
+    "balanced": {"data": 0.5, "idle_gpu": 0.3, "cost": 0.2},  # data-first (the seed's mix)
+    "cost": {"cost": 0.6, "data": 0.2, "idle_gpu": 0.2},  # cost-first
+    "time": {"idle_gpu": 0.4, "wait": 0.4, "data": 0.2},  # utilisation-first
+}
+"""Weights per ``placement.objective`` (tau.yaml), unless platform.yaml overrides them."""
+COMMUNICATION_WEIGHTS: dict[str, dict[str, float]] = {"sync": {"interconnect": 0.2}}
+"""Weights added per ``placement.communication``: only sync runs weigh the interconnect."""
+
+
+class Scheduling(_Model):
+    """``scheduling``: placement score weights per objective and communication mode.
+
+    Presets and modes named here replace the built-in ones of the same name; the others
+    stay. Weights are relative (normalised to sum to 1 per run).
+    """
+
+    default_objective: str = pydantic.Field(
+        default=DEFAULT_OBJECTIVE, pattern="^(" + "|".join(OBJECTIVE_PRESETS) + ")$"
+    )
+    presets: dict[str, dict[str, float]] = pydantic.Field(
+        default_factory=dict, validate_default=True
+    )
+    communication: dict[str, dict[str, float]] = pydantic.Field(
+        default_factory=dict, validate_default=True
+    )
+
+    @pydantic.field_validator("presets")
+    @classmethod
+    def _presets(cls, v: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+        return OBJECTIVE_PRESETS | _weights(v, set(OBJECTIVE_PRESETS), "objective")
+
+    @pydantic.field_validator("communication")
+    @classmethod
+    def _modes(cls, v: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+        return COMMUNICATION_WEIGHTS | _weights(v, {"sync", "async", "none"}, "communication")
+
+
+def _weights(
+    v: dict[str, dict[str, float]], keys: set[str], what: str
+) -> dict[str, dict[str, float]]:
+    """``v`` when every key is a known ``what`` and every weight a known score, >= 0."""
+    for key, weights in v.items():
+        if key not in keys:
+            raise ValueError(f"unknown {what} {key!r}; use one of {sorted(keys)}")
+        for name, w in weights.items():
+            if name not in SCORES:
+                raise ValueError(f"{key}: unknown score {name!r}; scores: {list(SCORES)}")
+            if w < 0:
+                raise ValueError(f"{key}: weight of {name} is {w}; weights must be >= 0")
+        if not any(weights.values()) and what == "objective":
+            raise ValueError(f"{key}: every weight is 0; give at least one score a weight")
+    return v
+
+
 class Platform(_Model):
     """A whole platform.yaml (``schema_version: 1``)."""
 
@@ -235,6 +304,7 @@ class Platform(_Model):
     teams: list[TeamSpec] = pydantic.Field(default_factory=list)
     workspaces: list[WorkspaceSpec] = pydantic.Field(default_factory=list)
     default_workspace: str | None = None
+    scheduling: Scheduling = pydantic.Field(default_factory=Scheduling)
 
     @pydantic.model_validator(mode="after")
     def _references(self) -> Platform:

@@ -256,7 +256,27 @@ def _regions(r: _Resolver, profile: pm.ProfileSpec | None) -> tuple[list[str], l
         unknown = sorted(set(names) - known)
         if unknown:
             raise r.fail(field, f"unknown regions {unknown}", f"use regions of {sorted(known)}")
+    _compliance(r, allowed)
     return list(allowed), list(preferred)
+
+
+def _compliance(r: _Resolver, allowed: list[str]) -> None:
+    """Check that some (allowed) region meets every domain of ``placement.compliance``."""
+    domains = list(r.pick("compliance", r.file("placement.compliance"), ([], BUILTIN)))
+    if not domains:
+        return
+    fits = [
+        reg.name
+        for reg in r.platform.regions
+        if set(domains) <= set(reg.compliance) and (not allowed or reg.name in allowed)
+    ]
+    if not fits:
+        meets = {reg.name: reg.compliance for reg in r.platform.regions}
+        raise r.fail(
+            "compliance",
+            f"no {'allowed ' if allowed else ''}region meets compliance {domains}",
+            f"regions meet {meets}; drop a domain or ask the platform team",
+        )
 
 
 _FILE_FIELDS: tuple[tuple[str, str, Any], ...] = (
@@ -384,6 +404,7 @@ def resolve(
         profile=profile.name if profile else None,
         allowed_regions=tuple(allowed),
         preferred_regions=tuple(preferred),
+        compliance=tuple(config.placement.compliance),
         config_hash=canonical_hash(config.model_dump(mode="json")),
         profile_hash=canonical_hash(profile.model_dump(mode="json") if profile else None),
         provenance={},

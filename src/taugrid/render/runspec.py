@@ -74,6 +74,7 @@ class RunSpec(pydantic.BaseModel):
     preferred_regions: tuple[str, ...] = ()
     communication: spec_models.Communication = spec_models.Communication.SYNC
     objective: spec_models.Objective = spec_models.Objective.BALANCED
+    compliance: tuple[str, ...] = ()
 
     # data and storage
     inputs: tuple[spec_models.DataInput, ...] = ()

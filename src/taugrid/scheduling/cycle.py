@@ -10,7 +10,9 @@ Numbered phases, kueue ``schedule()`` style:
               limits, StrictFIFO/BestEffortFIFO, priority preemption and reclaim, fair
               sharing). A run that needs others preempted waits with ``preempt`` set;
               a run among those targets is not placed. Runs asking no GPUs need no quota.
-4. place    — filter every cluster, score the survivors, pick the best.
+4. place    — filter every cluster, score the survivors with the weights of the run's
+              ``placement.objective`` preset (plus its communication mode's terms),
+              pick the best.
 5. reserve  — deduct the run's resources from the working state so later runs in this
               cycle see them as taken.
 6. dispatch / 7. requeue — done by the caller (hub or simulator): it persists
@@ -23,7 +25,9 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+from collections.abc import Mapping
 
+from taugrid.platform import models as pm
 from taugrid.scheduling import admission as adm
 from taugrid.scheduling import plugins, plugins_data
 from taugrid.scheduling import snapshot as snap
@@ -34,6 +38,7 @@ __all__ = [
     "Outcome",
     "Policy",
     "default_policy",
+    "policy_from",
     "reserve",
     "schedule",
 ]
@@ -68,6 +73,8 @@ class Decision:
     cycle); ``borrowed``: GPUs of it taken beyond the team's nominal, from the cohort.
     ``preempt``: with WAITING_QUOTA, the runs that must be evicted (reason ``Preempted``,
     ``preempt_reasons`` aligned with them) before this run can be admitted.
+    ``objective`` and ``weights``: the preset and normalised weights its clusters were
+    scored with (set when placement ran).
     """
 
     run_id: str
@@ -79,31 +86,62 @@ class Decision:
     preempt_reasons: tuple[str, ...] = ()
     borrowed: int = 0
     flavor: str | None = None
+    objective: str = ""
+    weights: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
 class Policy:
-    """Which plugins run and how scores are weighted (weights are normalised)."""
+    """Which plugins run and how scores are weighted (weights are normalised).
+
+    ``weights`` is the preset of runs without a known objective; ``presets`` maps a
+    ``placement.objective`` to its weights; ``modes`` adds weights per
+    ``placement.communication`` (e.g. ``sync`` → ``interconnect``). All come from
+    platform.yaml's ``scheduling`` section (``policy_from``).
+    """
 
     filters: tuple[plugins.FilterPlugin, ...]
     scorers: tuple[plugins.ScorePlugin, ...]
     weights: dict[str, float]
+    presets: Mapping[str, Mapping[str, float]] = dataclasses.field(default_factory=dict)
+    modes: Mapping[str, Mapping[str, float]] = dataclasses.field(default_factory=dict)
+    default_objective: str = pm.DEFAULT_OBJECTIVE
 
     def normalised_weights(self) -> dict[str, float]:
-        total = sum(self.weights.get(s.name, 0.0) for s in self.scorers) or 1.0
-        return {s.name: self.weights.get(s.name, 0.0) / total for s in self.scorers}
+        return self.weights_for(None, None)
+
+    def objective_of(self, objective: str | None) -> str:
+        """The preset a run with ``objective`` is scored by (the default when unknown)."""
+        if objective is not None and objective in self.presets:
+            return objective
+        return self.default_objective
+
+    def weights_for(self, objective: str | None, communication: str | None) -> dict[str, float]:
+        """Normalised weights of one run: its objective's preset plus its mode's terms."""
+        raw = dict(self.presets.get(self.objective_of(objective), self.weights))
+        for name, w in self.modes.get(communication or "", {}).items():
+            raw[name] = raw.get(name, 0.0) + w
+        total = sum(raw.get(s.name, 0.0) for s in self.scorers) or 1.0
+        return {s.name: raw.get(s.name, 0.0) / total for s in self.scorers}
 
 
 def default_policy() -> Policy:
     """Built-in filters (+ move-vs-wait) and scores: data affinity, idle GPUs, cost.
 
     ``wait`` and ``warm`` are scored and shown by explain-placement but weigh 0 unless
-    a policy gives them a weight.
+    a preset gives them a weight. Weights: platform.yaml's defaults (``pm.Scheduling``).
     """
+    return policy_from(pm.Scheduling())
+
+
+def policy_from(spec: pm.Scheduling) -> Policy:
+    """The built-in plugins weighted as platform.yaml's ``scheduling`` section says."""
+    presets = {k: dict(v) for k, v in spec.presets.items()}
     return Policy(
         filters=(
             plugins.ReadyFilter(),
             plugins.RegionFilter(),
+            plugins.ComplianceFilter(),
             plugins.FitFilter(),
             plugins_data.DataMoveFilter(),
         ),
@@ -113,8 +151,12 @@ def default_policy() -> Policy:
             plugins.CostScore(),
             plugins_data.ExpectedWaitScore(),
             plugins_data.WarmRuntimeScore(),
+            plugins.InterconnectScore(),
         ),
-        weights={"data": 0.5, "idle_gpu": 0.3, "cost": 0.2},
+        weights=dict(presets[spec.default_objective]),
+        presets=presets,
+        modes={k: dict(v) for k, v in spec.communication.items()},
+        default_objective=spec.default_objective,
     )
 
 
@@ -128,23 +170,30 @@ class _Work:
 
     clusters: dict[str, snap.ClusterView]
     policy: Policy
-    weights: dict[str, float] = dataclasses.field(init=False)
+    weights: dict[tuple[str | None, str | None], dict[str, float]] = dataclasses.field(init=False)
     order: list[str] = dataclasses.field(init=False)
     verdicts: dict[str, dict[tuple[object, ...], ClusterVerdict]] = dataclasses.field(init=False)
 
     def __post_init__(self) -> None:
-        self.weights = self.policy.normalised_weights()
+        self.weights = {}
         self.order = sorted(self.clusters)
         self.verdicts = {c: {} for c in self.order}
 
+    def weights_of(self, run: snap.PendingRun) -> dict[str, float]:
+        """``run``'s normalised weights (memoised per objective and communication)."""
+        key = (run.objective, run.communication)
+        if key not in self.weights:
+            self.weights[key] = self.policy.weights_for(*key)
+        return self.weights[key]
+
     def verdicts_for(self, run: snap.PendingRun) -> tuple[ClusterVerdict, ...]:
         """Every cluster's verdict for ``run``, in cluster ID order (memoised)."""
-        key, out = run.request, []
+        key, out, weights = run.request, [], self.weights_of(run)
         for cluster_id in self.order:
             memo = self.verdicts[cluster_id]
             v = memo.get(key)
             if v is None:
-                v = _verdict(run, self.clusters[cluster_id], self.policy, self.weights)
+                v = _verdict(run, self.clusters[cluster_id], self.policy, weights)
                 memo[key] = v
             out.append(v)
         return tuple(out)
@@ -253,6 +302,7 @@ def reserve(run: snap.PendingRun, cluster: snap.ClusterView) -> snap.ClusterView
 
 def _place(run: snap.PendingRun, work: _Work) -> Decision:
     verdicts = work.verdicts_for(run)
+    objective, weights = work.policy.objective_of(run.objective), work.weights_of(run)
     best: ClusterVerdict | None = None
     for v in verdicts:
         if v.ok and (best is None or (v.total, v.cluster_id) > (best.total, best.cluster_id)):
@@ -261,10 +311,25 @@ def _place(run: snap.PendingRun, work: _Work) -> Decision:
         reasons = (
             "; ".join(f"{v.cluster_id}: {v.reason}" for v in verdicts) or "no clusters registered"
         )
-        return Decision(run.run_id, Outcome.ADMITTED, None, reasons, verdicts)
+        return Decision(
+            run.run_id,
+            Outcome.ADMITTED,
+            None,
+            reasons,
+            verdicts,
+            objective=objective,
+            weights=weights,
+        )
     work.reserve(run, best.cluster_id)
+    why = f"best score {best.total:g}"
     return Decision(
-        run.run_id, Outcome.PLACED, best.cluster_id, f"best score {best.total:g}", verdicts
+        run.run_id,
+        Outcome.PLACED,
+        best.cluster_id,
+        why,
+        verdicts,
+        objective=objective,
+        weights=weights,
     )
 
 

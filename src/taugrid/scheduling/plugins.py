@@ -7,8 +7,13 @@ Extension points (each a ``Protocol``):
 - ``ScorePlugin.score(run, cluster) -> float`` in [0, 100]; scores are clamped, then
   weighted by ``Policy.weights`` (normalised to sum to 1).
 
-Built-ins here: cluster readiness, region allow-list, fit (every worker fits on one
-usable node of the requested model), idle-GPU score, cost score.
+Built-ins here: cluster readiness, region allow-list, compliance domains, fit (every
+worker fits on one usable node of the requested model), idle-GPU score, cost score, and
+the interconnect score of ``sync`` runs.
+
+A run is always placed whole on one cluster (no plugin splits it), so a ``sync`` run
+never spans clusters or regions; ``async``/``none`` runs carry no interconnect term and
+so may go to slower-linked, cheaper or more distant capacity.
 """
 
 from __future__ import annotations
@@ -21,10 +26,12 @@ from taugrid.scheduling import snapshot as snap
 
 __all__ = [
     "Code",
+    "ComplianceFilter",
     "CostScore",
     "FilterPlugin",
     "FitFilter",
     "IdleGpuScore",
+    "InterconnectScore",
     "ReadyFilter",
     "RegionFilter",
     "ScorePlugin",
@@ -103,6 +110,23 @@ class RegionFilter:
 
 
 @dataclasses.dataclass(frozen=True)
+class ComplianceFilter:
+    """Only regions that meet every compliance domain the run requires (e.g. gdpr)."""
+
+    name: str = "compliance"
+
+    def filter(self, run: snap.PendingRun, cluster: snap.ClusterView) -> Status:
+        lacking = [d for d in run.compliance if d not in cluster.compliance]
+        if not lacking:
+            return OK
+        return Status(
+            Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+            f"region {cluster.region} does not meet compliance {lacking} "
+            f"(it meets {list(cluster.compliance)})",
+        )
+
+
+@dataclasses.dataclass(frozen=True)
 class FitFilter:
     name: str = "fit"
 
@@ -137,3 +161,19 @@ class CostScore:
     def score(self, run: snap.PendingRun, cluster: snap.ClusterView) -> float:
         per_work = cluster.cost_per_gpu_hour / cluster.gpu_speed
         return max(0.0, 100.0 * (1.0 - per_work / self.max_cost))
+
+
+@dataclasses.dataclass(frozen=True)
+class InterconnectScore:
+    """``sync`` runs of several workers prefer the fastest node-to-node interconnect:
+    ``100 * gbps / (gbps + ref_gbps)`` (half score at ``ref_gbps``, 0 when undeclared).
+    Every other run scores 100 everywhere, so the term never reorders clusters for it."""
+
+    name: str = "interconnect"
+    ref_gbps: float = 100.0
+
+    def score(self, run: snap.PendingRun, cluster: snap.ClusterView) -> float:
+        if run.communication != "sync" or run.workers < 2:
+            return 100.0
+        gbps = max(0.0, cluster.interconnect_gbps)
+        return 100.0 * gbps / (gbps + self.ref_gbps)

@@ -118,6 +118,10 @@ class ClusterView:
     warm_runtimes: tuple[str, ...] = ()
     releases: tuple[tuple[float, float], ...] = ()
     """(seconds from now, GPUs given back) per running attempt, soonest first."""
+    compliance: tuple[str, ...] = ()
+    """Compliance domains the cluster's region meets (platform.yaml ``regions[].compliance``)."""
+    interconnect_gbps: float = 0.0
+    """Node-to-node bandwidth inside the cluster (0: not declared)."""
 
     def link_from(self, region: str) -> LinkView | None:
         """The latest measured link from ``region`` into this cluster, if any."""
@@ -207,6 +211,12 @@ class PendingRun:
     runtime_key: str | None = None
     wait_near_data_s: float | None = None
     """Expected wait at the best ready cluster holding all its data (None: none holds it)."""
+    objective: str | None = None
+    """``placement.objective``: which weight preset scores its clusters (None: default)."""
+    communication: str | None = None
+    """``placement.communication``: sync, async or none (None: not declared)."""
+    compliance: tuple[str, ...] = ()
+    """Compliance domains every region it runs in must meet (``placement.compliance``)."""
 
     @property
     def total_gpus(self) -> int:
@@ -235,6 +245,9 @@ class PendingRun:
             self.datasets,
             self.runtime_key,
             self.wait_near_data_s,
+            self.objective,
+            self.communication,
+            self.compliance,
         )
 
 
@@ -316,13 +329,15 @@ def cluster_from_report(
     faulty: Collection[str] = (),
     datasets: tuple[str, ...] = (),
     releases: tuple[tuple[float, float], ...] = (),
+    compliance: tuple[str, ...] = (),
+    interconnect_gbps: float = 0.0,
 ) -> ClusterView:
     """A cluster as its agent's latest state report (``payloads.StateReport``) shows it.
 
     The one translation from report to view, shared by the hub and the simulator so
     both decide on the same snapshot. ``faulty``: node IDs with an open fault mark;
     ``datasets`` and ``releases`` come from the dataset registry and active attempts,
-    which the report does not carry.
+    ``compliance`` and ``interconnect_gbps`` from platform.yaml; the report carries none.
     """
     nodes = tuple(
         NodeView(
@@ -349,4 +364,6 @@ def cluster_from_report(
         datasets=datasets,
         warm_runtimes=tuple(report.get("cached_runtimes", ())),
         releases=releases,
+        compliance=compliance,
+        interconnect_gbps=interconnect_gbps,
     )

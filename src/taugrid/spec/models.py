@@ -237,7 +237,9 @@ class PlacementSpec(_Model):
     communication: Communication | None = None
     """sync (collectives, one region), async (may span regions) or none."""
     objective: Objective | None = None
-    """What placement optimises when regions tie: balanced, cost or time."""
+    """Score weight preset: balanced (data-first), cost (cost-first), time (utilisation-first)."""
+    compliance: list[str] = pydantic.Field(default_factory=list)
+    """Compliance domains every region it runs in must meet (e.g. gdpr; see platform.yaml)."""
 
     @pydantic.model_validator(mode="after")
     def _regions(self) -> PlacementSpec:

@@ -112,14 +112,13 @@ class SummaryIdleGpuScore:
 
 
 def fast_policy() -> cycle.Policy:
-    """``cycle.default_policy()`` with memoised fit/idle-GPU plugins, zero-weight scorers out."""
+    """``cycle.default_policy()`` with memoised fit/idle-GPU plugins; unweighted scorers out."""
     base = cycle.default_policy()
     filters: list[plugins.FilterPlugin] = [
         SummaryFitFilter() if f.name == "fit" else f for f in base.filters
     ]
+    used = {n for w in (base.weights, *base.presets.values(), *base.modes.values()) for n in w}
     scorers: list[plugins.ScorePlugin] = [
-        SummaryIdleGpuScore() if s.name == "idle_gpu" else s
-        for s in base.scorers
-        if base.weights.get(s.name, 0.0) > 0.0
+        SummaryIdleGpuScore() if s.name == "idle_gpu" else s for s in base.scorers if s.name in used
     ]
     return dataclasses.replace(base, filters=tuple(filters), scorers=tuple(scorers))
