@@ -20,6 +20,7 @@ from typing import Any
 from taugrid import payloads as wire
 from taugrid.hub import context, data_view, prewarm, runs
 from taugrid.lifecycle import phases as ph
+from taugrid.lifecycle import reasons
 from taugrid.lifecycle import states as st
 from taugrid.spec import units
 
@@ -309,7 +310,7 @@ def end_attempt(
         a["token"],
         state=state.value,
         ended_at=time.time(),
-        reason=message[-2000:],
+        reason=reasons.detail(message)[-2000:],
         exit_code=exit_code,
         failure_kind=kind.value if kind else None,
         revoked=revoke or a["revoked"],
@@ -335,6 +336,7 @@ def _finish(
         run["id"], state=state.value, quota_held=False, reason=reason, event=state.value
     )
     _phase(hub, run["id"], ph.Phase.COMPLETED, status, "ray job", reason)
+    runs.close_scheduled(hub, run["id"], state)
     if state is not st.RunState.SUCCEEDED:
         _phase(
             hub,
@@ -432,6 +434,7 @@ def _failed(
     message: str,
     exit_code: int | None,
 ) -> None:
+    hub.runs.add_event(run["id"], "failure_detail", {"attempt": a["number"], "text": message})
     spec = run["spec"]
     retry_on = list(spec.get("retry_on") or _DEFAULT_RETRY_ON)
     left = int(spec.get("max_retries", 0)) - (run["attempts_used"] - 1)
@@ -459,9 +462,8 @@ def _failed(
                 reset=True,
             )
         return
-    code = f"exit code {exit_code}" if exit_code is not None else kind.value
-    tail = "\n".join(message.strip().splitlines()[-8:])
-    _finish(hub, run, st.RunState.FAILED, ph.PhaseStatus.FAILED, f"{code}: {tail}".strip())
+    why = reasons.summary(kind.value, message, exit_code)
+    _finish(hub, run, st.RunState.FAILED, ph.PhaseStatus.FAILED, why)
     _phase(hub, run["id"], ph.Phase.ARTIFACTS_SAVED, ph.PhaseStatus.SKIPPED, "files", "run failed")
 
 

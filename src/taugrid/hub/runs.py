@@ -25,7 +25,7 @@ from taugrid.spec import load as spec_load
 from taugrid.spec import models as sm
 from taugrid.store import record
 
-__all__ = ["NotFound", "cancel", "detail", "record_of", "resume", "submit"]
+__all__ = ["NotFound", "cancel", "close_scheduled", "detail", "record_of", "resume", "submit"]
 
 _MAX_CODE_BYTES = 100 * 2**20
 
@@ -245,3 +245,23 @@ def finish_record(hub: context.Hub, run_id: str) -> None:
         return
     write_run_json(hub, run_id)
     record_of(hub, run).complete()
+
+
+def close_scheduled(hub: context.Hub, run_id: str, state: st.RunState) -> None:
+    """An attempt that ended before the agent reported it running leaves Scheduled active
+    ("waiting for resources"): close it, done when the run succeeded, else skipped."""
+    rec = hub.runs.phases(run_id).get(ph.Phase.SCHEDULED)
+    if rec is None or rec.status is not ph.PhaseStatus.ACTIVE:
+        return
+    if state is st.RunState.SUCCEEDED:
+        _set_phase(hub, run_id, ph.PhaseStatus.DONE, "ray", "ran to completion")
+    else:
+        _set_phase(hub, run_id, ph.PhaseStatus.SKIPPED, "hub", f"run {state.value}")
+
+
+def _set_phase(
+    hub: context.Hub, run_id: str, status: ph.PhaseStatus, source: str, reason: str
+) -> None:
+    hub.runs.set_phase(
+        run_id, ph.PhaseRecord(ph.Phase.SCHEDULED, status, source, reason, time.time())
+    )

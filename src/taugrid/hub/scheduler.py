@@ -2,6 +2,7 @@
 
 Each tick: (0) lost contact — clusters whose lease expired become Unknown; after the
 grace period their restartable attempts are revoked and their runs requeued;
+limits — attempts running past ``resilience.max_runtime`` end as ``timeout`` (``hub.limits``);
 staging — held attempts whose datasets are still moving advance (``hub.staging``);
 (1-5) build an immutable ``Snapshot`` from agent reports, node marks and quota usage,
 and call ``scheduling.cycle.schedule``; (6) dispatch — persist admissions and create
@@ -18,7 +19,7 @@ import threading
 import time
 from typing import Any
 
-from taugrid.hub import agents, context, data_view, runs, staging
+from taugrid.hub import agents, context, data_view, limits, runs, staging
 from taugrid.lifecycle import phases as ph
 from taugrid.lifecycle import states as st
 from taugrid.scheduling import cycle
@@ -274,6 +275,7 @@ def tick(hub: context.Hub, policy: cycle.Policy, now: float | None = None) -> li
     """One full cycle (phases 0-7); returns the decisions for tests and metrics."""
     now = time.time() if now is None else now
     _lost_contact(hub, now)
+    limits.enforce_max_runtime(hub, now)
     staging.advance(hub)
     waiting = hub.runs.waiting_runs()
     if not waiting:
