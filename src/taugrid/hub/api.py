@@ -153,9 +153,16 @@ def list_clusters(request: fastapi.Request, p: Auth) -> list[dict[str, Any]]:
     marks = hub.clusters.open_marks()
     out = []
     for c in hub.clusters.all():
-        c["faulty_nodes"] = [m for m in marks if m["cluster_id"] == c["id"]]
+        nodes = _node_ids(c)  # marks on nodes gone from the report are not shown
+        c["faulty_nodes"] = [
+            m for m in marks if m["cluster_id"] == c["id"] and m["node_id"] in nodes
+        ]
         out.append(c)
     return out
+
+
+def _node_ids(cluster: dict[str, Any]) -> set[str]:
+    return {str(n.get("node_id")) for n in (cluster.get("report") or {}).get("nodes", [])}
 
 
 @router.get("/platform")
@@ -170,6 +177,11 @@ def mark_node(request: fastapi.Request, body: wire.NodeFault, p: Admin) -> dict[
     if hub.clusters.get(body.cluster_id) is None:
         raise runs.NotFound(
             f"no cluster '{body.cluster_id}'", "list clusters with: tau cluster list"
+        )
+    if body.node_id not in _node_ids(hub.clusters.get(body.cluster_id) or {}):
+        raise runs.NotFound(
+            f"cluster '{body.cluster_id}' has no node '{body.node_id}'",
+            "see node IDs with: tau cluster list",
         )
     row = hub.clusters.mark_node(body.cluster_id, body.node_id, body.kind, body.reason or body.kind)
     hub.auth.audit(p.name, "node.fault", f"{body.cluster_id}/{body.node_id}", body.model_dump())
