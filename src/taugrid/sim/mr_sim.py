@@ -281,6 +281,7 @@ class _World:
             gpu_model=job.gpu_model,
             admitted=job.job_id in self.admitted,
             datasets=needs,
+            communication=job.comm.value,
         )
 
     def cycle(self, now: float) -> None:
