@@ -17,7 +17,9 @@ from typing import Any
 import httpx
 import pytest
 import sqlalchemy as sa
+from typer.testing import CliRunner
 
+from taugrid.cli import main as cli_main
 from tests.hub.harness import HubServer, platform_hub
 
 # region -> ($/GPU-hour, free GPUs of 8, compliance domains)
@@ -102,7 +104,9 @@ def submit(c: httpx.Client, name: str, placement: str) -> httpx.Response:
     return c.post("/v1/runs", json={"tau_yaml": RUN.format(name=name, placement=placement)})
 
 
-def test_objective_and_compliance_steer_placement_and_show_in_explain(hub: HubServer) -> None:
+def test_objective_and_compliance_steer_placement_and_show_in_explain(
+    hub: HubServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     with hub.http() as c:
         for name, placement in (
             ("by-cost", "  objective: cost"),
@@ -122,6 +126,14 @@ def test_objective_and_compliance_steer_placement_and_show_in_explain(hub: HubSe
     assert gdpr["cluster"] == "eu"
     why = {v["cluster_id"]: v["reason"] for v in gdpr["verdicts"]}
     assert why["cheap"].startswith("compliance: region cheap does not meet compliance ['gdpr']")
+    # the console script shows the preset and its weights
+    monkeypatch.setenv("TAU_HUB_URL", hub.url)
+    monkeypatch.setenv("TAU_TOKEN", hub.admin_token)
+    out = CliRunner().invoke(cli_main._app.app, ["run", "explain-placement", "by-cost"])
+    assert out.exit_code == 0, out.output
+    assert (
+        "objective: cost (cost-first); weights: data 0.20, idle_gpu 0.20, cost 0.60" in out.output
+    )
 
 
 def test_compliance_no_region_meets_is_refused_at_submit(hub: HubServer) -> None:

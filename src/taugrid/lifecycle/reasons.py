@@ -25,7 +25,7 @@ _FRAME = re.compile(
     r"The above exception was|\^+$|~+$|\.\.\.$|raise\b)"
 )
 _DOTTED_EXC = re.compile(r"^(?:[A-Za-z_][\w]*\.)+([A-Z]\w*(?:Error|Exception|Exit|Interrupt)\b)")
-_MAX = 240
+_MAX = 500
 
 
 def exit_phrase(exit_code: int | None) -> str | None:
