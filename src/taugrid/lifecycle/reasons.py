@@ -55,18 +55,19 @@ def last_meaningful_line(text: str) -> str:
 
 
 def detail(text: str) -> str:
-    """``text`` with Ray's log header dropped and a repeated trailing block of lines kept once.
+    """``text`` without Ray's log header, and without a trailing block of lines that
+    repeats the lines just before it.
 
     Ray's failed-job message ends with the job's last logs and the agent appends its own
-    log tail, so the same lines often come twice: the second copy is removed.
+    log tail, so the same lines often come twice in a row: the second copy is removed.
     """
     lines = [ln for ln in text.strip().splitlines() if not _RAY_LOGS.match(ln.strip())]
     for size in range(len(lines) // 2, 0, -1):
-        tail = lines[-size:]
         body = lines[:-size]
-        for start in range(len(body) - size, -1, -1):
-            if body[start : start + size] == tail:
-                return "\n".join(body).strip()
+        while body and not body[-1].strip():
+            body.pop()
+        if body[-size:] == lines[-size:]:
+            return "\n".join(body).strip()
     return "\n".join(lines).strip()
 
 
@@ -78,6 +79,8 @@ def summary(kind: str, message: str, exit_code: int | None = None) -> str:
     last = last_meaningful_line(text)
     if "Traceback (most recent call last)" in first:  # "context: Traceback ..." on one line
         first = first.split("Traceback (most recent call last)")[0].rstrip(" :")
+    # Without an exit code, a multi-line text's first line says what was being done
+    # (e.g. "submission failed: ... unreachable") and its last what went wrong.
     if len(text.splitlines()) > 1 and first and last and first != last and exit_code is None:
         line = f"{first.rstrip(' :')}: {last}" if not first.endswith(last) else first
     else:
