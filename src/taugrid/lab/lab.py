@@ -116,6 +116,7 @@ class Lab:
 
     def start_hub(self, topo: topology.Topology, progress: Progress = _quiet) -> str:
         """Write the platform, start the lab's hub, record it; make ``lab`` current."""
+        self.home.mkdir(parents=True, exist_ok=True)
         platform = self._write_platform(topo)
         url = self._start_hub(platform, progress)
         creds = self.hub_home / "credentials.json"
