@@ -136,15 +136,25 @@ def test_ray_demands_the_token_kept_private(env: dict[str, str]) -> None:
     assert "CONNECTED" in ok.stdout, ok.stderr[-2000:]
 
 
-def test_hub_agent_and_dashboard_listen_on_loopback_only(env: dict[str, str]) -> None:
+def test_nothing_answers_off_loopback_without_the_token(env: dict[str, str]) -> None:
+    """Hub, agent and dashboard bind loopback; what Ray binds to every interface (its
+    C++ gRPC servers and Prometheus endpoints: Ray 2.60 has no option for a 127.0.0.x
+    node) serves nothing but read-only metrics to a client without the token."""
     home = Path(env["TAU_HOME"])
     pids = {int((home / "run" / f).read_text()) for f in ("hub.pid", "agent-local.pid")}
     socks = listeners.listeners(pids)
     assert socks and all(listeners.is_loopback(ip) for _, ip, _ in socks), socks
     dash_port = int(str(_cluster_state(home)["dashboard_url"]).rsplit(":", 1)[1])
-    ray_socks = listeners.listeners(set(_ray_pids()) | _descendants(_ray_pids()))
-    dash = [ip for _, ip, port in ray_socks if port == dash_port]
-    assert dash == [IP], ray_socks
+    ray_socks = listeners.listeners(_descendants(_ray_pids()))
+    assert [ip for _, ip, port in ray_socks if port == dash_port] == [IP], ray_socks
+    wide = {port for _, ip, port in ray_socks if not listeners.is_loopback(ip)}
+    for port in sorted(wide):
+        try:
+            resp = httpx.get(f"http://{IP}:{port}/", timeout=5)
+        except httpx.HTTPError:
+            continue  # a gRPC server: no HTTP/1.1 without the token's metadata
+        ok = resp.status_code != 200 or resp.text.lstrip().startswith("# HELP")
+        assert ok, f"{IP}:{port} answered without the token: {resp.text[:200]}"
 
 
 def _descendants(roots: list[int]) -> set[int]:

@@ -150,6 +150,11 @@ def main() -> None:
         return
     if not args.hub:
         raise SystemExit("--hub URL is required")
+    _serve(args)
+
+
+def _serve(args: argparse.Namespace) -> None:
+    """Run the agent (and its Ray cluster with ``--start-ray``) until SIGTERM."""
     platform = (
         platform_load.load_platform(args.platform)
         if args.platform

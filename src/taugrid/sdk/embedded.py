@@ -211,6 +211,8 @@ class EmbeddedPlatform:
     def up(self, progress: Progress = _quiet, timeout_s: float = 180.0) -> client.Client:
         """Start whatever is not running and wait until region ``local`` reports."""
         deadline = time.time() + timeout_s
+        if self.hub.pid() is not None and self.agent.pid() is not None:
+            progress = _quiet  # already up: nothing to report
         if self.hub.pid() is None:
             self._pick_hub_port()
             progress(f"starting hub on {self.url} (log: {self.hub.logfile})")
