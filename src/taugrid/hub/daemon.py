@@ -40,7 +40,8 @@ def bootstrap_credentials(hub: context.Hub, url: str) -> None:
         secret, _ = hub.auth.create_token("embedded-admin", "admin", {})
         _write_secret(creds, json.dumps({"hub_url": url, "token": secret}, indent=2))
         hub.auth.audit("system", "token.create", "embedded-admin", {"role": "admin"})
-    elif doc.get("hub_url") != url:
+    elif doc.get("hub_url") != url and hub.auth.lookup(str(doc["token"])) is not None:
+        # our own token (not one `tau login` saved for a remote hub): follow the port
         _write_secret(creds, json.dumps({**doc, "hub_url": url}, indent=2))
     for cluster in (c for r in hub.platform.regions for c in r.clusters):
         path = home / "agents" / f"{cluster.name}.token"

@@ -361,21 +361,22 @@ def _read_json(path: Path) -> dict[str, str]:
 def ensure_client(progress: Progress = _quiet, *, start: bool = False) -> client.Client:
     """A client of the hub this shell targets.
 
-    ``TAU_HUB_URL`` (+ ``TAU_TOKEN``) or a non-``local`` current context name a hub;
-    otherwise it is this home's embedded platform, which only ``start=True`` (``tau
+    ``TAU_HUB_URL`` (+ ``TAU_TOKEN``), a non-``local`` current context or credentials
+    ``tau login`` saved for another hub name a hub; otherwise it is this home's
+    embedded platform, which only ``start=True`` (``tau
     run``, ``tau up``) starts. Without ``start`` a stopped platform is a
     ``PlatformNotRunning`` error naming ``tau up``; a dead agent is reported.
     """
     cfg = client.HubConfig.discover()
-    if cfg is not None and cfg.source != contexts.LOCAL:
-        cli = client.Client(cfg)
+    plat = EmbeddedPlatform()
+    if cfg is not None and (cfg.source != contexts.LOCAL or cfg.url.rstrip("/") != plat.url):
+        cli = client.Client(cfg)  # TAU_HUB_URL, a context, or credentials of `tau login`
         cli.health()
         return cli
     if os.environ.get("TAU_HUB_URL"):
         raise client.HubUnreachable(
             os.environ["TAU_HUB_URL"], "no token: set TAU_TOKEN or run `tau login`"
         )
-    plat = EmbeddedPlatform()
     if start:
         if plat.hub.pid() is None or plat.agent.pid() is None:
             progress(f"the platform of {plat.home} is not (fully) running: starting it")
