@@ -84,6 +84,8 @@ def start_or_adopt(
     old = ray_local.LocalRayCluster.attach(state_dir)
     if old is not None:
         try:
+            if old.auth_token_file != token:
+                raise errors.LocalClusterError("it does not use this cluster's Ray token")
             old.wait_ready(timeout_s=30)
             log.info("adopted the running Ray cluster at %s", old.gcs_address)
             return old

@@ -19,8 +19,9 @@ Invariants:
 - with ``auth_token_file`` (what the platform always passes) every node runs with
   Ray's token authentication (``RAY_AUTH_MODE=token``, ``RAY_AUTH_TOKEN_PATH``): GCS,
   raylets, workers and the dashboard refuse a client without the token; without it
-  (tests only) auth is explicitly off. The dashboard and the HTTP/gRPC servers whose
-  host can be chosen listen on the node's loopback IP;
+  (tests only) auth is explicitly off. The dashboard listens on the node's loopback
+  IP; Ray binds its C++ gRPC servers and metrics endpoints to every interface for a
+  127.0.0.x node (there is no option), which is why the token matters;
 - GCS health checks run every ``health_check_period_ms`` so a killed node is DEAD in
   the inventory within about ``period x threshold`` (about 5 s by default, not Ray's 30 s).
 """
