@@ -4,7 +4,16 @@ With ``--start-ray`` (the embedded platform) the agent owns a real local Ray clu
 built from the platform's node pools for its cluster (GPUs emulated as Ray logical
 resources when the machine has none) and stops it on SIGTERM; otherwise it attaches
 to ``--ray-dashboard``. A Ray cluster left running by a previous agent of the same
-state directory is reused, so an agent restart never kills running attempts.
+state directory (one killed with ``kill -9``) is adopted when all its nodes are alive,
+so an agent restart never kills running attempts (the agent re-attaches to them);
+a half-dead one is stopped and replaced.
+
+Every cluster it starts uses Ray token authentication: the token lives in
+``$TAU_HOME/agents/<cluster>.ray-token`` (0600) and this process exports
+``RAY_AUTH_MODE=token`` / ``RAY_AUTH_TOKEN_PATH`` so its Jobs, state and GCS clients
+(and the jobs, which inherit Ray's environment) present it. GCS and dashboard ports
+default to free ones (``--ray-gcs-port`` / ``--ray-dashboard-port`` or
+``TAU_RAY_GCS_PORT`` / ``TAU_RAY_DASHBOARD_PORT`` pin them).
 """
 
 from __future__ import annotations
@@ -18,11 +27,11 @@ from pathlib import Path
 from types import FrameType
 
 from taugrid.agent import agent, datasync, hubclient
-from taugrid.backends import ray_drain, ray_jobs, ray_local
+from taugrid.backends import errors, ray_drain, ray_jobs, ray_local
 from taugrid.platform import load as platform_load
 from taugrid.platform import models as pm
 
-__all__ = ["main", "node_shapes"]
+__all__ = ["main", "node_shapes", "start_or_adopt", "stop_leftover", "use_ray_token"]
 
 log = logging.getLogger(__name__)
 
@@ -53,25 +62,65 @@ def _cluster_spec(platform: pm.Platform, cluster_id: str) -> tuple[str, pm.Clust
     )
 
 
+def _env_port(name: str) -> int | None:
+    value = os.environ.get(name)
+    return int(value) if value else None
+
+
+def use_ray_token(home: Path, cluster_id: str) -> Path:
+    """Create (once) the cluster's Ray auth token and make this process present it."""
+    path = ray_local.write_auth_token(home / "agents" / f"{cluster_id}.ray-token")
+    os.environ["RAY_AUTH_MODE"] = "token"
+    os.environ["RAY_AUTH_TOKEN_PATH"] = str(path)
+    os.environ.pop("RAY_AUTH_TOKEN", None)
+    return path
+
+
+def start_or_adopt(
+    args: argparse.Namespace, spec: pm.ClusterSpec, state_dir: Path
+) -> ray_local.LocalRayCluster:
+    """The cluster a killed predecessor left running, if healthy; else a new one."""
+    token = use_ray_token(args.home, args.cluster)
+    old = ray_local.LocalRayCluster.attach(state_dir)
+    if old is not None:
+        try:
+            if old.auth_token_file != token:
+                raise errors.LocalClusterError("it does not use this cluster's Ray token")
+            old.wait_ready(timeout_s=30)
+            log.info("adopted the running Ray cluster at %s", old.gcs_address)
+            return old
+        except errors.LocalClusterError as exc:
+            log.warning("stopping the Ray cluster left behind (%s)", exc.message)
+            old.stop(grace_s=1)
+    ip = args.ray_ip
+    return ray_local.LocalRayCluster(
+        ip,
+        args.ray_gcs_port or ray_local.free_port(ip),
+        args.ray_dashboard_port or ray_local.free_port(ip),
+        node_shapes(spec),
+        state_dir,
+        auth_token_file=token,
+    ).start()
+
+
 def _args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description="TauGrid agent")
     p.add_argument(
         "--home", type=Path, default=Path(os.environ.get("TAU_HOME", "~/.tau")).expanduser()
     )
-    p.add_argument("--hub", required=True)
+    p.add_argument("--hub", help="the hub's URL (required unless --stop-leftover-ray)")
+    p.add_argument(
+        "--stop-leftover-ray",
+        action="store_true",
+        help="only stop the Ray cluster a killed agent of --cluster left running, then exit",
+    )
     p.add_argument("--cluster", default="local")
     p.add_argument("--platform", type=Path, default=os.environ.get("TAU_PLATFORM_FILE"))
     p.add_argument("--start-ray", action="store_true")
     p.add_argument("--ray-ip", default="127.0.0.2")
     p.add_argument("--ray-dashboard", default=None)
-    p.add_argument(
-        "--ray-gcs-port", type=int, default=int(os.environ.get("TAU_RAY_GCS_PORT", "6390"))
-    )
-    p.add_argument(
-        "--ray-dashboard-port",
-        type=int,
-        default=int(os.environ.get("TAU_RAY_DASHBOARD_PORT", "8290")),
-    )
+    p.add_argument("--ray-gcs-port", type=int, default=_env_port("TAU_RAY_GCS_PORT"))
+    p.add_argument("--ray-dashboard-port", type=int, default=_env_port("TAU_RAY_DASHBOARD_PORT"))
     p.add_argument("--sync", type=float, default=1.0)
     p.add_argument("--report", type=float, default=10.0)
     p.add_argument(
@@ -85,9 +134,29 @@ def _args() -> argparse.Namespace:
     return p.parse_args()
 
 
+def stop_leftover(home: Path, cluster_id: str) -> str | None:
+    """Stop the Ray cluster left under ``home`` for ``cluster_id``; its GCS address."""
+    left = ray_local.LocalRayCluster.attach(home / "agents" / cluster_id / "ray")
+    if left is None:
+        return None
+    left.stop(grace_s=1)
+    return left.gcs_address
+
+
 def main() -> None:
     args = _args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    if args.stop_leftover_ray:
+        stopped = stop_leftover(args.home, args.cluster)
+        print(f"stopped the Ray cluster left at {stopped}" if stopped else "", flush=True)
+        return
+    if not args.hub:
+        raise SystemExit("--hub URL is required")
+    _serve(args)
+
+
+def _serve(args: argparse.Namespace) -> None:
+    """Run the agent (and its Ray cluster with ``--start-ray``) until SIGTERM."""
     platform = (
         platform_load.load_platform(args.platform)
         if args.platform
@@ -99,13 +168,7 @@ def main() -> None:
     cluster = None
     if args.start_ray:
         (state_dir / "ray").mkdir(parents=True, exist_ok=True)
-        cluster = ray_local.LocalRayCluster(
-            args.ray_ip,
-            args.ray_gcs_port,
-            args.ray_dashboard_port,
-            node_shapes(spec),
-            state_dir / "ray",
-        ).start()
+        cluster = start_or_adopt(args, spec, state_dir / "ray")
         backend = cluster.backend(emulated_gpus=spec.emulated_gpus or ray_local.gpus_are_emulated())
         gcs = cluster.gcs_address
     else:

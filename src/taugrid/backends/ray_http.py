@@ -13,13 +13,15 @@ filtered by ``(key, "=", value)`` triples.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 import httpx
 
 from taugrid.backends import errors
 
-__all__ = ["DashboardClient", "normalize_address"]
+__all__ = ["DashboardClient", "auth_headers", "normalize_address"]
 
 _STATE_LIMIT = 10_000
 
@@ -32,13 +34,28 @@ def normalize_address(address: str) -> str:
     return address
 
 
+def auth_headers() -> dict[str, str]:
+    """The bearer header of Ray token auth when this process runs in token mode.
+
+    Same sources as Ray's own clients: ``RAY_AUTH_MODE=token`` and the token in
+    ``RAY_AUTH_TOKEN`` or the file ``RAY_AUTH_TOKEN_PATH``; ``{}`` otherwise.
+    """
+    if os.environ.get("RAY_AUTH_MODE", "").lower() != "token":
+        return {}
+    token = os.environ.get("RAY_AUTH_TOKEN")
+    path = os.environ.get("RAY_AUTH_TOKEN_PATH")
+    if not token and path:
+        token = Path(path).read_text().strip()
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
 class DashboardClient:
     """A small JSON client for one Ray dashboard."""
 
     def __init__(self, address: str, *, timeout_s: float = 10.0) -> None:
         self.address = normalize_address(address)
         self._timeout_s = timeout_s
-        self._http = httpx.Client(base_url=self.address, timeout=timeout_s)
+        self._http = httpx.Client(base_url=self.address, timeout=timeout_s, headers=auth_headers())
 
     def close(self) -> None:
         """Close the connection pool."""

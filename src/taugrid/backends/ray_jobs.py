@@ -100,7 +100,9 @@ class RayBackend(base.Backend):
             from ray.job_submission import JobSubmissionClient  # heavy: only to submit
 
             try:
-                self._jobs_client = JobSubmissionClient(self.address)
+                self._jobs_client = JobSubmissionClient(
+                    self.address, headers=ray_http.auth_headers()
+                )
             except ConnectionError as exc:
                 raise errors.RayUnavailable(f"Ray Jobs API at {self.address}: {exc}") from exc
         return self._jobs_client

@@ -16,8 +16,12 @@ Invariants:
   ``ray start`` output (``node-<i>.log``); Ray's own session logs live in the node's
   short temp dir under /tmp (Unix socket paths must stay under 107 bytes) and are
   removed by ``stop()``;
-- token authentication is off (``RAY_AUTH_MODE=disabled``): bind nodes to loopback
-  addresses only;
+- with ``auth_token_file`` (what the platform always passes) every node runs with
+  Ray's token authentication (``RAY_AUTH_MODE=token``, ``RAY_AUTH_TOKEN_PATH``): GCS,
+  raylets, workers and the dashboard refuse a client without the token; without it
+  (tests only) auth is explicitly off. The dashboard listens on the node's loopback
+  IP; Ray binds its C++ gRPC servers and metrics endpoints to every interface for a
+  127.0.0.x node (there is no option), which is why the token matters;
 - GCS health checks run every ``health_check_period_ms`` so a killed node is DEAD in
   the inventory within about ``period x threshold`` (about 5 s by default, not Ray's 30 s).
 """
@@ -26,6 +30,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import socket
 import subprocess
@@ -42,7 +47,14 @@ import pydantic
 
 from taugrid.backends import _procs, errors, ray_jobs
 
-__all__ = ["LocalRayCluster", "NodeShape", "default_nodes", "gpus_are_emulated"]
+__all__ = [
+    "LocalRayCluster",
+    "NodeShape",
+    "default_nodes",
+    "free_port",
+    "gpus_are_emulated",
+    "write_auth_token",
+]
 
 _STATE_FILE = "cluster.json"
 
@@ -86,7 +98,8 @@ def gpus_are_emulated() -> bool:
     return not any(line.startswith("GPU ") for line in out.stdout.splitlines())
 
 
-def _free_port(ip: str) -> int:
+def free_port(ip: str) -> int:
+    """A TCP port nobody listens on at ``ip`` right now (the kernel's pick)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((ip, 0))
         return int(s.getsockname()[1])
@@ -100,6 +113,23 @@ def _port_in_use(ip: str, port: int) -> bool:
         except OSError:
             return True
     return False
+
+
+def _auth_env(token_file: Path | None) -> dict[str, str]:
+    if token_file is None:
+        return {"RAY_AUTH_MODE": "disabled"}
+    return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token_file)}
+
+
+def write_auth_token(path: Path) -> Path:
+    """Create a Ray auth token file (0600) at ``path`` unless one exists; returns it."""
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(secrets.token_hex(32))
+    os.chmod(path, 0o600)
+    return path
 
 
 class _Node:
@@ -130,6 +160,7 @@ class LocalRayCluster:
         health_check_period_ms: int = 1000,
         health_check_failure_threshold: int = 5,
         job_start_timeout_s: float | None = None,
+        auth_token_file: Path | None = None,
     ) -> None:
         if not nodes:
             raise ValueError("a cluster needs at least one node (the head)")
@@ -140,6 +171,7 @@ class LocalRayCluster:
         self._shapes = list(nodes)
         self._health = (health_check_period_ms, health_check_failure_threshold)
         self._job_start_timeout_s = job_start_timeout_s
+        self.auth_token_file = Path(auth_token_file) if auth_token_file else None
         self._token = uuid.uuid4().hex[:12]
         self._tmp_root: Path | None = None
         self._nodes: list[_Node] = []
@@ -204,7 +236,9 @@ class LocalRayCluster:
         gcs_ip, gcs_port = state["gcs_address"].rsplit(":", 1)
         dash_port = int(state["dashboard_url"].rsplit(":", 1)[1])
         shapes = [NodeShape.model_validate(n["shape"]) for n in state["nodes"]]
+        auth = state.get("auth_token_file")
         cluster = cls(gcs_ip, int(gcs_port), dash_port, shapes, Path(state_dir))
+        cluster.auth_token_file = Path(auth) if auth else None
         cluster._token = token
         cluster._tmp_root = Path(state["tmp_root"])
         cluster._nodes = [
@@ -313,9 +347,18 @@ class LocalRayCluster:
                     return self._nodes[index]
         raise errors.LocalClusterError(f"no node {node!r} in this cluster")
 
+    def auth_headers(self) -> dict[str, str]:
+        """The ``Authorization`` header Ray's HTTP servers want ({} when auth is off)."""
+        if self.auth_token_file is None:
+            return {}
+        return {"Authorization": f"Bearer {self.auth_token_file.read_text().strip()}"}
+
     def _node_rows(self) -> list[dict[str, Any]]:
         resp = httpx.get(
-            f"{self.dashboard_url}/api/v0/nodes", params={"limit": 1000, "detail": 1}, timeout=5
+            f"{self.dashboard_url}/api/v0/nodes",
+            params={"limit": 1000, "detail": 1},
+            headers=self.auth_headers(),
+            timeout=5,
         )
         resp.raise_for_status()
         rows: list[dict[str, Any]] = resp.json()["data"]["result"]["result"]
@@ -335,15 +378,17 @@ class LocalRayCluster:
         while time.monotonic() < deadline:
             self._check_processes()
             try:
-                code = httpx.get(f"{self.dashboard_url}/api/version", timeout=2).status_code
+                code = httpx.get(
+                    f"{self.dashboard_url}/api/version", headers=self.auth_headers(), timeout=2
+                ).status_code
             except httpx.HTTPError:
                 code = 0
             if code == 200:
                 return
             if code in (401, 403):
                 raise errors.LocalClusterError(
-                    f"Ray dashboard {self.dashboard_url} demands a token ({code})",
-                    hint="token auth is not supported for local clusters; unset RAY_AUTH_MODE",
+                    f"Ray dashboard {self.dashboard_url} refused this cluster's token ({code})",
+                    hint="another Ray cluster holds this address; stop it or pick other ports",
                 )
             time.sleep(0.25)
         raise errors.LocalClusterError(
@@ -397,19 +442,23 @@ class LocalRayCluster:
             f"--port={self.gcs_port}",
             f"--dashboard-host={self.ip}",
             f"--dashboard-port={self.dashboard_port}",
-            f"--ray-client-server-port={_free_port(self.ip)}",
+            f"--ray-client-server-port={free_port(self.ip)}",
             *common,
         ]
 
     def _env(self, node: _Node) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_ADDRESS")}
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("RAY_ADDRESS", "RAY_AUTH_TOKEN"))
+        }
         env.update(
             {
                 _procs.MARKER_ENV: self._marker(node),
                 "RAY_USAGE_STATS_ENABLED": "0",
-                # Explicit: Ray 2.60 turns token auth on by itself when ~/.ray/auth_token
-                # exists, which would make this cluster depend on the host's home dir.
-                "RAY_AUTH_MODE": "disabled",
+                # Explicit either way: Ray 2.60 turns token auth on by itself when
+                # ~/.ray/auth_token exists, which would tie this cluster to the home dir.
+                **_auth_env(self.auth_token_file),
                 "RAY_health_check_period_ms": str(self._health[0]),
                 "RAY_health_check_failure_threshold": str(self._health[1]),
                 "RAY_health_check_initial_delay_ms": "1000",
@@ -429,6 +478,7 @@ class LocalRayCluster:
             "dashboard_url": self.dashboard_url,
             "emulated_gpus": self.emulated,
             "tmp_root": str(self._tmp_root),
+            "auth_token_file": str(self.auth_token_file) if self.auth_token_file else None,
             "marker": f"{_procs.MARKER_ENV}={self._token}/<index>",
             "nodes": [
                 {

@@ -16,6 +16,7 @@ __all__ = [
     "admin_app",
     "app",
     "cluster_app",
+    "context_app",
     "data_app",
     "lab_app",
     "platform_app",
@@ -61,6 +62,10 @@ data_app = typer.Typer(
 )
 region_app = typer.Typer(help="Regions: capacity, health and the measured link matrix.")
 lab_app = typer.Typer(help="Local multi-region lab: hub + N regions on this machine.")
+context_app = typer.Typer(
+    help="Which hub tau talks to: 'local' (tau up) or another (tau lab up adds 'lab').",
+    no_args_is_help=True,
+)
 
 app.add_typer(run_app, name="run")
 app.add_typer(platform_app, name="platform")
@@ -71,3 +76,4 @@ app.add_typer(queue_app, name="queue")
 app.add_typer(data_app, name="data")
 app.add_typer(region_app, name="region")
 app.add_typer(lab_app, name="lab")
+app.add_typer(context_app, name="context")

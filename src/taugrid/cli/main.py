@@ -12,6 +12,7 @@ import sys
 from taugrid import errors
 from taugrid.cli import app as _app
 from taugrid.cli import (
+    context_cmds,
     data_cmds,
     lab_cmds,
     ops_cmds,
@@ -25,6 +26,7 @@ from taugrid.cli import (
 __all__ = ["main"]
 
 _COMMAND_MODULES = (
+    context_cmds,
     data_cmds,
     lab_cmds,
     ops_cmds,

@@ -23,8 +23,9 @@ Output = Annotated[str, typer.Option("-o", "--output", help="text or json")]
 _TERMINAL = {"succeeded", "failed", "cancelled"}
 
 
-def _client() -> sdk_client.Client:
-    return embedded.ensure_client(lambda m: views.err_console.print(f"[dim]{m}[/]"))
+def _client(start: bool = False) -> sdk_client.Client:
+    """The hub's client; only ``start`` (submitting) may start the embedded platform."""
+    return embedded.ensure_client(lambda m: views.err_console.print(f"[dim]{m}[/]"), start=start)
 
 
 def _released(run: dict[str, Any]) -> bool:
@@ -74,7 +75,7 @@ def submit_cmd(
             platform_cmds.dry_run_text(str(prepared.path), "json" if output == "json" else "yaml")
         )
         return
-    cli = _client()
+    cli = _client(start=True)
     run = cli.submit(prepared.text, str(prepared.path), prepared.code_zip, workspace)
     if output == "json" and not watch:
         views.emit_json(run)

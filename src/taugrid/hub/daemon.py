@@ -3,7 +3,9 @@
 On first start it bootstraps credentials: an admin token written to
 ``$TAU_HOME/credentials.json`` (mode 0600) and, for each cluster of the platform whose
 agent runs on this machine, an agent token in ``$TAU_HOME/agents/<cluster>.token``
-(0600). Tokens are stored hashed; secrets exist only in those files.
+(0600). Tokens are stored hashed; secrets exist only in those files. When the hub
+later starts on another port (the embedded platform moves off a port another
+platform took), ``credentials.json`` keeps its token and gets the new URL.
 """
 
 from __future__ import annotations
@@ -33,10 +35,14 @@ def bootstrap_credentials(hub: context.Hub, url: str) -> None:
     """Create the admin token and local agent tokens once (idempotent)."""
     home = hub.config.tau_home
     creds = home / "credentials.json"
-    if hub.auth.count("admin") == 0 or not creds.exists():
+    doc = json.loads(creds.read_text()) if creds.exists() else {}
+    if hub.auth.count("admin") == 0 or not doc.get("token"):
         secret, _ = hub.auth.create_token("embedded-admin", "admin", {})
         _write_secret(creds, json.dumps({"hub_url": url, "token": secret}, indent=2))
         hub.auth.audit("system", "token.create", "embedded-admin", {"role": "admin"})
+    elif doc.get("hub_url") != url and hub.auth.lookup(str(doc["token"])) is not None:
+        # our own token (not one `tau login` saved for a remote hub): follow the port
+        _write_secret(creds, json.dumps({**doc, "hub_url": url}, indent=2))
     for cluster in (c for r in hub.platform.regions for c in r.clusters):
         path = home / "agents" / f"{cluster.name}.token"
         if not path.exists():

@@ -52,7 +52,7 @@ def _show(st: dict[str, Any], output: str, the_lab: lab.Lab) -> None:
     print(
         f"lab: {len(st['regions'])} regions ({', '.join(st['regions'])}), hub {st.get('hub_url')}"
     )
-    print(f"use it with: export TAU_HUB_URL={st.get('hub_url')} TAU_TOKEN={token}")
+    print("tau commands now target the lab (context 'lab'); `tau lab down` goes back")
 
 
 def main() -> None:

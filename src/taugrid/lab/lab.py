@@ -4,15 +4,19 @@
 1. ``platform.yaml`` with one region/cluster per topology region (one Ray node with
    ``gpus_per_region`` emulated A100-80G, the region's GPU price);
 2. network namespaces and shaped veth links (``lab.net``);
-3. the hub daemon on 127.0.0.1 (a free port), SQLite under ``home/hub``;
-4. per region an agent daemon with ``--start-ray`` (its own Ray cluster on
-   127.0.0.6x, GCS port 68xx, dashboard 88xx) whose probe and data servers listen in
-   the region's namespace, one address per link, with the link's RTT added in user space;
+3. the hub daemon on 127.0.0.1 (a free port), SQLite under ``home/hub``; the context
+   ``lab`` (``sdk.contexts``) is added and made current, so ``tau`` commands target
+   the lab without exported variables;
+4. per region an agent daemon with ``--start-ray`` (its own token-authenticated Ray
+   cluster on 127.0.0.6x, free GCS and dashboard ports) whose probe and data servers
+   listen in the region's namespace, one address per link, with the link's RTT added
+   in user space;
 5. wait until every agent is registered; ``home/lab.json`` records what runs.
 
 ``down`` stops agents (each stops its Ray cluster; a Ray cluster left behind by a killed
-agent is stopped from its state file), then the hub, then removes the namespaces.
-Both are idempotent. Needs root (namespaces, tc).
+agent is stopped from its state file), then the hub, then removes the namespaces and
+the ``lab`` context (the previous context is current again). Both are idempotent.
+Needs root (namespaces, tc).
 """
 
 from __future__ import annotations
@@ -32,9 +36,11 @@ import yaml
 from taugrid import errors
 from taugrid.backends import ray_local
 from taugrid.lab import net, topology
-from taugrid.sdk import embedded
+from taugrid.sdk import client, contexts, embedded
 
-__all__ = ["RAY_BASE_IP", "Lab"]
+__all__ = ["CONTEXT", "RAY_BASE_IP", "Lab"]
+
+CONTEXT = "lab"
 
 RAY_BASE_IP = 60  # region i's Ray cluster on 127.0.0.(60 + i)
 _STATE = "lab.json"
@@ -56,9 +62,10 @@ def _free_port() -> int:
 class Lab:
     """The lab rooted at ``home`` (default ``$TAU_HOME/lab``)."""
 
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, contexts_home: Path | None = None) -> None:
         self.home = home
         self.hub_home = home / "hub"
+        self.contexts = contexts.Contexts(contexts_home or client.tau_home())
 
     # -- state -------------------------------------------------------------------------
     def state(self) -> dict[str, Any] | None:
@@ -92,22 +99,33 @@ class Lab:
         self.home.mkdir(parents=True, exist_ok=True)
         (self.home / _STATE).write_text(json.dumps(st, indent=2))
         try:
-            platform = self._write_platform(topo)
             progress(f"network: {len(regions)} namespaces, {len(n.links)} shaped links")
             n.up()
-            url = self._start_hub(platform, progress)
+            url = self.start_hub(topo, progress)
+            platform = self.home / "platform.yaml"
             token_file = self.hub_home / "data.token"
             token_file.write_text(secrets.token_urlsafe(24))
             token_file.chmod(0o600)
             for i, region in enumerate(regions):
                 self._start_agent(i, region, n, url, platform, token_file, progress)
-            st.update(hub_url=url, credentials=str(self.hub_home / "credentials.json"))
-            (self.home / _STATE).write_text(json.dumps(st, indent=2))
             self._wait_agents(url, regions, progress, timeout_s)
         except BaseException:
             self.down(progress)
             raise
-        return st
+        return self.state() or st
+
+    def start_hub(self, topo: topology.Topology, progress: Progress = _quiet) -> str:
+        """Write the platform, start the lab's hub, record it; make ``lab`` current."""
+        self.home.mkdir(parents=True, exist_ok=True)
+        platform = self._write_platform(topo)
+        url = self._start_hub(platform, progress)
+        creds = self.hub_home / "credentials.json"
+        st = self.state() or {"tag": None, "regions": [], "links": []}
+        st.update(hub_url=url, credentials=str(creds))
+        (self.home / _STATE).write_text(json.dumps(st, indent=2))
+        self.contexts.add(CONTEXT, url, creds, use=True)
+        progress(f"context '{CONTEXT}' is current: tau commands now target the lab")
+        return url
 
     def _write_platform(self, topo: topology.Topology) -> Path:
         regions = [
@@ -156,8 +174,10 @@ class Lab:
 
     def _env(self) -> dict[str, str]:
         env = dict(os.environ, TAU_HOME=str(self.hub_home), PYTHONUNBUFFERED="1")
-        env.pop("TAU_HUB_URL", None)
-        env.pop("TAU_TOKEN", None)
+        for var in ("TAU_HUB_URL", "TAU_TOKEN", "TAU_HUB_PORT"):
+            env.pop(var, None)
+        for var in ("TAU_RAY_GCS_PORT", "TAU_RAY_DASHBOARD_PORT"):
+            env.pop(var, None)
         return env
 
     def _start_hub(self, platform: Path, progress: Progress) -> str:
@@ -200,7 +220,8 @@ class Lab:
             url,
         ]
         argv += ["--cluster", region, "--platform", str(platform), "--start-ray", "--ray-ip", ip]
-        argv += ["--ray-gcs-port", str(6800 + i), "--ray-dashboard-port", str(8800 + i)]
+        gcs, dash = ray_local.free_port(ip), ray_local.free_port(ip)
+        argv += ["--ray-gcs-port", str(gcs), "--ray-dashboard-port", str(dash)]
         argv += ["--report", "5", "--data-root", str(self.home / "regions" / region / "data")]
         argv += ["--netns", n.ns(region), "--data-token-file", str(token_file)]
         argv += ["--probe-interval", "10"]
@@ -244,7 +265,10 @@ class Lab:
                 leftover.stop()
         if self._daemon("hub").stop(timeout_s=15):
             progress("hub stopped")
-        self._net(st).down()
-        progress("network namespaces removed")
+        if st.get("tag"):
+            self._net(st).down()
+            progress("network namespaces removed")
+        back = self.contexts.remove(CONTEXT)
+        progress(f"context '{back}' is current again")
         (self.home / _STATE).unlink(missing_ok=True)
         return True

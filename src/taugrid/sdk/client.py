@@ -1,7 +1,8 @@
 """The Python client of a TauGrid hub: what the CLI, the portal and scripts use.
 
-Owns hub discovery (``TAU_HUB_URL``/``TAU_TOKEN``, else ``$TAU_HOME/credentials.json``
-written by the embedded platform), bearer auth, and the mapping of HTTP failures to
+Owns hub discovery (``TAU_HUB_URL``/``TAU_TOKEN``, else the current context of
+``sdk.contexts`` when it is not ``local``, else ``$TAU_HOME/credentials.json`` written
+by the embedded platform), bearer auth, and the mapping of HTTP failures to
 errors users can act on (hierarchy below). Request path: CLI → SDK → HTTP → hub.
 
     TauError
@@ -22,6 +23,7 @@ from typing import Any
 import httpx
 
 from taugrid import errors
+from taugrid.sdk import contexts
 
 __all__ = ["ApiError", "Client", "HubConfig", "HubUnreachable", "SpecRejected", "tau_home"]
 
@@ -54,17 +56,28 @@ class HubUnreachable(errors.SystemFault):
 
 @dataclasses.dataclass(frozen=True)
 class HubConfig:
+    """A hub URL and token; ``source`` says where they came from (``env``,
+    ``context:<name>`` or ``local``, the embedded platform's credentials)."""
+
     url: str
     token: str
+    source: str = "env"
 
     @classmethod
     def discover(cls) -> HubConfig | None:
         url, token = os.environ.get("TAU_HUB_URL"), os.environ.get("TAU_TOKEN")
+        if url and token:
+            return cls(url, token, "env")
+        ctx = contexts.Contexts(tau_home()).current()
+        if ctx.hub_url is not None:
+            token = token or ctx.token()
+            return cls(url or ctx.hub_url, token, f"context:{ctx.name}") if token else None
         creds = tau_home() / "credentials.json"
-        if (not url or not token) and creds.exists():
+        source = "env" if url else contexts.LOCAL
+        if creds.exists():
             doc = json.loads(creds.read_text())
             url, token = url or doc.get("hub_url"), token or doc.get("token")
-        return cls(url, token) if url and token else None
+        return cls(url, token, source) if url and token else None
 
 
 class Client:
