@@ -24,10 +24,12 @@ def _tau() -> str:
     return found
 
 
-def tau(*args: str, cwd: pathlib.Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "COLUMNS": "60", "NO_COLOR": "1"}
+def tau(
+    *args: str, cwd: pathlib.Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    full = {**os.environ, "COLUMNS": "60", "NO_COLOR": "1", **(env or {})}
     return subprocess.run(
-        [_tau(), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60
+        [_tau(), *args], cwd=cwd, env=full, capture_output=True, text=True, timeout=60
     )
 
 
@@ -115,3 +117,36 @@ def test_schema_prints_the_json_schema(workdir: pathlib.Path) -> None:
     assert document["title"] == "tau.yaml"
     assert "ComputeSpec" in document["$defs"]
     assert document["properties"]["schema_version"]["description"] == "Always 1 for this format."
+
+
+LATIN1 = "schema_version: 1\nname: a\nrun:\n  entrypoint: train.py\n  args: ['caf\xe9']\n"
+
+
+@pytest.mark.parametrize("command", [("run", "validate", "-c"), ("run",)])
+def test_non_utf8_tau_yaml_names_the_bad_line_on_validate_and_submit(
+    tmp_path: pathlib.Path, command: tuple[str, ...]
+) -> None:
+    (tmp_path / "tau.yaml").write_bytes(LATIN1.encode("latin-1"))
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    env_home = {"TAU_HOME": str(tmp_path / "home")}  # nothing is started: validation fails
+    result = tau(*command, "tau.yaml", cwd=tmp_path, env=env_home)
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    assert "tau.yaml:5:14: error: is not UTF-8 text: byte 0xe9 at line 5" in result.stderr
+    assert "save the file as UTF-8" in result.stderr
+    assert not (tmp_path / "home").exists()
+
+
+@pytest.mark.parametrize("command", [("run", "validate", "-c"), ("run",)])
+def test_oversized_tau_yaml_is_refused_before_parsing(
+    tmp_path: pathlib.Path, command: tuple[str, ...]
+) -> None:
+    padding = "# " + "x" * 1000 + "\n"
+    (tmp_path / "tau.yaml").write_text(
+        "schema_version: 1\nname: a\nrun:\n  entrypoint: train.py\n" + padding * 2100
+    )
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    result = tau(*command, "tau.yaml", cwd=tmp_path, env={"TAU_HOME": str(tmp_path / "home")})
+    assert result.returncode == 2, result.stderr
+    assert "is 2.0 MiB; spec files may be at most 1 MiB" in result.stderr
+    assert "alias" not in result.stderr and "Traceback" not in result.stderr

@@ -84,7 +84,7 @@ def zip_dir(root: Path, excludes: list[str]) -> bytes:
 def prepare(target: str | None, config: str | None) -> Prepared:
     """Validate locally and zip the working directory (raises SpecError / UserError)."""
     path = find_config(target, config)
-    text = path.read_text()
+    text = spec_load.read_text(path)
     cfg = spec_load.parse_tau_yaml(text, str(path))
     workdir = (path.parent / cfg.run.working_dir).resolve()
     if not workdir.is_dir():
