@@ -150,3 +150,55 @@ def test_oversized_tau_yaml_is_refused_before_parsing(
     assert result.returncode == 2, result.stderr
     assert "is 2.0 MiB; spec files may be at most 1 MiB" in result.stderr
     assert "alias" not in result.stderr and "Traceback" not in result.stderr
+
+
+def test_minimal_tau_yaml_is_valid_and_validate_says_it_assumed_the_version(
+    tmp_path: pathlib.Path,
+) -> None:
+    (tmp_path / "mini.yaml").write_text("name: mini\nrun:\n  entrypoint: train.py\n")
+    result = tau("run", "validate", "mini.yaml", cwd=tmp_path)  # FILE as an argument
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "mini.yaml: valid - mini (rayjob)",
+        "  note: no schema_version: assumed 1 (the current version); "
+        "add 'schema_version: 1' to pin it",
+    ]
+    document = json.loads(
+        tau("run", "validate", "-c", "mini.yaml", "-o", "json", cwd=tmp_path).stdout
+    )
+    assert document["valid"] is True and document["config"]["schema_version"] == 1
+    assert document["notes"] and "assumed 1" in document["notes"][0]
+
+
+def test_validate_takes_the_file_positionally(workdir: pathlib.Path) -> None:
+    result = tau("run", "validate", "broken.yaml", cwd=workdir)
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[-1] == "broken.yaml: 2 problems"
+
+
+def test_a_word_schema_version_suggests_the_current_version(tmp_path: pathlib.Path) -> None:
+    (tmp_path / "tau.yaml").write_text(
+        'schema_version: "one"\nname: a\nrun:\n  entrypoint: train.py\n'
+    )
+    result = tau("run", "validate", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[:2] == [
+        "tau.yaml:1:17: error: schema_version must be a whole number, got 'one'",
+        "  hint: write 'schema_version: 1' (the current version), or leave it out",
+    ]
+
+
+@pytest.mark.parametrize(("memory", "limit"), [("999999999Ti", "64Ti"), ("99999999Gi", "65536Gi")])
+def test_absurd_memory_is_caught_by_validate_in_the_users_unit(
+    tmp_path: pathlib.Path, memory: str, limit: str
+) -> None:
+    (tmp_path / "tau.yaml").write_text(
+        f"schema_version: 1\nname: a\nrun:\n  entrypoint: train.py\ncompute:\n  memory: {memory}\n"
+    )
+    result = tau("run", "validate", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[0] == (
+        f"tau.yaml:6:11: error: compute.memory: '{memory}' is more than the {limit} "
+        "one node can have"
+    )
+    assert "e+" not in result.stderr

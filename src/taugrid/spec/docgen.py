@@ -65,7 +65,10 @@ EXAMPLES: dict[str, str] = {
 }
 
 RULES = (
-    "`schema_version` must be 1.",
+    "`schema_version` must be 1; a file without it is read as version 1, and "
+    "`tau run validate` says it assumed so. The smallest valid file is `name` and "
+    "`run.entrypoint`.",
+    "`compute.memory` and `compute.head.memory` are at most 64Ti (one node).",
     "`run.workload_kind: rayservice` needs a `serve` section; `serve` is only valid "
     "with `rayservice`, which takes no `run.args` and no `execution.launcher` other than "
     "`python`.",

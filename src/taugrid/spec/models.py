@@ -27,6 +27,7 @@ import pydantic
 from taugrid.spec import errors, rules, units
 
 __all__ = [
+    "SCHEMA_VERSION",
     "Autoscaling",
     "Backoff",
     "Communication",
@@ -52,6 +53,8 @@ __all__ = [
     "WorkloadKind",
 ]
 
+SCHEMA_VERSION = 1
+"""The current tau.yaml format; a file without ``schema_version`` is read as this one."""
 _NAME_RE = r"^[a-z0-9]([-a-z0-9]{0,51}[a-z0-9])?$"
 _ENV_RE = r"^[A-Za-z_][A-Za-z0-9_]*$"
 _DATASET_RE = r"^[a-z0-9][-a-z0-9_.]*(@[A-Za-z0-9][-A-Za-z0-9_.]*)?$"
@@ -139,7 +142,7 @@ class HeadSpec(_Model):
     memory: str | None = None
     """Memory of the head node, e.g. 8Gi."""
 
-    _check_memory = pydantic.field_validator("memory")(units.check_quantity)
+    _check_memory = pydantic.field_validator("memory")(units.check_node_memory)
 
 
 class ComputeSpec(_Model):
@@ -155,7 +158,7 @@ class ComputeSpec(_Model):
     head: HeadSpec = pydantic.Field(default_factory=HeadSpec)
     """The Ray head node (CPU only)."""
 
-    _check_memory = pydantic.field_validator("memory")(units.check_quantity)
+    _check_memory = pydantic.field_validator("memory")(units.check_node_memory)
 
     @pydantic.model_validator(mode="after")
     def _gpu_model_needs_gpus(self) -> ComputeSpec:
@@ -436,7 +439,9 @@ class ExecutionSpec(_Model):
 class TauConfig(_Model):
     """A whole tau.yaml file (``schema_version: 1``)."""
 
-    schema_version: int = pydantic.Field(description="Always 1 for this format.")
+    schema_version: int = pydantic.Field(
+        default=SCHEMA_VERSION, description="Always 1 for this format."
+    )
     name: Name
     """Name of the workload: lowercase letters, digits and '-', at most 53 characters."""
     run: RunSection
@@ -465,8 +470,11 @@ class TauConfig(_Model):
     @pydantic.field_validator("schema_version")
     @classmethod
     def _only_v1(cls, v: int) -> int:
-        if v != 1:
-            raise ValueError(f"schema_version {v} is not supported; set schema_version: 1")
+        if v != SCHEMA_VERSION:
+            raise ValueError(
+                f"schema_version {v} is not supported; set schema_version: {SCHEMA_VERSION} "
+                "(the current version), or leave it out"
+            )
         return v
 
     @pydantic.model_validator(mode="after")
