@@ -115,6 +115,7 @@ class RunSection(_Model):
     """``run``: what to execute and how the code is shipped."""
 
     entrypoint: str = pydantic.Field(min_length=1, description="Script or command to run.")
+    """A script path (``train.py``, run with python) or a command (``python train.py``)."""
     workload_kind: WorkloadKind = WorkloadKind.RAYJOB
     """rayjob (batch on a fresh Ray cluster), job, raycluster (interactive) or rayservice."""
     args: list[str] = pydantic.Field(default_factory=list)
@@ -131,6 +132,7 @@ class RunSection(_Model):
             )
         for index, pattern in enumerate(self.excludes):
             rules.check_exclude(pattern, index)
+        rules.check_entrypoint(self.entrypoint)
         return self
 
 
