@@ -119,6 +119,15 @@ def test_schema_prints_the_json_schema(workdir: pathlib.Path) -> None:
     assert document["properties"]["schema_version"]["description"] == "Always 1 for this format."
 
 
+def _no_platform(tmp_path: pathlib.Path) -> dict[str, str]:
+    """A hub that does not answer: a submit that got past validation fails, starts nothing."""
+    return {
+        "TAU_HOME": str(tmp_path / "home"),
+        "TAU_HUB_URL": "http://127.0.0.1:9",
+        "TAU_TOKEN": "tau_x",
+    }
+
+
 LATIN1 = "schema_version: 1\nname: a\nrun:\n  entrypoint: train.py\n  args: ['caf\xe9']\n"
 
 
@@ -128,8 +137,7 @@ def test_non_utf8_tau_yaml_names_the_bad_line_on_validate_and_submit(
 ) -> None:
     (tmp_path / "tau.yaml").write_bytes(LATIN1.encode("latin-1"))
     (tmp_path / "train.py").write_text("print('hi')\n")
-    env_home = {"TAU_HOME": str(tmp_path / "home")}  # nothing is started: validation fails
-    result = tau(*command, "tau.yaml", cwd=tmp_path, env=env_home)
+    result = tau(*command, "tau.yaml", cwd=tmp_path, env=_no_platform(tmp_path))
     assert result.returncode == 2, result.stderr
     assert "Traceback" not in result.stderr
     assert "tau.yaml:5:14: error: is not UTF-8 text: byte 0xe9 at line 5" in result.stderr
@@ -146,7 +154,7 @@ def test_oversized_tau_yaml_is_refused_before_parsing(
         "schema_version: 1\nname: a\nrun:\n  entrypoint: train.py\n" + padding * 2100
     )
     (tmp_path / "train.py").write_text("print('hi')\n")
-    result = tau(*command, "tau.yaml", cwd=tmp_path, env={"TAU_HOME": str(tmp_path / "home")})
+    result = tau(*command, "tau.yaml", cwd=tmp_path, env=_no_platform(tmp_path))
     assert result.returncode == 2, result.stderr
     assert "is 2.0 MiB; spec files may be at most 1 MiB" in result.stderr
     assert "alias" not in result.stderr and "Traceback" not in result.stderr
