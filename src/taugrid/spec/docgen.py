@@ -69,6 +69,10 @@ RULES = (
     "`tau run validate` says it assumed so. The smallest valid file is `name` and "
     "`run.entrypoint`.",
     "`compute.memory` and `compute.head.memory` are at most 64Ti (one node).",
+    "`run.entrypoint` is a script path (one word ending in `.py`, started with `python`) "
+    "or a command split with shell rules (`python train.py`, `bash run.sh`); `run.args` "
+    "follow it either way. At submit, the script it names (the path, or the command's "
+    "first `.py` word) must exist under `run.working_dir`.",
     "`run.workload_kind: rayservice` needs a `serve` section; `serve` is only valid "
     "with `rayservice`, which takes no `run.args` and no `execution.launcher` other than "
     "`python`.",

@@ -114,8 +114,11 @@ class RetryOn(enum.StrEnum):
 class RunSection(_Model):
     """``run``: what to execute and how the code is shipped."""
 
-    entrypoint: str = pydantic.Field(min_length=1, description="Script or command to run.")
-    """A script path (``train.py``, run with python) or a command (``python train.py``)."""
+    entrypoint: str = pydantic.Field(
+        min_length=1,
+        description="A script path (train.py: run with python) or a command "
+        "(python train.py, bash run.sh); args are appended to either.",
+    )
     workload_kind: WorkloadKind = WorkloadKind.RAYJOB
     """rayjob (batch on a fresh Ray cluster), job, raycluster (interactive) or rayservice."""
     args: list[str] = pydantic.Field(default_factory=list)
