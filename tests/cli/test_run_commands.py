@@ -82,7 +82,9 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
         assert down.returncode == 0, down.stderr
         time.sleep(1)
         left = subprocess.run(
-            ["pgrep", "-f", f"node-ip-address={IP}"], capture_output=True, text=True
+            ["pgrep", "-f", f"node-ip-address={IP.replace('.', '[.]')}( |$)"],
+            capture_output=True,
+            text=True,
         ).stdout
         assert not left.strip(), f"Ray processes left behind: {left}"
 
@@ -136,6 +138,10 @@ def test_logs_json_and_runs_sharing_a_name(env: dict[str, str], tmp_path: Path) 
     status = tau(env, "run", "status", "twoforms", "-o", "json", cwd=tmp_path)
     assert json.loads(status.stdout)["id"] == new
     assert f"using the newest, {new}" in status.stderr and old in status.stderr
+    listing = tau(env, "run", "list", cwd=tmp_path).stdout.splitlines()  # COLUMNS=40
+    for run_id in (old, new):  # a pipe gets whole rows, however narrow COLUMNS is
+        (row,) = [line for line in listing if run_id in line]
+        assert "default" in row and row.split()[0] == run_id and "…" not in row
     cancel = tau(env, "run", "cancel", "twoforms", cwd=tmp_path)
     assert cancel.returncode == 2 and "pass the run ID" in cancel.stderr and old in cancel.stderr
     deadline = time.time() + 240

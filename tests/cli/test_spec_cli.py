@@ -210,3 +210,10 @@ def test_absurd_memory_is_caught_by_validate_in_the_users_unit(
         "one node can have"
     )
     assert "e+" not in result.stderr
+
+
+def test_run_help_shows_how_to_submit(tmp_path: pathlib.Path) -> None:
+    result = tau("run", "--help", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "tau run [TARGET] [-c FILE] [--watch]" in result.stdout
+    assert "Example: tau run examples/quickstart --watch" in result.stdout
