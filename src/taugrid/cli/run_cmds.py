@@ -32,9 +32,9 @@ def _client() -> sdk_client.Client:
     return embedded.ensure_client(lambda m: views.err_console.print(f"[dim]{m}[/]"))
 
 
-def _pick(cli: sdk_client.Client, ref: str, *, exact: bool = False) -> dict[str, Any]:
-    """The run ``ref`` names; says which one when several share the name (or, with
-    ``exact``, refuses and asks for the ID)."""
+def _pick(cli: sdk_client.Client, ref: str, *, exact: str | None = None) -> dict[str, Any]:
+    """The run ``ref`` names; says which one when several share the name (or, for the
+    command named by ``exact``, refuses and asks for the ID)."""
     run = cli.run(ref)
     same = [i for i in run.get("same_name", []) if i != run["id"]]
     if run["id"] == ref or not same:
@@ -44,7 +44,7 @@ def _pick(cli: sdk_client.Client, ref: str, *, exact: bool = False) -> dict[str,
         raise sdk_client.ApiError(
             409,
             f"{len(same) + 1} runs are named '{ref}': {run['id']} (newest), {others}",
-            f"pass the run ID, e.g. tau run ... {run['id']}",
+            f"pass the run ID: tau run {exact} {run['id']}",
         )
     views.err_console.print(
         f"[dim]note: {len(same) + 1} runs are named '{ref}'; using the newest, {run['id']} "
@@ -291,7 +291,7 @@ def cancel_cmd(
 ) -> None:
     """Cancel a run; by default returns when both release lines are done."""
     cli = _client()
-    run = cli.cancel(_pick(cli, name, exact=True)["id"])
+    run = cli.cancel(_pick(cli, name, exact="cancel")["id"])
     if wait and not _released(run):
         run = _watch(cli, run["id"], _released, timeout)
     views.console.print(
@@ -304,7 +304,7 @@ def cancel_cmd(
 def resume_cmd(name: str, watch: Annotated[bool, typer.Option("--watch", "-w")] = False) -> None:
     """Start a new attempt of a finished run from its latest checkpoint."""
     cli = _client()
-    run = cli.resume(_pick(cli, name, exact=True)["id"])
+    run = cli.resume(_pick(cli, name, exact="resume")["id"])
     views.console.print(
         f"{run['id']}: new attempt queued (resumes from {run.get('resume_from') or 'the start'})"
     )
