@@ -9,8 +9,10 @@ STAMP := $(VENV)/.installed
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	@echo "Installing TauGrid and its dependencies into $(VENV): about 2 minutes the first time;"
+	@echo "pip lists each package as it goes."
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install --progress-bar on -e '.[dev]'
 	touch $(STAMP)
 
 install: $(STAMP)

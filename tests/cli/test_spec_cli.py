@@ -24,10 +24,12 @@ def _tau() -> str:
     return found
 
 
-def tau(*args: str, cwd: pathlib.Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "COLUMNS": "60", "NO_COLOR": "1"}
+def tau(
+    *args: str, cwd: pathlib.Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    full = {**os.environ, "COLUMNS": "60", "NO_COLOR": "1", **(env or {})}
     return subprocess.run(
-        [_tau(), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60
+        [_tau(), *args], cwd=cwd, env=full, capture_output=True, text=True, timeout=60
     )
 
 
@@ -115,3 +117,103 @@ def test_schema_prints_the_json_schema(workdir: pathlib.Path) -> None:
     assert document["title"] == "tau.yaml"
     assert "ComputeSpec" in document["$defs"]
     assert document["properties"]["schema_version"]["description"] == "Always 1 for this format."
+
+
+def _no_platform(tmp_path: pathlib.Path) -> dict[str, str]:
+    """A hub that does not answer: a submit that got past validation fails, starts nothing."""
+    return {
+        "TAU_HOME": str(tmp_path / "home"),
+        "TAU_HUB_URL": "http://127.0.0.1:9",
+        "TAU_TOKEN": "tau_x",
+    }
+
+
+LATIN1 = "schema_version: 1\nname: a\nrun:\n  entrypoint: train.py\n  args: ['caf\xe9']\n"
+
+
+@pytest.mark.parametrize("command", [("run", "validate", "-c"), ("run",)])
+def test_non_utf8_tau_yaml_names_the_bad_line_on_validate_and_submit(
+    tmp_path: pathlib.Path, command: tuple[str, ...]
+) -> None:
+    (tmp_path / "tau.yaml").write_bytes(LATIN1.encode("latin-1"))
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    result = tau(*command, "tau.yaml", cwd=tmp_path, env=_no_platform(tmp_path))
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    assert "tau.yaml:5:14: error: is not UTF-8 text: byte 0xe9 at line 5" in result.stderr
+    assert "save the file as UTF-8" in result.stderr
+    assert not (tmp_path / "home").exists()
+
+
+@pytest.mark.parametrize("command", [("run", "validate", "-c"), ("run",)])
+def test_oversized_tau_yaml_is_refused_before_parsing(
+    tmp_path: pathlib.Path, command: tuple[str, ...]
+) -> None:
+    padding = "# " + "x" * 1000 + "\n"
+    (tmp_path / "tau.yaml").write_text(
+        "schema_version: 1\nname: a\nrun:\n  entrypoint: train.py\n" + padding * 2100
+    )
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    result = tau(*command, "tau.yaml", cwd=tmp_path, env=_no_platform(tmp_path))
+    assert result.returncode == 2, result.stderr
+    assert "is 2.0 MiB; spec files may be at most 1 MiB" in result.stderr
+    assert "alias" not in result.stderr and "Traceback" not in result.stderr
+
+
+def test_minimal_tau_yaml_is_valid_and_validate_says_it_assumed_the_version(
+    tmp_path: pathlib.Path,
+) -> None:
+    (tmp_path / "mini.yaml").write_text("name: mini\nrun:\n  entrypoint: train.py\n")
+    result = tau("run", "validate", "mini.yaml", cwd=tmp_path)  # FILE as an argument
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "mini.yaml: valid - mini (rayjob)",
+        "  note: no schema_version: assumed 1 (the current version); "
+        "add 'schema_version: 1' to pin it",
+    ]
+    document = json.loads(
+        tau("run", "validate", "-c", "mini.yaml", "-o", "json", cwd=tmp_path).stdout
+    )
+    assert document["valid"] is True and document["config"]["schema_version"] == 1
+    assert document["notes"] and "assumed 1" in document["notes"][0]
+
+
+def test_validate_takes_the_file_positionally(workdir: pathlib.Path) -> None:
+    result = tau("run", "validate", "broken.yaml", cwd=workdir)
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[-1] == "broken.yaml: 2 problems"
+
+
+def test_a_word_schema_version_suggests_the_current_version(tmp_path: pathlib.Path) -> None:
+    (tmp_path / "tau.yaml").write_text(
+        'schema_version: "one"\nname: a\nrun:\n  entrypoint: train.py\n'
+    )
+    result = tau("run", "validate", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[:2] == [
+        "tau.yaml:1:17: error: schema_version must be a whole number, got 'one'",
+        "  hint: write 'schema_version: 1' (the current version), or leave it out",
+    ]
+
+
+@pytest.mark.parametrize(("memory", "limit"), [("999999999Ti", "64Ti"), ("99999999Gi", "65536Gi")])
+def test_absurd_memory_is_caught_by_validate_in_the_users_unit(
+    tmp_path: pathlib.Path, memory: str, limit: str
+) -> None:
+    (tmp_path / "tau.yaml").write_text(
+        f"schema_version: 1\nname: a\nrun:\n  entrypoint: train.py\ncompute:\n  memory: {memory}\n"
+    )
+    result = tau("run", "validate", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[0] == (
+        f"tau.yaml:6:11: error: compute.memory: '{memory}' is more than the {limit} "
+        "one node can have"
+    )
+    assert "e+" not in result.stderr
+
+
+def test_run_help_shows_how_to_submit(tmp_path: pathlib.Path) -> None:
+    result = tau("run", "--help", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "tau run [TARGET] [-c FILE] [--watch]" in result.stdout
+    assert "Example: tau run examples/quickstart --watch" in result.stdout

@@ -220,3 +220,14 @@ def test_platform_view_shows_only_own_workspaces(tenants: Tenants) -> None:
     with tenants.server.http(tenants.server.agent_token()) as agent:
         seen = tb.ok(agent.get("/v1/platform"))
     assert seen["workspaces"] == [] and seen["regions"]
+
+
+def test_a_token_scoped_to_one_workspace_submits_there_by_default(tenants: Tenants) -> None:
+    with tenants.server.http(tenants.alice) as a:
+        run = tb.ok(tb.submit(a, None, "mine"), 201)  # no workspace in request or tau.yaml
+        assert run["workspace"] == "ws-a"
+        detail = tb.ok(a.get("/v1/runs/mine"))
+    assert detail["id"] == run["id"]
+    assert detail["same_name"] == [run["id"], tenants.run_a]  # newest first
+    with tenants.server.http() as admin:  # an admin sees every workspace: platform default
+        assert tb.ok(tb.submit(admin, None, "adm"), 201)["workspace"] == "default"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 
 import httpx
@@ -32,6 +33,26 @@ def test_every_endpoint_needs_a_token(hub_server: HubServer) -> None:
         assert anon.post("/v1/runs", json={"tau_yaml": QUICK}).status_code == 401
     with hub_server.http("tau_not-a-token") as bad:
         assert bad.get("/v1/runs").status_code == 401
+
+
+def test_healthz_is_liveness_only(hub_server: HubServer) -> None:
+    with hub_server.http() as c:
+        assert _submit(c).status_code == 201
+    with httpx.Client(base_url=hub_server.url) as anon:
+        body = anon.get("/healthz").json()
+    assert body["ok"] is True and set(body) == {"ok", "time"}
+
+
+def test_docs_serve_swagger_ui_from_the_hub_not_a_cdn(hub_server: HubServer) -> None:
+    with httpx.Client(base_url=hub_server.url) as anon:
+        page = anon.get("/docs")
+        assert page.status_code == 200 and "swagger" in page.text.lower()
+        assets = re.findall(r"""(?:src|href)=["']([^"']+)["']""", page.text)
+        assert assets and all(a.startswith("/") for a in assets), assets
+        for asset in assets:
+            r = anon.get(asset)
+            assert r.status_code == 200 and r.content, asset
+        assert anon.get("/redoc").status_code == 404
 
 
 def test_agent_token_cannot_submit_or_read_runs(hub_server: HubServer) -> None:

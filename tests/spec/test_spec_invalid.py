@@ -36,7 +36,7 @@ def add(extra: str) -> str:
 MINIMAL = "schema_version: 1\nname: t\nrun:\n  entrypoint: t.py\n"  # 4 lines
 
 CASES: dict[str, Case] = {
-    "empty file": Case("", 1, 1, "the file is empty", "'schema_version' and 'name' and 'run'"),
+    "empty file": Case("", 1, 1, "the file is empty", "'name' and 'run'"),
     "only comments": Case("# nothing\n\n", 1, 1, "the file is empty"),
     "top level list": Case("- a\n- b\n", 1, 1, "the top level must be a mapping", "start"),
     "top level scalar": Case("hello\n", 1, 1, "not the string 'hello'"),

@@ -72,7 +72,7 @@ def test_json_schema_is_valid_and_accepts_the_quickstart() -> None:
     jsonschema.Draft202012Validator.check_schema(document)
     assert document["$schema"].endswith("2020-12/schema")
     assert document["title"] == "tau.yaml"
-    assert set(document["required"]) == {"schema_version", "name", "run"}
+    assert set(document["required"]) == {"name", "run"}
     compute = document["$defs"]["ComputeSpec"]["properties"]
     assert compute["gpus"]["description"] == "GPUs per worker."
     validator = jsonschema.Draft202012Validator(document)

@@ -45,10 +45,24 @@ app = typer.Typer(
     context_settings=_SETTINGS,
     pretty_exceptions_enable=False,
 )
+_RUN_HELP = """Submit a run, then watch and manage runs.
+
+[bold]Submit:[/] tau run [TARGET] [-c FILE] [--watch] [--workspace WS] [-o json]
+
+TARGET: a directory holding tau.yaml (default: here) or the file itself.
+-c FILE: another tau.yaml.  --watch: follow the run to its end.
+--workspace WS: instead of policy.workspace.  --dry-run client: show it.
+Example: tau run examples/quickstart --watch
+
+Anything else is one of the commands below (NAME: a run ID or a run name).
+"""
+
 run_app = typer.Typer(
     cls=_RunGroup,
-    help="Submit (tau run [TARGET]), watch and manage runs.",
+    help=_RUN_HELP,
+    subcommand_metavar="[TARGET] | COMMAND [ARGS]...",
     context_settings=_SETTINGS,
+    rich_markup_mode="rich",
 )
 cluster_app = typer.Typer(help="Regions and clusters: capacity, health, heartbeats.")
 platform_app = typer.Typer(help="Validate and show platform.yaml.", no_args_is_help=True)

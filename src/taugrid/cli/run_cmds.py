@@ -2,10 +2,15 @@
 
 Talks to the hub only through ``taugrid.sdk``. Every listing has ``-o json``; waiting
 commands show live progress and return when the run reaches the awaited state.
+
+A NAME is a run ID or a run name. A name several runs share means the newest of them:
+read-only commands say on stderr which run they picked; ``cancel`` and ``resume`` refuse
+and ask for the ID.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -26,6 +31,27 @@ _TERMINAL = {"succeeded", "failed", "cancelled"}
 def _client(start: bool = False) -> sdk_client.Client:
     """The hub's client; only ``start`` (submitting) may start the embedded platform."""
     return embedded.ensure_client(lambda m: views.err_console.print(f"[dim]{m}[/]"), start=start)
+
+
+def _pick(cli: sdk_client.Client, ref: str, *, exact: str | None = None) -> dict[str, Any]:
+    """The run ``ref`` names; says which one when several share the name (or, for the
+    command named by ``exact``, refuses and asks for the ID)."""
+    run = cli.run(ref)
+    same = [i for i in run.get("same_name", []) if i != run["id"]]
+    if run["id"] == ref or not same:
+        return run
+    others = ", ".join(same[:5]) + (", ..." if len(same) > 5 else "")
+    if exact:
+        raise sdk_client.ApiError(
+            409,
+            f"{len(same) + 1} runs are named '{ref}': {run['id']} (newest), {others}",
+            f"pass the run ID: tau run {exact} {run['id']}",
+        )
+    views.err_console.print(
+        f"[dim]note: {len(same) + 1} runs are named '{ref}'; using the newest, {run['id']} "
+        f"({run['state']}); pass an ID for another: {others}[/]"
+    )
+    return run
 
 
 def _released(run: dict[str, Any]) -> bool:
@@ -91,14 +117,19 @@ def submit_cmd(
 
 def _summary(cli: sdk_client.Client, run: dict[str, Any]) -> None:
     metrics = cli.metrics(run["id"])
-    losses = [m["value"] for m in metrics if m["name"] == "loss"]
-    if losses:
-        views.console.print(f"loss  {views.sparkline(losses)}  {losses[0]:.4g} → {losses[-1]:.4g}")
+    names = [m["name"] for m in metrics]
+    chart = "loss" if "loss" in names else (names[0] if names else None)
+    values = [m["value"] for m in metrics if m["name"] == chart]
+    if values:
+        views.console.print(
+            f"{chart}  {views.sparkline(values)}  {values[0]:.4g} → {values[-1]:.4g}"
+        )
     views.console.print(f"record: {run['record_dir']}")
     arts = [f["path"] for f in cli.files(run["id"], "artifacts")]
     if arts:
         views.console.print(
-            f"artifacts: {', '.join(arts)}  (tau run get {run['id']} --artifact NAME)"
+            f"artifacts: {', '.join(arts)}  (all: tau run get {run['id']} -d DIR; "
+            f"one: --artifact NAME)"
         )
 
 
@@ -141,7 +172,8 @@ def status_cmd(
 ) -> None:
     """Where a run is: the phase tree with source, reason and time of each phase."""
     cli = _client()
-    run = _watch(cli, name, _done) if watch else cli.run(name)
+    run = _pick(cli, name)
+    run = _watch(cli, run["id"], _done) if watch else run
     if output == "json":
         views.emit_json(run)
     elif not watch:
@@ -154,27 +186,40 @@ def logs_cmd(
     name: str,
     follow: Annotated[bool, typer.Option("-f", "--follow")] = False,
     tail: Annotated[int | None, typer.Option("--tail")] = None,
+    output: Annotated[
+        str, typer.Option("-o", "--output", help="text, or json (one object per chunk)")
+    ] = "text",
 ) -> None:
     """Driver and worker logs (kept after the Ray job is gone)."""
     cli = _client()
-    chunk = cli.logs(name, tail=tail)
-    typer.echo(chunk["text"], nl=False)
+    ref = _pick(cli, name)["id"]
+    chunk = cli.logs(ref, tail=tail)
+    _emit_logs(ref, chunk, output)
     offset = chunk["offset"]
     while follow:
-        run = cli.run(name)
-        chunk = cli.logs(name, offset=offset)
-        typer.echo(chunk["text"], nl=False)
+        run = cli.run(ref)
+        chunk = cli.logs(ref, offset=offset)
+        if chunk["text"]:
+            _emit_logs(ref, chunk, output)
         offset = chunk["offset"]
         if run["state"] in _TERMINAL and not chunk["text"]:
             break
         time.sleep(1.0)
 
 
+def _emit_logs(ref: str, chunk: dict[str, Any], output: str) -> None:
+    if output == "json":  # JSON Lines: {"run", "text", "offset"} per chunk
+        typer.echo(json.dumps({"run": ref, "text": chunk["text"], "offset": chunk["offset"]}))
+    else:
+        typer.echo(chunk["text"], nl=False)
+
+
 @app.run_app.command("metrics")
 @views.guard
 def metrics_cmd(name: str, output: Output = "text") -> None:
     """Latest value of each metric with a sparkline of its history."""
-    rows = _client().metrics(name)
+    cli = _client()
+    rows = cli.metrics(_pick(cli, name)["id"])
     if output == "json":
         views.emit_json(rows)
         return
@@ -210,12 +255,15 @@ def get_cmd(
 ) -> None:
     """Fetch results: an artifact, any file of the record, or (default) all artifacts."""
     cli = _client()
+    ref = _pick(cli, name)["id"]
     prefix = path or (f"artifacts/{artifact}" if artifact else "artifacts")
     files = [
         f
-        for f in cli.files(name)
+        for f in cli.files(ref)
         if f["path"] == prefix or f["path"].startswith(prefix.rstrip("/") + "/")
     ]
+    if not (path or artifact):  # every artifact, into DEST itself; not lock/temp files
+        files = [f for f in files if not any(p.startswith(".") for p in Path(f["path"]).parts)]
     if list_only or output == "json":
         views.emit_json(files) if output == "json" else views.console.print(
             views.table(["PATH", "BYTES"], [(f["path"], f["size"]) for f in files])
@@ -223,12 +271,13 @@ def get_cmd(
         return
     if not files:
         raise sdk_client.ApiError(
-            404, f"nothing at '{prefix}' in run {name}", f"list files: tau run get {name} --list"
+            404, f"nothing at '{prefix}' in run {ref}", f"list files: tau run get {ref} --list"
         )
+    base = Path(prefix) if not (path or artifact) else Path(prefix).parent
     for f in files:
-        target = dest / Path(f["path"]).relative_to(Path(prefix).parent)
+        target = dest / Path(f["path"]).relative_to(base)
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(cli.download(name, f["path"]))
+        target.write_bytes(cli.download(ref, f["path"]))
         views.console.print(f"{f['path']} → {target}")
 
 
@@ -243,9 +292,9 @@ def cancel_cmd(
 ) -> None:
     """Cancel a run; by default returns when both release lines are done."""
     cli = _client()
-    run = cli.cancel(name)
+    run = cli.cancel(_pick(cli, name, exact="cancel")["id"])
     if wait and not _released(run):
-        run = _watch(cli, name, _released, timeout)
+        run = _watch(cli, run["id"], _released, timeout)
     views.console.print(
         f"{run['id']}: {run['state']}" + (" (quota and GPUs released)" if _released(run) else "")
     )
@@ -256,12 +305,12 @@ def cancel_cmd(
 def resume_cmd(name: str, watch: Annotated[bool, typer.Option("--watch", "-w")] = False) -> None:
     """Start a new attempt of a finished run from its latest checkpoint."""
     cli = _client()
-    run = cli.resume(name)
+    run = cli.resume(_pick(cli, name, exact="resume")["id"])
     views.console.print(
         f"{run['id']}: new attempt queued (resumes from {run.get('resume_from') or 'the start'})"
     )
     if watch:
-        _summary(cli, _watch(cli, name, _done))
+        _summary(cli, _watch(cli, run["id"], _done))
 
 
 @app.run_app.command("history")
@@ -269,7 +318,8 @@ def resume_cmd(name: str, watch: Annotated[bool, typer.Option("--watch", "-w")] 
 def history_cmd(name: str, output: Output = "text") -> None:
     """Attempts and every lifecycle event of a run, in order."""
     cli = _client()
-    run, events = cli.run(name), cli.events(name)
+    run = _pick(cli, name)
+    events = cli.events(run["id"])
     if output == "json":
         views.emit_json({"attempts": run["attempts"], "events": events})
         return

@@ -3,10 +3,12 @@
 Owns the two spec commands registered on ``cli.app.run_app``. Both work offline: they
 only read the file and call ``taugrid.spec`` (no hub, no SDK). Output contract:
 
-- ``validate`` prints one summary line and exits 0 when the file is valid; otherwise
+- ``validate [FILE]`` (or ``-c FILE``; default ``./tau.yaml``) prints one summary line
+  and exits 0 when the file is valid — plus a ``note:`` line when it assumed the
+  current ``schema_version`` because the file has none; otherwise
   every problem as ``file:line:col: error: message`` plus its hint, on stderr, and
   exits 2. ``-o json`` prints one JSON object on stdout in both cases
-  (``{"valid": true, "file", "name", "summary", "config"}`` or
+  (``{"valid": true, "file", "name", "summary", "config", "notes"}`` or
   ``{"valid": false, "file", "problems": [{file, line, column, message, hint, path}]}``).
 - ``schema`` prints the JSON Schema of tau.yaml on stdout.
 """
@@ -79,41 +81,63 @@ def _print_problems(error: spec_errors.SpecError) -> None:
     console.print(rich.text.Text(f"{error.file}: {count} {noun}", style="bold"))
 
 
+def _notes(config: models.TauConfig) -> list[str]:
+    if "schema_version" in config.model_fields_set:
+        return []
+    return [
+        f"no schema_version: assumed {models.SCHEMA_VERSION} (the current version); "
+        f"add 'schema_version: {models.SCHEMA_VERSION}' to pin it"
+    ]
+
+
 @_app.run_app.command("validate")
 def validate_command(
-    config: pathlib.Path = typer.Option(
-        pathlib.Path("tau.yaml"), "-c", "--config", help="The tau.yaml to check."
+    file: pathlib.Path | None = typer.Argument(
+        None, help="The tau.yaml to check (default ./tau.yaml).", show_default=False
+    ),
+    config: pathlib.Path | None = typer.Option(
+        None, "-c", "--config", help="The tau.yaml to check (same as FILE)."
     ),
     output: OutputFormat = typer.Option(OutputFormat.TEXT, "-o", "--output", help="text|json"),
 ) -> None:
-    """Check a tau.yaml offline; report every problem with file:line:column."""
+    """Check a tau.yaml offline: tau run validate [FILE]; every problem with file:line:col."""
+    if file is not None and config is not None and file != config:
+        raise typer.BadParameter(f"two files given: {file} and -c {config}; pass one")
+    path = file or config or pathlib.Path("tau.yaml")
     try:
-        parsed = load.load_tau_yaml(config)
+        parsed = load.load_tau_yaml(path)
     except spec_errors.SpecError as exc:
         if output is OutputFormat.JSON:
             problems = [p.to_dict() for p in exc.problems]
-            _emit_json({"valid": False, "file": str(config), "problems": problems})
+            _emit_json({"valid": False, "file": str(path), "problems": problems})
         else:
             _print_problems(exc)
         raise typer.Exit(_USER_ERROR_EXIT) from None
-    line = summarize(parsed)
+    _print_valid(path, parsed, output)
+
+
+def _print_valid(path: pathlib.Path, parsed: models.TauConfig, output: OutputFormat) -> None:
+    line, notes = summarize(parsed), _notes(parsed)
     if output is OutputFormat.JSON:
         dumped = parsed.model_dump(mode="json")
         _emit_json(
             {
                 "valid": True,
-                "file": str(config),
+                "file": str(path),
                 "name": parsed.name,
                 "summary": line,
                 "config": dumped,
+                "notes": notes,
             }
         )
         return
     console = rich.console.Console(highlight=False, soft_wrap=True)
-    text = rich.text.Text(f"{config}: ", style="bold")
+    text = rich.text.Text(f"{path}: ", style="bold")
     text.append("valid", style="bold green")
     text.append(f" - {line}")
     console.print(text)
+    for note in notes:
+        console.print(rich.text.Text(f"  note: {note}", style="dim"))
 
 
 @_app.run_app.command("schema")

@@ -1,13 +1,16 @@
 """Terminal views shared by commands: error printing, phase trees, tables, sparklines.
 
 Owns presentation only (Rich). ``guard`` turns TauErrors into a message, a hint and an
-exit code (2: the user can fix it; 1: a system fault) — never a traceback.
+exit code (2: the user can fix it; 1: a system fault) — never a traceback. Output to a
+terminal fits its width; output to a pipe or file is never wrapped (tables and lines
+whole), whatever ``COLUMNS`` says.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, ParamSpec, TypeVar
@@ -18,11 +21,23 @@ import rich.text
 import typer
 
 from taugrid import errors
+from taugrid.spec import errors as spec_errors
 
 __all__ = ["age", "console", "emit_json", "guard", "phase_tree", "report", "sparkline", "table"]
 
-console = rich.console.Console(highlight=False)
-err_console = rich.console.Console(stderr=True, highlight=False)
+_UNWRAPPED = 100_000  # columns of a console that is not a terminal: nothing wraps
+
+
+def _console(stderr: bool) -> rich.console.Console:
+    stream = sys.stderr if stderr else sys.stdout
+    tty = hasattr(stream, "isatty") and stream.isatty()
+    return rich.console.Console(
+        stderr=stderr, highlight=False, width=None if tty else _UNWRAPPED, soft_wrap=not tty
+    )
+
+
+console = _console(stderr=False)
+err_console = _console(stderr=True)
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -49,6 +64,9 @@ _LABEL = {
 
 def report(exc: errors.TauError) -> int:
     """Print a TauError as message + hint on stderr; the exit code it deserves."""
+    if isinstance(exc, spec_errors.SpecError):  # already file:line:col: error: ... lines
+        err_console.print(rich.text.Text(exc.message))
+        return 2
     err_console.print(f"[red]error:[/] {exc.message}", markup=True)
     if exc.hint:
         err_console.print(f"  [dim]hint:[/] {exc.hint}")

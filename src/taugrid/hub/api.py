@@ -53,6 +53,7 @@ def _run(request: fastapi.Request, ref: str, p: Principal) -> dict[str, Any]:
 @router.post("/runs", status_code=201)
 def submit_run(request: fastapi.Request, body: wire.SubmitRequest, p: Auth) -> dict[str, Any]:
     hub = _hub(request)
+    body = runs.default_workspace(body, workspaces_of(p))
     spec = runs.resolve_request(hub, body)
     if not p.can_see(spec.workspace):
         raise fastapi.HTTPException(403, f"you are not a member of workspace {spec.workspace}")
@@ -81,7 +82,11 @@ def list_runs(
 
 @router.get("/runs/{ref}")
 def get_run(request: fastapi.Request, ref: str, p: Auth) -> dict[str, Any]:
-    return runs.detail(_hub(request), _run(request, ref, p))
+    """The run with ``same_name``: IDs of the runs sharing its name, newest first."""
+    run = _run(request, ref, p)
+    out = runs.detail(_hub(request), run)
+    out["same_name"] = _hub(request).runs.ids_named(run["name"], workspaces_of(p))
+    return out
 
 
 @router.post("/runs/{ref}/cancel")

@@ -3,6 +3,9 @@
 ``create_app(hub)`` is what both the daemon (uvicorn) and the tests use; the scheduler
 thread starts with the app and stops with it. A value the database refuses
 (``sqlalchemy.exc.DataError``) is the request's fault: 400, never a 500.
+
+``/docs`` is Swagger UI served from the ``swagger-ui-bundle`` package (no CDN: it works
+offline); ``/healthz`` is liveness only and needs no token.
 """
 
 from __future__ import annotations
@@ -13,7 +16,10 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import fastapi
+import fastapi.openapi.docs
+import fastapi.staticfiles
 import sqlalchemy as sa
+import swagger_ui_bundle
 from fastapi import responses
 
 from taugrid.hub import api, auth, context, data_api, scheduler, tenancy_api
@@ -34,8 +40,11 @@ def create_app(hub: context.Hub) -> fastapi.FastAPI:
         finally:
             sched.stop()
 
-    app = fastapi.FastAPI(title="TauGrid hub", version="0.1.0", lifespan=lifespan)
+    app = fastapi.FastAPI(
+        title="TauGrid hub", version="0.1.0", lifespan=lifespan, docs_url=None, redoc_url=None
+    )
     app.state.hub = hub
+    _install_docs(app)
     app.include_router(api.router)
     app.include_router(tenancy_api.router)
     data_api.install(app, hub)
@@ -53,10 +62,32 @@ def create_app(hub: context.Hub) -> fastapi.FastAPI:
 
     @app.get("/healthz")
     def healthz() -> dict[str, Any]:
-        return {"ok": True, "time": time.time(), "runs": hub.runs.count_runs()}
+        return {"ok": True, "time": time.time()}
 
     @app.get("/metrics", include_in_schema=False, dependencies=[fastapi.Depends(auth.principal)])
     def prometheus() -> fastapi.Response:
         return fastapi.Response(hub.metrics.render(), media_type="text/plain; version=0.0.4")
 
     return app
+
+
+_DOCS_ASSETS = "/docs/assets"
+
+
+def _install_docs(app: fastapi.FastAPI) -> None:
+    """Swagger UI at ``/docs`` with its JS/CSS from the installed package, not a CDN."""
+    app.mount(
+        _DOCS_ASSETS,
+        fastapi.staticfiles.StaticFiles(directory=swagger_ui_bundle.swagger_ui_path),
+        name="docs-assets",
+    )
+
+    @app.get("/docs", include_in_schema=False)
+    def docs() -> responses.HTMLResponse:
+        return fastapi.openapi.docs.get_swagger_ui_html(
+            openapi_url=app.openapi_url or "/openapi.json",
+            title="TauGrid hub - API",
+            swagger_js_url=f"{_DOCS_ASSETS}/swagger-ui-bundle.js",
+            swagger_css_url=f"{_DOCS_ASSETS}/swagger-ui.css",
+            swagger_favicon_url=f"{_DOCS_ASSETS}/favicon-32x32.png",
+        )

@@ -52,6 +52,19 @@ def _check_capacity(hub: context.Hub, spec: runspec.RunSpec) -> None:
         )
 
 
+def default_workspace(req: SubmitRequest, scoped: list[str] | None) -> SubmitRequest:
+    """A submission naming no workspace goes to the caller's only workspace, if it has one.
+
+    ``scoped`` is what the token may see (None: every workspace, as for admins). The
+    platform's ``default_workspace`` applies otherwise (``render.resolve``).
+    """
+    if req.workspace or scoped is None or len(scoped) != 1:
+        return req
+    if _config(req).policy.workspace is not None:
+        return req
+    return req.model_copy(update={"workspace": scoped[0]})
+
+
 def resolve_request(hub: context.Hub, req: SubmitRequest) -> runspec.RunSpec:
     """Parse, resolve and capacity-check a submission (no side effects)."""
     spec = rs.resolve(_config(req), hub.platform, source=req.filename)

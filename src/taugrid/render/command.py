@@ -2,9 +2,10 @@
 
 Owns three things both backends share (KubeRay objects and Ray Jobs submissions):
 
-- ``user_command``: the researcher's command as argv — ``python train.py --lr 1`` for a
-  ``.py`` entrypoint, ``torchrun --nproc-per-node=G ...`` for the torchrun launcher,
-  the entrypoint split with shell rules otherwise;
+- ``user_command``: the researcher's command as argv. The entrypoint is either a script
+  path (one word ending in ``.py``: ``train.py`` → ``python train.py ARGS``) or a
+  command (``python train.py``, ``bash run.sh``: split with shell rules, ``run.args``
+  appended). ``torchrun --nproc-per-node=G ...`` wraps either for the torchrun launcher;
 - ``plan``: where the Ray Jobs entrypoint runs and what it reserves. One worker: the
   entrypoint itself takes the worker's resources (GPUs, CPUs, memory and, with a GPU
   model, a sliver of the ``accelerator_type:<model>`` resource). Several workers: the
@@ -33,6 +34,7 @@ __all__ = [
     "plan",
     "run_env",
     "runtime_env",
+    "script_path",
     "user_command",
 ]
 
@@ -64,16 +66,20 @@ def accelerator_resource(gpu_model: str) -> str:
     return f"{ACCELERATOR_PREFIX}{gpu_model}"
 
 
-def _program(spec: runspec.RunSpec) -> list[str]:
-    if spec.entrypoint.endswith(".py"):
-        return [spec.entrypoint]
-    return shlex.split(spec.entrypoint)
+def script_path(entrypoint: str) -> str | None:
+    """The script when ``entrypoint`` is a script path (one ``.py`` word); None for a command."""
+    try:
+        words = shlex.split(entrypoint)
+    except ValueError:
+        return None
+    return words[0] if len(words) == 1 and words[0].endswith(".py") else None
 
 
 def user_command(spec: runspec.RunSpec) -> list[str]:
     """The researcher's command for one worker, as argv."""
-    program = _program(spec)
-    is_script = spec.entrypoint.endswith(".py")
+    script = script_path(spec.entrypoint)
+    is_script = script is not None
+    program = [script] if script is not None else shlex.split(spec.entrypoint)
     if spec.launcher is sm.Launcher.TORCHRUN:
         nproc = max(spec.gpus_per_worker, 1)
         prefix = ["torchrun", f"--nproc-per-node={nproc}"]

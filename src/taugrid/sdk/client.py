@@ -94,7 +94,8 @@ class Client:
     def close(self) -> None:
         self._http.close()
 
-    def request(self, method: str, path: str, **kw: Any) -> Any:
+    def request(self, method: str, path: str, *, raw: bool = False, **kw: Any) -> Any:
+        """The decoded JSON reply (bytes for other content, or always with ``raw``)."""
         try:
             r = self._http.request(method, path, **kw)
         except httpx.HTTPError as exc:
@@ -103,11 +104,9 @@ class Client:
             raise HubUnreachable(self.config.url, f"HTTP {r.status_code}: {r.text[:300]}")
         if r.status_code >= 400:
             raise _api_error(r)
-        return (
-            r.json()
-            if r.headers.get("content-type", "").startswith("application/json")
-            else r.content
-        )
+        if raw or not r.headers.get("content-type", "").startswith("application/json"):
+            return r.content
+        return r.json()
 
     # -- runs -----------------------------------------------------------------------
     def submit(
@@ -171,7 +170,8 @@ class Client:
         return out
 
     def download(self, ref: str, path: str) -> bytes:
-        data: bytes = self.request("GET", f"/v1/runs/{ref}/file", params={"path": path})
+        """The bytes of one file of a run's record, as stored (a JSON file is not decoded)."""
+        data: bytes = self.request("GET", f"/v1/runs/{ref}/file", raw=True, params={"path": path})
         return data
 
     # -- platform -------------------------------------------------------------------

@@ -3,7 +3,9 @@
 Owns what happens before anything is sent: the target (a directory with tau.yaml, or a
 file) is resolved, the file is validated locally (errors carry file:line:col), and the
 working directory is zipped without ``run.excludes`` and the usual junk (VCS, caches,
-virtualenvs). Nothing is sent when validation fails.
+virtualenvs). The script the entrypoint names — a script path (``train.py``) or the
+first ``.py`` word of a command (``python train.py``) — must exist there. Nothing is
+sent when validation fails.
 """
 
 from __future__ import annotations
@@ -11,10 +13,12 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import io
+import shlex
 import zipfile
 from pathlib import Path
 
 from taugrid.errors import UserError
+from taugrid.render import command
 from taugrid.spec import load as spec_load
 from taugrid.spec import models as sm
 
@@ -84,7 +88,7 @@ def zip_dir(root: Path, excludes: list[str]) -> bytes:
 def prepare(target: str | None, config: str | None) -> Prepared:
     """Validate locally and zip the working directory (raises SpecError / UserError)."""
     path = find_config(target, config)
-    text = path.read_text()
+    text = spec_load.read_text(path)
     cfg = spec_load.parse_tau_yaml(text, str(path))
     workdir = (path.parent / cfg.run.working_dir).resolve()
     if not workdir.is_dir():
@@ -92,11 +96,19 @@ def prepare(target: str | None, config: str | None) -> Prepared:
             f"run.working_dir {cfg.run.working_dir!r} is not a directory (from {path})",
             "set run.working_dir relative to the tau.yaml, or remove it to use its directory",
         )
-    if not (workdir / cfg.run.entrypoint.split()[0]).exists() and cfg.run.entrypoint.endswith(
-        ".py"
-    ):
-        raise UserError(
-            f"entrypoint {cfg.run.entrypoint!r} not found in {workdir}",
-            "fix run.entrypoint (relative to run.working_dir)",
-        )
+    _check_entrypoint(cfg.run.entrypoint, workdir)
     return Prepared(path, text, cfg, zip_dir(workdir, list(cfg.run.excludes)))
+
+
+def _check_entrypoint(entrypoint: str, workdir: Path) -> None:
+    """The script an entrypoint names (``train.py``, ``python train.py``) must be shipped."""
+    script = command.script_path(entrypoint)
+    if script is None:  # a command: check the first .py word after the program, if any
+        words = shlex.split(entrypoint)[1:]
+        script = next((w for w in words if w.endswith(".py") and not w.startswith("-")), None)
+    if script is not None and not Path(script).is_absolute() and not (workdir / script).exists():
+        raise UserError(
+            f"entrypoint {entrypoint!r} runs {script}, which is not in {workdir}",
+            "fix run.entrypoint: a script path (train.py) or a command (python train.py), "
+            "relative to run.working_dir",
+        )

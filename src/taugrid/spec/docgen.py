@@ -65,7 +65,14 @@ EXAMPLES: dict[str, str] = {
 }
 
 RULES = (
-    "`schema_version` must be 1.",
+    "`schema_version` must be 1; a file without it is read as version 1, and "
+    "`tau run validate` says it assumed so. The smallest valid file is `name` and "
+    "`run.entrypoint`.",
+    "`compute.memory` and `compute.head.memory` are at most 64Ti (one node).",
+    "`run.entrypoint` is a script path (one word ending in `.py`, started with `python`) "
+    "or a command split with shell rules (`python train.py`, `bash run.sh`); `run.args` "
+    "follow it either way. At submit, the script it names (the path, or the command's "
+    "first `.py` word) must exist under `run.working_dir`.",
     "`run.workload_kind: rayservice` needs a `serve` section; `serve` is only valid "
     "with `rayservice`, which takes no `run.args` and no `execution.launcher` other than "
     "`python`.",
@@ -230,7 +237,9 @@ def render() -> str:
         "",
         "A `tau.yaml` next to your code describes one workload. Check it with",
         "`tau run validate` (every problem is reported as `file:line:column` with a hint)",
-        "and get its JSON Schema, for editors, with `tau run schema`.",
+        "and get its JSON Schema, for editors, with `tau run schema`. The file is UTF-8",
+        "text of at most 1 MiB; a larger file is refused before it is parsed, and a byte",
+        "that is not UTF-8 is reported at its line and column.",
         "",
         "## Quickstart",
         "",

@@ -118,7 +118,13 @@ def _show(value: Any) -> str:
 
 def _number(where: str, key: str, err: Any) -> _Text:
     kind = "a whole number" if err["type"].startswith("int") else "a number"
-    return f"{where} must be {kind}, got {_show(err.get('input'))}", f"write e.g. '{key}: 2'"
+    hint = _NUMBER_HINTS.get(where, f"write e.g. '{key}: 2'")
+    return f"{where} must be {kind}, got {_show(err.get('input'))}", hint
+
+
+_NUMBER_HINTS = {
+    "schema_version": "write 'schema_version: 1' (the current version), or leave it out",
+}
 
 
 def _boolean(where: str, key: str, err: Any) -> _Text:

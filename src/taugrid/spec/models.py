@@ -27,6 +27,7 @@ import pydantic
 from taugrid.spec import errors, rules, units
 
 __all__ = [
+    "SCHEMA_VERSION",
     "Autoscaling",
     "Backoff",
     "Communication",
@@ -52,6 +53,8 @@ __all__ = [
     "WorkloadKind",
 ]
 
+SCHEMA_VERSION = 1
+"""The current tau.yaml format; a file without ``schema_version`` is read as this one."""
 _NAME_RE = r"^[a-z0-9]([-a-z0-9]{0,51}[a-z0-9])?$"
 _ENV_RE = r"^[A-Za-z_][A-Za-z0-9_]*$"
 _DATASET_RE = r"^[a-z0-9][-a-z0-9_.]*(@[A-Za-z0-9][-A-Za-z0-9_.]*)?$"
@@ -111,7 +114,11 @@ class RetryOn(enum.StrEnum):
 class RunSection(_Model):
     """``run``: what to execute and how the code is shipped."""
 
-    entrypoint: str = pydantic.Field(min_length=1, description="Script or command to run.")
+    entrypoint: str = pydantic.Field(
+        min_length=1,
+        description="A script path (train.py: run with python) or a command "
+        "(python train.py, bash run.sh); args are appended to either.",
+    )
     workload_kind: WorkloadKind = WorkloadKind.RAYJOB
     """rayjob (batch on a fresh Ray cluster), job, raycluster (interactive) or rayservice."""
     args: list[str] = pydantic.Field(default_factory=list)
@@ -128,6 +135,7 @@ class RunSection(_Model):
             )
         for index, pattern in enumerate(self.excludes):
             rules.check_exclude(pattern, index)
+        rules.check_entrypoint(self.entrypoint)
         return self
 
 
@@ -139,7 +147,7 @@ class HeadSpec(_Model):
     memory: str | None = None
     """Memory of the head node, e.g. 8Gi."""
 
-    _check_memory = pydantic.field_validator("memory")(units.check_quantity)
+    _check_memory = pydantic.field_validator("memory")(units.check_node_memory)
 
 
 class ComputeSpec(_Model):
@@ -155,7 +163,7 @@ class ComputeSpec(_Model):
     head: HeadSpec = pydantic.Field(default_factory=HeadSpec)
     """The Ray head node (CPU only)."""
 
-    _check_memory = pydantic.field_validator("memory")(units.check_quantity)
+    _check_memory = pydantic.field_validator("memory")(units.check_node_memory)
 
     @pydantic.model_validator(mode="after")
     def _gpu_model_needs_gpus(self) -> ComputeSpec:
@@ -438,7 +446,9 @@ class ExecutionSpec(_Model):
 class TauConfig(_Model):
     """A whole tau.yaml file (``schema_version: 1``)."""
 
-    schema_version: int = pydantic.Field(description="Always 1 for this format.")
+    schema_version: int = pydantic.Field(
+        default=SCHEMA_VERSION, description="Always 1 for this format."
+    )
     name: Name
     """Name of the workload: lowercase letters, digits and '-', at most 53 characters."""
     run: RunSection
@@ -467,8 +477,11 @@ class TauConfig(_Model):
     @pydantic.field_validator("schema_version")
     @classmethod
     def _only_v1(cls, v: int) -> int:
-        if v != 1:
-            raise ValueError(f"schema_version {v} is not supported; set schema_version: 1")
+        if v != SCHEMA_VERSION:
+            raise ValueError(
+                f"schema_version {v} is not supported; set schema_version: {SCHEMA_VERSION} "
+                "(the current version), or leave it out"
+            )
         return v
 
     @pydantic.model_validator(mode="after")

@@ -8,6 +8,7 @@ Kept apart from ``spec.models`` so that module stays a plain list of fields.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -16,7 +17,13 @@ from taugrid.spec import errors
 if TYPE_CHECKING:
     from taugrid.spec import models
 
-__all__ = ["check_exclude", "check_launcher", "check_service", "first_duplicate"]
+__all__ = [
+    "check_entrypoint",
+    "check_exclude",
+    "check_launcher",
+    "check_service",
+    "first_duplicate",
+]
 
 
 def first_duplicate(values: Iterable[object]) -> int | None:
@@ -77,4 +84,22 @@ def check_launcher(config: models.TauConfig) -> None:
             f"launcher {launcher} needs compute.workers",
             loc=("execution", "launcher"),
             hint="set compute.workers to the number of worker nodes (and compute.gpus per node)",
+        )
+
+
+def check_entrypoint(entrypoint: str) -> None:
+    """``run.entrypoint`` must split into words with shell rules (balanced quotes)."""
+    try:
+        words = shlex.split(entrypoint)
+    except ValueError as exc:
+        raise errors.FieldError(
+            f"run.entrypoint {entrypoint!r} is not a valid command: {exc}",
+            loc=("entrypoint",),
+            hint="close the quote, or write a script path such as train.py",
+        ) from None
+    if not words:
+        raise errors.FieldError(
+            "run.entrypoint is blank",
+            loc=("entrypoint",),
+            hint="write a script path (train.py) or a command (python train.py)",
         )

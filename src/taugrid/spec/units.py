@@ -8,7 +8,14 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["check_duration", "check_quantity", "parse_duration", "parse_quantity_bytes"]
+__all__ = [
+    "MAX_NODE_MEMORY",
+    "check_duration",
+    "check_node_memory",
+    "check_quantity",
+    "parse_duration",
+    "parse_quantity_bytes",
+]
 
 _QUANTITY_RE = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|K|M|G|T|P|k)?$")
 _FACTORS = {
@@ -25,6 +32,8 @@ _FACTORS = {
     "Ti": 2**40,
     "Pi": 2**50,
 }
+MAX_NODE_MEMORY = 64 * 2**40
+"""Most memory one worker or head may ask for (64Ti): more than any machine has."""
 _DURATION_RE = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(ms|s|m|h|d)$")
 _SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
@@ -55,6 +64,19 @@ def check_quantity(value: str | None) -> str | None:
     if value is not None:
         parse_quantity_bytes(value)
     return value
+
+
+def check_node_memory(value: str | None) -> str | None:
+    """Field validator: a valid quantity of at most ``MAX_NODE_MEMORY``, said in its unit."""
+    if value is None or parse_quantity_bytes(value) <= MAX_NODE_MEMORY:
+        return value
+    m = _QUANTITY_RE.match(value.strip())
+    unit = m.group(2) if m else None
+    limit = f"{MAX_NODE_MEMORY / _FACTORS[unit]:g}{unit or ' bytes'}"
+    raise ValueError(
+        f"'{value}' is more than the {limit} one node can have; ask for what one worker "
+        "needs, e.g. 64Gi, and add workers for more"
+    )
 
 
 def check_duration(value: str | None) -> str | None:

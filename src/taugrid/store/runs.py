@@ -66,6 +66,17 @@ class RunStore:
             r = c.execute(q).first()
         return dict(r._mapping) if r else None
 
+    def ids_named(
+        self, name: str, workspaces: list[str] | None = None, limit: int = 10
+    ) -> list[str]:
+        """IDs of the runs named ``name`` (within ``workspaces``), newest first."""
+        q = sa.select(t.runs.c.id).where(t.runs.c.name == name)
+        if workspaces is not None:
+            q = q.where(t.runs.c.workspace.in_(workspaces))
+        q = q.order_by(t.runs.c.created_at.desc()).limit(limit)
+        with self.engine.connect() as c:
+            return [r[0] for r in c.execute(q)]
+
     def list_runs(
         self,
         workspaces: list[str] | None = None,
