@@ -91,7 +91,7 @@ CASES: dict[str, Case] = {
         3,
         1,
         "missing required key 'entrypoint' in run",
-        "add '  entrypoint: ...' (Script or command to run)",
+        "add '  entrypoint: ...' (A script path (train.py: run with python) or a command",
     ),
     "missing secret key": Case(
         add("  secrets:\n    - name: hf\n      env: HF\n"),
