@@ -58,6 +58,15 @@ def test_measured_gpu_utilisation_is_nvml_only_on_real_gpus(hub: HubServer) -> N
     assert 'region="b",source="nvml"' not in metrics
 
 
+def test_a_region_without_gpus_has_no_utilisation_rather_than_zero(hub: HubServer) -> None:
+    ab.sync(hub, "a", {"cluster_id": "a", "gpu_busy": 0, "gpu_free": 0})
+    ab.sync(hub, "b", {"cluster_id": "b", "gpu_busy": 0, "gpu_free": 4})
+    with hub.http() as c:
+        metrics = c.get("/metrics").text
+    assert 'tau_region_gpu_utilization{region="a"' not in metrics  # would alert as "low"
+    assert 'tau_region_gpu_utilization{region="b",source="allocation"} 0.0' in metrics
+
+
 def test_runs_and_nodes_carry_run_workspace_and_region_labels(hub: HubServer) -> None:
     s = scene.build(hub)
     with hub.http() as c:

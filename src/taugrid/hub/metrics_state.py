@@ -12,7 +12,8 @@ Collectors (never stale: a run or node that goes away drops its series):
 - ``tau_cluster_gpu_utilization`` / ``tau_region_gpu_utilization`` ``{source}``:
   ``source="nvml"`` is the device utilisation an agent measured (``gpu_utilization`` in
   its report); otherwise — and always for emulated GPUs — ``source="allocation"``, the
-  share of GPUs allocated to jobs, which says nothing about how busy the devices are
+  share of GPUs allocated to jobs, which says nothing about how busy the devices are;
+  a cluster or region without GPUs has no utilisation series (undefined, not low)
 - ``tau_node_unhealthy{cluster,region,node,reason}`` (1) and
   ``tau_nodes{cluster,region,health}``: nodes with an open mark (fault or cordon, reason =
   its kind), or that the agent reports dead (``not_alive``) or faulty (``agent_fault``)
@@ -111,13 +112,15 @@ class ClusterCollector(prom_registry.Collector):
             busy, free = float(r.get("gpu_busy", 0)), float(r.get("gpu_free", 0))
             gpus.add_metric([*labels, "busy"], busy)
             gpus.add_metric([*labels, "free"], free)
+            if busy + free == 0:
+                continue  # no GPUs: utilisation is undefined, not low
             value, source = gpu_utilization(r)
             util.add_metric([*labels, source], value)
             weighted, total = regions.get((c["region"], source), (0.0, 0.0))
             regions[(c["region"], source)] = (weighted + value * (busy + free), total + busy + free)
         region_util = _GAUGE("tau_region_gpu_utilization", _UTIL_HELP, labels=["region", "source"])
         for (region, source), (weighted, total) in sorted(regions.items()):
-            region_util.add_metric([region, source], weighted / total if total else 0.0)
+            region_util.add_metric([region, source], weighted / total)
         yield from (up, gpus, util, region_util, *self._nodes(clusters))
 
     def _nodes(self, clusters: list[dict[str, Any]]) -> Iterator[prom_core.Metric]:
