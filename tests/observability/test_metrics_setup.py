@@ -12,6 +12,8 @@ import pytest
 import sqlalchemy as sa
 import yaml
 
+from taugrid import errors, observability
+from taugrid.observability import setup
 from tests.cli.test_contexts import tau
 from tests.dataplane.test_data_api import PLATFORM
 from tests.hub import tenancy_builders as tb
@@ -73,3 +75,32 @@ def test_setup_needs_an_admin_and_a_running_platform(hub: HubServer, tmp_path: P
     out = tau(_env(tmp_path, None, None), "admin", "metrics", "setup")
     assert out.returncode == 2, out.stdout + out.stderr
     assert "not running" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_the_scrape_config_follows_the_hub_url(tmp_path: Path) -> None:
+    cfg = setup.prometheus_config("https://hub.example:8443/tau/", tmp_path / "t", [])
+    (job,) = cfg["scrape_configs"]
+    assert (job["scheme"], job["metrics_path"]) == ("https", "/tau/metrics")
+    assert job["static_configs"] == [{"targets": ["hub.example:8443"]}]
+    (job,) = setup.prometheus_config("http://[::1]", tmp_path / "t", [])["scrape_configs"]
+    assert job["static_configs"] == [{"targets": ["[::1]:80"]}]
+    with pytest.raises(errors.UserError, match="not an http"):
+        setup.prometheus_config("unix:///run/hub.sock", tmp_path / "t", [])
+
+
+def test_dashboards_are_grafana_provisioning_json() -> None:
+    boards = observability.dashboards()
+    assert sorted(b["uid"] for b in boards.values()) == [
+        "taugrid-overview",
+        "taugrid-regions",
+        "taugrid-run",
+    ]
+    for name, board in boards.items():
+        (ds,) = [v for v in board["templating"]["list"] if v["type"] == "datasource"]
+        assert ds["name"] == "datasource" and ds["query"] == "prometheus", name
+        ids = [p["id"] for p in board["panels"]]
+        assert len(ids) == len(set(ids)) and board["panels"], name
+        for p in board["panels"]:
+            assert p["datasource"] == {"type": "prometheus", "uid": "${datasource}"}, name
+            assert p["targets"] and all(t["expr"] for t in p["targets"]), (name, p["title"])
+            assert set(p["gridPos"]) == {"h", "w", "x", "y"}, (name, p["title"])
