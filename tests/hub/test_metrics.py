@@ -6,6 +6,11 @@ checked in test_lost_contact.py, where a run really moves)."""
 
 from __future__ import annotations
 
+import re
+import time
+
+import pytest
+
 from tests.dataplane.test_data_api import MB, _agent, _data_sync, _register, hub
 from tests.hub import agent_builders as ab
 from tests.hub.harness import HubServer
@@ -85,3 +90,24 @@ def test_runs_and_nodes_carry_run_workspace_and_region_labels(hub: HubServer) ->
         metrics
     )
     assert 'tau_link_utilization{dst="b",src="a"} 0.0' in metrics
+
+
+def _progress_age(hub: HubServer, s: scene.Scene) -> float:
+    with hub.http() as c:
+        text = c.get("/metrics").text
+    run = f'region="{s.region}",run_id="{s.run_id}",workspace="default"'
+    m = re.search(rf"^tau_run_progress_age_seconds\{{{re.escape(run)}\}} (\S+)$", text, re.M)
+    assert m, text
+    return float(m[1])
+
+
+def test_progress_age_grows_without_progress_and_restarts_at_a_metric(hub: HubServer) -> None:
+    s = scene.build(hub)
+    base = time.time()
+    hub.hub.metrics.run_state.clock = lambda: base + 1000  # the seam: 1000 s later
+    assert _progress_age(hub, s) >= 1000  # nothing since: a stall alert would see it
+    metric = {"name": "loss", "value": 0.4, "step": 11, "wall_time": base + 995}
+    running = {"token": s.token, "state": "running", "nodes": [f"{s.region}-n0"]}
+    report = ab.report(s.region, 4, running_attempts=[s.token])
+    ab.sync(hub, s.region, report, attempts=[{**running, "metrics": [metric]}])
+    assert _progress_age(hub, s) == pytest.approx(5.0)

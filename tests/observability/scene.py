@@ -23,6 +23,7 @@ PROBE = {"a": {"throughput_mbps": 100.0, "rtt_ms": 2.0, "measured_at": 0.0}}
 @dataclasses.dataclass(frozen=True)
 class Scene:
     run_id: str
+    token: int  # its running attempt's
     region: str  # where the run runs (each cluster is its own region)
     faulty_region: str
     faulty_node: str
@@ -61,4 +62,4 @@ def build(hub: HubServer, timeout_s: float = 30.0) -> Scene:
         fault = {"cluster_id": other, "node_id": f"{other}-n0", "kind": "ecc", "reason": "xid 48"}
         r = c.post("/v1/admin/nodes/fault", json=fault)
         assert r.status_code == 200, r.text
-    return Scene(run_id, where, other, f"{other}-n0")
+    return Scene(run_id, token, where, other, f"{other}-n0")

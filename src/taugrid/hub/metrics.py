@@ -75,7 +75,8 @@ class Metrics:
             "tau_attempt_failures", "Failed attempts", ["kind"], registry=self.registry
         )
         self.registry.register(_CrossRegion(hub))
-        self.registry.register(metrics_state.RunCollector(hub))
+        self.run_state = metrics_state.RunCollector(hub)
+        self.registry.register(self.run_state)
         self.registry.register(metrics_state.ClusterCollector(hub))
 
     def observe_scheduling(self, run: dict[str, Any], cluster_id: str) -> None:

@@ -22,7 +22,7 @@ Collectors (never stale: a run or node that goes away drops its series):
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import core as prom_core
@@ -49,6 +49,7 @@ class RunCollector(prom_registry.Collector):
 
     def __init__(self, hub: context.Hub) -> None:
         self.hub = hub
+        self.clock: Callable[[], float] = time.time  # a seam for tests
 
     def collect(self) -> Iterator[prom_core.Metric]:
         runs = _GAUGE("tau_runs", "Runs by state", labels=["state", "workspace"])
@@ -66,7 +67,7 @@ class RunCollector(prom_registry.Collector):
             labels=_RUN,
         )
         region = {c["id"]: c["region"] for c in self.hub.clusters.all()}
-        now = time.time()
+        now = self.clock()
         for r in self.hub.runs.live_runs():
             labels = [r["id"], r["workspace"], region.get(r["cluster_id"] or "", "")]
             info.add_metric([*labels, r["team"], r["state"]], 1)
