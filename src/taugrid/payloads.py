@@ -94,6 +94,13 @@ class StateReport(_Payload):
     queued_jobs: int = 0
     avg_cpu_usage: float = 0.0
     avg_gpu_usage: float = 0.0
+    gpu_utilization: float | None = pydantic.Field(
+        default=None,
+        ge=0,
+        le=1,
+        description="Mean device utilisation (0..1) measured through NVML; None where not "
+        "measured (emulated GPUs): the hub then reports allocation, labelled as such.",
+    )
     last_heartbeat: float = 0.0
     emulated_gpus: bool = False
     nodes: list[dict[str, Any]] = pydantic.Field(default_factory=list)

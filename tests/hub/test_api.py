@@ -138,5 +138,5 @@ def test_prometheus_metrics_endpoint(hub_server: HubServer) -> None:
     with hub_server.http() as c:
         _submit(c)
         text = c.get("/metrics").text
-    assert 'tau_runs{state="queued"} 1.0' in text or 'tau_runs{state="admitted"} 1.0' in text
-    assert "tau_scheduling_latency_seconds_bucket" in text
+    assert re.search(r'tau_runs\{state="(queued|admitted)",workspace="[^"]+"\} 1\.0', text), text
+    assert "# TYPE tau_scheduling_latency_seconds histogram" in text

@@ -1,12 +1,13 @@
 """Prometheus metrics of the hub (``GET /metrics``, text exposition format).
 
-Histograms are observed where the events happen (``observe_*``); gauges are computed
-from the store at scrape time so they are never stale:
-- ``tau_scheduling_latency_seconds``: submit → placed (first placement of an attempt)
+Histograms are observed where the events happen; gauges are computed from the store at
+scrape time so they are never stale (runs, clusters, GPUs, nodes: ``hub.metrics_state``;
+links: ``hub.data_api``). Labels: ``run_id``/``workspace``/``region`` wherever a series
+is about one. Alert rules and dashboards over these: ``taugrid.observability``.
+- ``tau_scheduling_latency_seconds{workspace,region}``: submit → placed (a run's first
+  placement; region = where it was placed)
+- ``tau_scheduler_tick_seconds``: time of one scheduling cycle
 - ``tau_startup_latency_seconds``: placed → running
-- ``tau_runs``: runs by state
-- ``tau_cluster_gpus`` / ``tau_cluster_gpu_utilization``: per cluster, from agent reports;
-  ``tau_region_gpu_utilization``: the same summed over a region's clusters
 - ``tau_attempt_failures_total``: failed attempts by failure kind
 - ``tau_cross_region_operations_total`` / ``tau_cross_region_failure_ratio``: operations
   that cross regions, by ``kind`` — ``transfer`` (a dataset copied between regions) and
@@ -19,12 +20,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import prometheus_client as prom
 from prometheus_client import core as prom_core
 from prometheus_client import registry as prom_registry
 
+from taugrid.hub import metrics_state
 from taugrid.lifecycle import states as st
 from taugrid.store import data as store_data
 
@@ -52,7 +54,14 @@ class Metrics:
         self.registry = prom.CollectorRegistry()
         self.scheduling = prom.Histogram(
             "tau_scheduling_latency_seconds",
-            "Submit to placed",
+            "Submit to placed (a run's first placement; region: where it was placed)",
+            ["workspace", "region"],
+            buckets=_BUCKETS,
+            registry=self.registry,
+        )
+        self.tick = prom.Histogram(
+            "tau_scheduler_tick_seconds",
+            "Time of one scheduling cycle",
             buckets=_BUCKETS,
             registry=self.registry,
         )
@@ -65,43 +74,21 @@ class Metrics:
         self.failures = prom.Counter(
             "tau_attempt_failures", "Failed attempts", ["kind"], registry=self.registry
         )
-        self.runs = prom.Gauge("tau_runs", "Runs by state", ["state"], registry=self.registry)
-        self.gpus = prom.Gauge(
-            "tau_cluster_gpus",
-            "GPUs by cluster and use",
-            ["cluster", "use"],
-            registry=self.registry,
-        )
-        self.util = prom.Gauge(
-            "tau_cluster_gpu_utilization", "Busy / total GPUs", ["cluster"], registry=self.registry
-        )
-        self.region_util = prom.Gauge(
-            "tau_region_gpu_utilization", "Busy / total GPUs", ["region"], registry=self.registry
-        )
         self.registry.register(_CrossRegion(hub))
+        self.run_state = metrics_state.RunCollector(hub)
+        self.registry.register(self.run_state)
+        self.registry.register(metrics_state.ClusterCollector(hub))
+
+    def observe_scheduling(self, run: dict[str, Any], cluster_id: str) -> None:
+        """A run's first placement, on ``cluster_id``, now."""
+        cluster = self.hub.clusters.get(cluster_id)
+        region = cluster["region"] if cluster else ""
+        self.scheduling.labels(workspace=run["workspace"], region=region).observe(
+            max(0.0, time.time() - float(run["created_at"]))
+        )
 
     def render(self) -> bytes:
-        self._refresh()
         return bytes(prom.generate_latest(self.registry))
-
-    def _refresh(self) -> None:
-        for state, n in self.hub.runs.count_by_state().items():
-            self.runs.labels(state=state).set(n)
-        regions: dict[str, tuple[float, float]] = {}
-        for c in self.hub.clusters.all():
-            r = c["report"]
-            busy, free = float(r.get("gpu_busy", 0)), float(r.get("gpu_free", 0))
-            self.gpus.labels(cluster=c["id"], use="busy").set(busy)
-            self.gpus.labels(cluster=c["id"], use="free").set(free)
-            self.util.labels(cluster=c["id"]).set(_ratio(busy, free))
-            b, f = regions.get(c["region"], (0.0, 0.0))
-            regions[c["region"]] = (b + busy, f + free)
-        for region, (busy, free) in regions.items():
-            self.region_util.labels(region=region).set(_ratio(busy, free))
-
-
-def _ratio(busy: float, free: float) -> float:
-    return busy / (busy + free) if busy + free else 0.0
 
 
 def cross_region_outcomes(hub: context.Hub) -> list[tuple[str, str, float]]:

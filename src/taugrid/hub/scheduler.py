@@ -199,7 +199,7 @@ def _place(hub: context.Hub, run: dict[str, Any], d: cycle.Decision) -> None:
     runs.record_of(hub, run).set_fence(attempt["token"])
     hub.notify(d.cluster_id)
     if attempt["number"] == 1:
-        hub.metrics.scheduling.observe(time.time() - run["created_at"])
+        hub.metrics.observe_scheduling(run, d.cluster_id)
     if attempt["number"] > 1:  # a new attempt starts its per-attempt phases afresh
         for p in ph.ATTEMPT_PHASES[1:]:
             hub.runs.set_phase(
@@ -312,9 +312,11 @@ class Scheduler:
 
     def _loop(self) -> None:
         while not self._stop.is_set():
+            started = time.monotonic()
             try:
                 tick(self.hub, self.policy)
             except Exception:  # the loop must survive one bad cycle; it is logged
                 log.exception("scheduling cycle failed")
+            self.hub.metrics.tick.observe(time.monotonic() - started)
             self._wake.wait(self.hub.config.cycle_s)
             self._wake.clear()

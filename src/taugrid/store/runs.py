@@ -159,6 +159,42 @@ class RunStore:
         with self.engine.connect() as c:
             return {str(r[0]): int(r[1]) for r in c.execute(q)}
 
+    def count_by_state_workspace(self) -> dict[tuple[str, str], int]:
+        """``{(state, workspace): runs}`` (for the metrics)."""
+        cols = (t.runs.c.state, t.runs.c.workspace)
+        q = sa.select(*cols, sa.func.count()).group_by(*cols)
+        with self.engine.connect() as c:
+            return {(str(r[0]), str(r[1])): int(r[2]) for r in c.execute(q)}
+
+    def live_runs(self) -> list[Row]:
+        """Runs not ended, with their current attempt's cluster, start and last step and
+        the time of their last metric and last event (``None`` when there is none)."""
+        terminal = [s.value for s in st.TERMINAL_RUN_STATES]
+        a = t.attempts
+        last_metric = sa.select(sa.func.max(t.metrics.c.wall_time)).where(
+            t.metrics.c.run_id == t.runs.c.id
+        )
+        last_event = sa.select(sa.func.max(t.events.c.ts)).where(t.events.c.run_id == t.runs.c.id)
+        q = (
+            sa.select(
+                t.runs.c.id,
+                t.runs.c.workspace,
+                t.runs.c.team,
+                t.runs.c.state,
+                t.runs.c.gpus,
+                t.runs.c.attempts_used,
+                a.c.cluster_id,
+                a.c.started_at,
+                a.c.last_step,
+                last_metric.scalar_subquery().label("last_metric_at"),
+                last_event.scalar_subquery().label("last_event_at"),
+            )
+            .select_from(t.runs.outerjoin(a, a.c.token == t.runs.c.current_token))
+            .where(t.runs.c.state.not_in(terminal))
+        )
+        with self.engine.connect() as c:
+            return _rows(c.execute(q.order_by(t.runs.c.id)))
+
     def count_runs(self) -> int:
         with self.engine.connect() as c:
             return int(c.execute(sa.select(sa.func.count()).select_from(t.runs)).scalar_one())
