@@ -257,6 +257,6 @@ class TokenCreate(_Payload):
     """``POST /v1/admin/tokens`` (admin): a bearer token for a person or an agent."""
 
     name: User
-    role: str = pydantic.Field(pattern=r"^(admin|researcher|agent)$")
+    role: str = pydantic.Field(pattern=r"^(admin|researcher|agent|metrics)$")
     workspaces: list[str] = pydantic.Field(default_factory=list, max_length=1000)
     cluster: str | None = pydantic.Field(default=None, max_length=64)

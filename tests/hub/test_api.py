@@ -7,6 +7,7 @@ import time
 
 import httpx
 
+from tests.hub import tenancy_builders as tb
 from tests.hub.harness import HubServer
 
 QUICK = """\
@@ -33,6 +34,20 @@ def test_every_endpoint_needs_a_token(hub_server: HubServer) -> None:
         assert anon.post("/v1/runs", json={"tau_yaml": QUICK}).status_code == 401
     with hub_server.http("tau_not-a-token") as bad:
         assert bad.get("/v1/runs").status_code == 401
+
+
+def test_metrics_need_an_admin_or_a_scrape_only_token(hub_server: HubServer) -> None:
+    """/metrics names every workspace's runs: a researcher is refused, a metrics token
+    reads it and nothing else."""
+    researcher = tb.token(hub_server, "ada", workspaces=["default"])
+    scraper = tb.token(hub_server, "prom", role="metrics")
+    with hub_server.http(researcher) as c:
+        assert c.get("/metrics").status_code == 403
+    with hub_server.http(scraper) as c:
+        assert c.get("/metrics").status_code == 200
+        assert c.get("/v1/runs").status_code == 403
+    with hub_server.http() as admin:
+        assert admin.get("/metrics").status_code == 200
 
 
 def test_healthz_is_liveness_only(hub_server: HubServer) -> None:

@@ -23,6 +23,7 @@ __all__ = [
     "principal",
     "require_admin",
     "require_agent",
+    "require_metrics",
     "require_workspace",
     "workspaces_of",
 ]
@@ -72,6 +73,17 @@ def require_admin(p: Annotated[Principal, fastapi.Depends(principal)]) -> Princi
     return p
 
 
+def require_metrics(p: Annotated[Principal, fastapi.Depends(principal)]) -> Principal:
+    """``/metrics`` names every workspace's runs: admins and scrape-only tokens only."""
+    if p.role not in ("admin", "metrics"):
+        raise fastapi.HTTPException(
+            403,
+            "/metrics needs an admin or a metrics token; "
+            "create one with `tau admin token create --role metrics --name prometheus`",
+        )
+    return p
+
+
 def require_agent(
     cluster_id: str, p: Annotated[Principal, fastapi.Depends(principal)]
 ) -> Principal:
@@ -86,7 +98,7 @@ def workspaces_of(p: Principal) -> list[str] | None:
         return None
     if p.role == "researcher":
         return list(p.scope.get("workspaces", []))
-    raise fastapi.HTTPException(403, "agent tokens cannot read runs")
+    raise fastapi.HTTPException(403, f"{p.role} tokens cannot read runs")
 
 
 def require_workspace(p: Principal, workspace: str) -> None:

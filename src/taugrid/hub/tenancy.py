@@ -256,6 +256,10 @@ def _token_scope(hub: context.Hub, body: wire.TokenCreate) -> Row:
                 f"pass --cluster with one of {clusters} (and no --workspace)",
             )
         return {"cluster": body.cluster}
+    if body.role == "metrics":  # scrape-only: /metrics and nothing else
+        if body.workspaces or body.cluster:
+            raise UserError("a metrics token has no scope", "drop --workspace and --cluster")
+        return {}
     known = sorted(w.name for w in plat.workspaces)
     unknown = [w for w in body.workspaces if w not in known]
     if unknown or body.cluster:

@@ -1,8 +1,8 @@
 """Monitoring a platform: a scrape-only token and the Prometheus/Grafana files for it.
 
 ``setup`` (``tau admin metrics setup``, admin only) revokes the previous scrape token
-of the same name, creates a ``researcher`` token with no workspace (it can read
-``/metrics`` and nothing else), checks that the hub serves ``/metrics`` with it, and
+of the same name, creates a ``metrics`` token (scrape-only: it can read ``/metrics`` and nothing
+else), checks that the hub serves ``/metrics`` with it, and
 writes the monitoring directory (``taugrid.observability.setup``).
 """
 
@@ -23,7 +23,7 @@ def scrape_token(c: client.Client, name: str = TOKEN_NAME) -> str:
     for row in tenancy.list_tokens(c):
         if row["name"] == name and not row.get("revoked_at"):
             tenancy.revoke_token(c, row["id"])
-    secret = str(tenancy.create_token(c, name, "researcher", [], None)["secret"])
+    secret = str(tenancy.create_token(c, name, "metrics", [], None)["secret"])
     scraper = client.Client(client.HubConfig(c.config.url, secret, c.config.source), 30)
     try:
         scraper.request("GET", "/metrics")
