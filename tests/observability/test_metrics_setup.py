@@ -60,7 +60,7 @@ def test_setup_writes_a_config_whose_token_reads_metrics_only(
         tb.ok(tb.submit(admin), 201)
     with hub.http(token) as c:
         assert c.get("/metrics").status_code == 200
-        assert c.get("/v1/runs").json() == []  # no workspace: it sees no run
+        assert c.get("/v1/runs").status_code == 403  # scrape-only: it reads no run
         assert c.get("/v1/admin/tokens").status_code == 403
     with hub.http(old) as c:
         assert c.get("/metrics").status_code == 401  # the rerun revoked the previous one
