@@ -395,3 +395,9 @@ def test_invalid_config_reports_problem_at_its_place(case: Case) -> None:
 
 def test_there_are_at_least_thirty_distinct_cases() -> None:
     assert len({c.text for c in CASES.values()}) >= 30
+
+
+@pytest.mark.parametrize("text", ['a: !!int ""', "a: !!float .", "a: !!int _"])
+def test_an_explicit_number_tag_on_text_is_a_problem_not_a_crash(text: str) -> None:
+    found = problems_of(f"name: x\nrun:\n  entrypoint: t.py\n{text}\n")
+    assert any("is not a valid" in p.message and p.line == 4 for p in found), found

@@ -300,7 +300,9 @@ def login_cmd(
 @token_app.command("create")
 @views.guard
 def token_create(
-    role: Annotated[str, typer.Option("--role", help="admin | researcher | agent | metrics (scrape-only)")],
+    role: Annotated[
+        str, typer.Option("--role", help="admin | researcher | agent | metrics (scrape-only)")
+    ],
     name: Annotated[str, typer.Option("--name", help="Who uses it (a user or an agent)")],
     workspace: Annotated[
         list[str] | None, typer.Option("--workspace", help="Researcher scope; repeatable")

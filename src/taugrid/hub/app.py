@@ -64,7 +64,9 @@ def create_app(hub: context.Hub) -> fastapi.FastAPI:
     def healthz() -> dict[str, Any]:
         return {"ok": True, "time": time.time()}
 
-    @app.get("/metrics", include_in_schema=False, dependencies=[fastapi.Depends(auth.require_metrics)])
+    @app.get(
+        "/metrics", include_in_schema=False, dependencies=[fastapi.Depends(auth.require_metrics)]
+    )
     def prometheus() -> fastapi.Response:
         return fastapi.Response(hub.metrics.render(), media_type="text/plain; version=0.0.4")
 

@@ -146,6 +146,17 @@ class _Walker:
                 path,
             )
             return None
+        except (ValueError, IndexError, OverflowError):
+            # ruamel's int/float constructors raise these for an explicit tag on text
+            # that is not a number of that kind (`!!int ""`, `!!float .`).
+            tag = str(node.tag).rsplit(":", 1)[-1]
+            self.problem(
+                _mark(node.start_mark),
+                f"{node.value!r} is not a valid {tag}",
+                f"write a plain {tag} without the '!!{tag}' tag, or quote the value as text",
+                path,
+            )
+            return None
 
     def mapping(self, node: _ynodes.MappingNode, path: Path) -> dict[str, Any]:
         out: dict[str, Any] = {}
