@@ -87,6 +87,9 @@ def _batch(c: httpx.Client, code: bytes, n: int, seconds: float) -> dict[str, An
     if bad:
         raise SystemExit(f"runs {bad} did not succeed: {[d['reason'] for d in done]}")
     ev = [_events(c, rid) for rid in ids]
+    for rid, e in zip(ids, ev, strict=True):  # the timeline of each run, for the curious
+        marks = ("attempt_created", "attempt_starting", "running", "attempt_succeeded")
+        print(rid, " ".join(f"{k}=+{e.get(k, t0) - t0:.2f}" for k in (*marks, "gpus_released")))
     return {"t0": t0, "events": ev, "makespan": max(e["gpus_released"] for e in ev) - t0}
 
 
@@ -170,11 +173,11 @@ def _section(r: dict[str, Any], cmd: str) -> str:
         f"{n} one-GPU runs of\n`sleep {s:g}` submitted at once.\n\n"
         "| measure | value |\n|---|---|\n"
         f"| batch makespan (first submit → last GPUs released) | {ms:.1f} s |\n"
-        f"| ideal ({n} × {s:g} s / {SLOTS}) | {ideal:.1f} s — makespan is {ms / ideal:.2f}× |\n"
+        f"| ideal ({n} x {s:g} s / {SLOTS}) | {ideal:.1f} s — makespan is {ms / ideal:.2f}x |\n"
         f"| one run alone on the idle cluster, submit → released | "
         f"{r['single']['makespan']:.1f} s (overhead {overhead:.1f} s) |\n"
-        f"| overhead-aware ideal ({waves} waves × {s + overhead:.1f} s) | {aware:.1f} s — "
-        f"makespan is {ms / aware:.2f}× |\n"
+        f"| overhead-aware ideal ({waves} waves x {s + overhead:.1f} s) | {aware:.1f} s — "
+        f"makespan is {ms / aware:.2f}x |\n"
         f"| GPU idle gap: a release → the next run placed (median, max) | {_median(_gaps(ev))} |\n"
         f"| placed → running (Ray job start) | {_median(start)} |\n"
         f"| running → ended (the {s:g} s sleep + driver exit) | {_median(body)} |\n"

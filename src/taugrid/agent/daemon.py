@@ -4,7 +4,9 @@ With ``--start-ray`` (the embedded platform) the agent owns a real local Ray clu
 built from the platform's node pools for its cluster (GPUs emulated as Ray logical
 resources when the machine has none) and stops it on SIGTERM; otherwise it attaches
 to ``--ray-dashboard``. A Ray cluster left running by a previous agent of the same
-state directory is reused, so an agent restart never kills running attempts.
+state directory is reused, so an agent restart never kills running attempts. A node
+of that cluster whose Ray processes die is started again within seconds (a dead head
+restarts the whole cluster); nodes marked faulty are cordoned by ``backends.ray_cordon``.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from pathlib import Path
 from types import FrameType
 
 from taugrid.agent import agent, datasync, hubclient
-from taugrid.backends import ray_drain, ray_jobs, ray_local
+from taugrid.backends import ray_cordon, ray_jobs, ray_local
 from taugrid.platform import load as platform_load
 from taugrid.platform import models as pm
 
@@ -51,6 +53,16 @@ def _cluster_spec(platform: pm.Platform, cluster_id: str) -> tuple[str, pm.Clust
     raise SystemExit(
         f"cluster {cluster_id} is not in the platform file; add it under regions[].clusters"
     )
+
+
+def _watch_ray(cluster: ray_local.LocalRayCluster, stop: threading.Event) -> None:
+    """Start again the Ray nodes whose processes died (the state report says so meanwhile)."""
+    while not stop.wait(2.0):
+        try:
+            if revived := cluster.revive():
+                log.warning("Ray nodes %s had died; started again", revived)
+        except Exception as exc:  # keep watching: the next round may succeed
+            log.error("restarting dead Ray nodes failed: %s", exc)
 
 
 def _args() -> argparse.Namespace:
@@ -107,12 +119,10 @@ def main() -> None:
             state_dir / "ray",
         ).start()
         backend = cluster.backend(emulated_gpus=spec.emulated_gpus or ray_local.gpus_are_emulated())
-        gcs = cluster.gcs_address
     else:
         backend = ray_jobs.RayBackend(args.ray_dashboard or f"http://{args.ray_ip}:8265")
-        gcs = None
     hub = hubclient.HubClient(args.hub, token, args.cluster)
-    cordon = (lambda node, why: ray_drain.drain_node(gcs, node, why)) if gcs else None
+    cordon = ray_cordon.GpuCordon(backend, state_dir / "cordons.json")
     cfg = agent.AgentConfig(
         args.cluster,
         region,
@@ -121,6 +131,7 @@ def main() -> None:
         report_s=args.report,
         prewarm=not args.no_prewarm,
         prewarm_wait_s=args.prewarm_wait,
+        expected_nodes=len(node_shapes(spec)) if cluster is not None else None,
     )
     stop = threading.Event()
     sidecar: datasync.Sidecar | None = None
@@ -130,6 +141,8 @@ def main() -> None:
 
     signal.signal(signal.SIGTERM, _term)
     signal.signal(signal.SIGINT, _term)
+    if cluster is not None:
+        threading.Thread(target=_watch_ray, args=(cluster, stop), daemon=True).start()
     try:
         the_agent = agent.Agent(cfg, backend, hub, cordon)
         the_agent.sidecar = sidecar = datasync.from_args(args, args.hub, token, args.cluster)

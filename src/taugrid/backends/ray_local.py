@@ -221,6 +221,27 @@ class LocalRayCluster:
         self.wait_ready(timeout_s)
         return node.index
 
+    def revive(self, timeout_s: float = 90.0) -> list[int]:
+        """Start again every node whose Ray processes died on their own; their indexes.
+
+        A worker node is started again and rejoins (Ray gives it a new node ID). A dead
+        head took the GCS with it, so the whole cluster is started again. Nodes killed
+        on purpose (``kill_node``) stay down.
+        """
+        dead = [n for n in self._nodes if not n.killed and not self._running(n)]
+        if not dead:
+            return []
+        if dead[0].index == 0:
+            self.stop(grace_s=1)
+            self.start(timeout_s)
+            return [n.index for n in self._nodes]
+        for node in dead:
+            _procs.terminate(self._marker(node), grace_s=1)  # what is left of it
+            self._respawn(node)
+        self._write_state()
+        self.wait_ready(timeout_s)
+        return [n.index for n in dead]
+
     def kill_node(self, node: int | str) -> None:
         """SIGKILL every process of a node (by index or Ray node id): a machine dying.
 
@@ -372,6 +393,23 @@ class LocalRayCluster:
         self._nodes.append(node)
         self._write_state()
         return node
+
+    def _running(self, node: _Node) -> bool:
+        if node.proc is not None:
+            return node.proc.poll() is None
+        return bool(_procs.marked(self._marker(node)))  # attached: a previous agent's
+
+    def _respawn(self, node: _Node) -> None:
+        with node.log.open("ab") as log:
+            node.proc = subprocess.Popen(
+                self._command(node),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=self._env(node),
+                start_new_session=True,
+                cwd=node.temp_dir,
+            )
 
     def _command(self, node: _Node) -> list[str]:
         shape = node.shape

@@ -24,7 +24,10 @@ from taugrid.lifecycle import states as st
 from taugrid.scheduling import cycle
 from taugrid.scheduling import snapshot as snap
 
-__all__ = ["Scheduler", "build_snapshot", "pending_view", "tick"]
+__all__ = ["LIVE_STATES", "Scheduler", "build_snapshot", "pending_view", "tick"]
+
+LIVE_STATES = ("ready", "degraded")
+"""Cluster states that take new work (``unavailable``: its agent says it cannot run jobs)."""
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +54,7 @@ def pending_view(run: dict[str, Any], hub: context.Hub | None = None) -> snap.Pe
 
 def _cluster_view(hub: context.Hub, row: dict[str, Any], now: float) -> snap.ClusterView:
     faulty = {m["node_id"] for m in hub.clusters.open_marks(row["id"])}
-    ready = row["state"] == "ready" and row["lease_expires"] > now
+    ready = row["state"] in LIVE_STATES and row["lease_expires"] > now
     view = snap.cluster_from_report(
         row["id"],
         row["region"],
@@ -233,7 +236,7 @@ def _dispatch(hub: context.Hub, run: dict[str, Any], d: cycle.Decision) -> None:
 
 def _lost_contact(hub: context.Hub, now: float) -> None:
     for c in hub.clusters.all():
-        if c["state"] == "ready" and c["lease_expires"] < now:
+        if c["state"] in ("ready", "degraded", "unavailable") and c["lease_expires"] < now:
             hub.clusters.set_state(c["id"], "unknown")
             hub.runs.add_event(None, "cluster_unknown", {"cluster": c["id"]})
             log.warning("cluster %s lost contact; Unknown", c["id"])
@@ -278,7 +281,7 @@ class Scheduler:
         self.hub = hub
         self.policy = policy or cycle.default_policy()
         self._stop = threading.Event()
-        self._wake = threading.Event()
+        self._wake = hub.schedule_wakeup  # also set by agent syncs that free capacity
         self._thread = threading.Thread(target=self._loop, name="tau-scheduler", daemon=True)
 
     def start(self) -> None:
