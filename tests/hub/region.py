@@ -51,7 +51,8 @@ def stop_regions(clusters: dict[str, ray_local.LocalRayCluster]) -> None:
 
 
 class AgentThread:
-    """The real ``Agent`` loop in a thread (sync every 0.3 s, full report every second)."""
+    """The real ``Agent`` loop in a thread (sync every 0.3 s, full report every second
+    unless ``report_s`` says otherwise: the embedded platform's agent uses 10 s)."""
 
     def __init__(
         self,
@@ -62,6 +63,7 @@ class AgentThread:
         cluster_id: str = "local",
         data_root: Path | None = None,
         expected_nodes: int | None = None,
+        report_s: float = 1.0,
     ) -> None:
         self.backend = cluster.backend()
         self.hub = hubclient.HubClient(server.url, server.agent_token(cluster_id), cluster_id)
@@ -70,7 +72,7 @@ class AgentThread:
             cluster_id,
             state_dir,
             sync_s=sync_s,
-            report_s=1.0,
+            report_s=report_s,
             data_root=data_root,
             expected_nodes=expected_nodes,
         )

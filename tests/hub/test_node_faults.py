@@ -40,7 +40,8 @@ def platform(
     tmp = tmp_path_factory.mktemp("faults-hub")
     engine = db.open_engine(f"sqlite:///{tmp / 'hub.db'}")
     server = HubServer(make_hub(engine, tmp / "home")).start()
-    agent = rg.AgentThread(server, cluster, tmp / "agent", expected_nodes=2).start()
+    agent = rg.AgentThread(server, cluster, tmp / "agent", expected_nodes=2, report_s=10.0)
+    agent.start()
     yield server
     agent.stop()
     server.stop()
@@ -92,6 +93,24 @@ def test_fault_mark_on_the_head_keeps_the_region_usable(
             lambda: _local(c)["report"]["gpu_free"] == 8, timeout=60, what="8 free GPUs reported"
         )
         _run_ok(c, "after-clear")
+
+
+def _gpus(c: httpx.Client) -> tuple[float, float]:
+    report = _local(c)["report"]
+    return report["gpu_free"], report["gpu_busy"]
+
+
+def test_cluster_capacity_agrees_with_the_runs(platform: HubServer) -> None:
+    """Free/busy GPUs follow the runs at once (the agent's full report is every 10 s)."""
+    with platform.http() as c:
+        assert _gpus(c) == (8, 0)
+        run = rg.submit_run(c, rg.quickstart_yaml("--steps 100000 --step-sleep 0.1", name="hog"))
+        rg.wait_run(c, run["id"], lambda r: r["state"] == "running", timeout=120)
+        assert _gpus(c) == (7, 1)
+        r = c.post(f"/v1/runs/{run['id']}/cancel")
+        assert r.status_code == 200, r.text
+        rg.wait_run(c, run["id"], rg.finished, timeout=120)  # what `tau run cancel` waits for
+        assert _gpus(c) == (8, 0)
 
 
 def test_dead_nodes_make_the_region_degraded_then_unavailable(

@@ -38,9 +38,12 @@ from taugrid.dataplane import runtimes
 from taugrid.lifecycle import states as st
 from taugrid.render import rayjobs, runspec
 
-__all__ = ["Agent", "AgentConfig"]
+__all__ = ["SETTLE_S", "Agent", "AgentConfig"]
 
 log = logging.getLogger(__name__)
+
+
+SETTLE_S = 5.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,6 +81,7 @@ class Agent:
         self.faulty: dict[str, str] = {}
         self._last_report = 0.0
         self._changed = False  # an attempt started, ended or was released since the report
+        self._lagging_until = 0.0  # Ray's view lags a release: report again until then
         self._pending: list[wire.AttemptReport] = []
         self.sidecar: datasync.Sidecar | None = None  # probes, dataset caches (daemon)
         self.prewarm = prewarm.Prewarmer(backend, config.state_dir) if config.prewarm else None
@@ -89,7 +93,8 @@ class Agent:
         self._advance_waiting()
         polled = [self._poll(t) for k, t in list(self.trackers.items()) if k not in self._waiting]
         reports, self._pending = self._pending + polled, []
-        due = time.time() - self._last_report >= self.config.report_s
+        now = time.time()
+        due = now - self._last_report >= self.config.report_s or now < self._lagging_until
         report = self._state_report() if due or self._changed else None
         req = wire.AgentSync(
             report=report,
@@ -106,9 +111,25 @@ class Agent:
                 self.prewarm.requeue(req.runtimes)
             return False
         if report is not None:
-            self._last_report, self._changed = time.time(), False
+            self._settle(report)
         self._act(reply)
         return True
+
+    def _settle(self, report: wire.StateReport) -> None:
+        """After a change, report again each sync while Ray's GPUs in use differ from what
+        our unreleased attempts hold (its resource view lags a job's start or end by a
+        moment), for at most ``SETTLE_S``: the hub sees freed GPUs as soon as Ray does."""
+        now = time.time()
+        if self._changed:
+            self._lagging_until = now + SETTLE_S
+        held = sum(
+            float(t.a.spec.get("workers", 1)) * float(t.a.spec.get("gpus_per_worker", 0))
+            for t in self.trackers.values()
+            if not t.released
+        )
+        if report.gpu_busy == held:
+            self._lagging_until = 0.0
+        self._last_report, self._changed = now, False
 
     @property
     def _attempts_dir(self) -> Path:
