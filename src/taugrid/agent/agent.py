@@ -43,7 +43,8 @@ __all__ = ["SETTLE_S", "Agent", "AgentConfig"]
 log = logging.getLogger(__name__)
 
 
-SETTLE_S = 5.0
+SETTLE_S = 2.0
+"""How long a state report after a change waits for Ray's resource view to show it."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,7 +82,6 @@ class Agent:
         self.faulty: dict[str, str] = {}
         self._last_report = 0.0
         self._changed = False  # an attempt started, ended or was released since the report
-        self._lagging_until = 0.0  # Ray's view lags a release: report again until then
         self._pending: list[wire.AttemptReport] = []
         self.sidecar: datasync.Sidecar | None = None  # probes, dataset caches (daemon)
         self.prewarm = prewarm.Prewarmer(backend, config.state_dir) if config.prewarm else None
@@ -93,9 +93,8 @@ class Agent:
         self._advance_waiting()
         polled = [self._poll(t) for k, t in list(self.trackers.items()) if k not in self._waiting]
         reports, self._pending = self._pending + polled, []
-        now = time.time()
-        due = now - self._last_report >= self.config.report_s or now < self._lagging_until
-        report = self._state_report() if due or self._changed else None
+        due = time.time() - self._last_report >= self.config.report_s
+        report = self._fresh_report() if self._changed else self._state_report() if due else None
         req = wire.AgentSync(
             report=report,
             attempts=[r for r in reports if r],
@@ -111,25 +110,32 @@ class Agent:
                 self.prewarm.requeue(req.runtimes)
             return False
         if report is not None:
-            self._settle(report)
+            self._last_report, self._changed = time.time(), False
         self._act(reply)
         return True
 
-    def _settle(self, report: wire.StateReport) -> None:
-        """After a change, report again each sync while Ray's GPUs in use differ from what
-        our unreleased attempts hold (its resource view lags a job's start or end by a
-        moment), for at most ``SETTLE_S``: the hub sees freed GPUs as soon as Ray does."""
-        now = time.time()
-        if self._changed:
-            self._lagging_until = now + SETTLE_S
-        held = sum(
-            float(t.a.spec.get("workers", 1)) * float(t.a.spec.get("gpus_per_worker", 0))
-            for t in self.trackers.values()
-            if not t.released
-        )
-        if report.gpu_busy == held:
-            self._lagging_until = 0.0
-        self._last_report, self._changed = now, False
+    def _fresh_report(self) -> wire.StateReport:
+        """The state report after an attempt started or ended, once it shows that.
+
+        Ray's resource view lags a job's start or end by a moment: read it again (for
+        ``SETTLE_S`` at most) until its GPUs in use fit our attempts — running ones hold
+        theirs, submitted or ended but unreleased ones may — so the hub never sees a
+        run end (or start) without the GPUs it freed (or took).
+        """
+        deadline = time.monotonic() + SETTLE_S
+        while True:
+            held = maybe = 0.0
+            for tok, t in self.trackers.items():
+                gpus = float(t.a.spec.get("workers", 1)) * float(t.a.spec.get("gpus_per_worker", 0))
+                if t.state is st.AttemptState.RUNNING:
+                    held += gpus
+                elif not t.released and tok not in self._waiting:
+                    maybe += gpus
+            report = self._state_report()
+            fits = held <= report.gpu_busy <= held + maybe
+            if fits or report.health == "unavailable" or time.monotonic() > deadline:
+                return report
+            time.sleep(0.05)
 
     @property
     def _attempts_dir(self) -> Path:
