@@ -71,11 +71,12 @@ def _reserve_unseen(
 ) -> snap.ClusterView:
     """Take room for attempts the agent's report may not show yet.
 
-    Reserved: attempts assigned, or started after the report was received. Ray's
-    resource view can also lag a job that is already running (under load, for more
-    than one report), so the hub's own ledger is a lower bound on the GPUs in use:
-    while the report shows fewer GPUs used than the cluster's unreleased attempts
-    hold, the newest of them are reserved too, until the ledger is covered.
+    The hub's ledger (the GPUs of the cluster's unreleased attempts) is a lower bound on
+    the GPUs in use: while the report shows fewer in use — an attempt assigned after it
+    was taken, or Ray's view lagging a job — the newest attempts are reserved until the
+    ledger is covered. An attempt the report already counts is not reserved again: the
+    agent reports at once when an attempt starts or ends, so freed GPUs are placed
+    again without waiting for the next periodic report.
     """
     held = []
     attempts = hub.runs.attempts_on_cluster(row["id"])
@@ -83,13 +84,10 @@ def _reserve_unseen(
     for a in attempts:
         run = runs_by_id.get(a["run_id"])
         if run is not None:
-            fresh = a["state"] == st.AttemptState.ASSIGNED.value or (
-                (a["started_at"] or now) > row["last_heartbeat"]
-            )
-            held.append((not fresh, -(a["started_at"] or now), a["token"], pending_view(run)))
+            held.append((-(a["started_at"] or now), -a["token"], pending_view(run)))
     ledger = sum(p.workers * p.gpus_per_worker for *_k, p in held)
-    for settled, _newest, _token, p in sorted(held, key=lambda h: h[:3]):
-        if settled and _gpus_used(view) >= ledger:
+    for *_newest, p in sorted(held, key=lambda h: h[:2]):
+        if _gpus_used(view) >= ledger:
             break
         view = cycle.reserve(p, view)
     return view
