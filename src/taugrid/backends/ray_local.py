@@ -235,12 +235,23 @@ class LocalRayCluster:
             self.stop(grace_s=1)
             self.start(timeout_s)
             return [n.index for n in self._nodes]
+        known = {r["node_id"] for r in self._node_rows()}  # the dead may still look alive
         for node in dead:
             _procs.terminate(self._marker(node), grace_s=1)  # what is left of it
             self._respawn(node)
         self._write_state()
-        self.wait_ready(timeout_s)
-        return [n.index for n in dead]
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            rows = self._node_rows()
+            if sum(r["node_id"] not in known and r.get("state") == "ALIVE" for r in rows) >= len(
+                dead
+            ):
+                return [n.index for n in dead]
+            time.sleep(0.25)
+        raise errors.LocalClusterError(
+            f"Ray nodes {[n.index for n in dead]} did not come back in {timeout_s:.0f}s",
+            hint=f"see the node logs under {self.state_dir}",
+        )
 
     def kill_node(self, node: int | str) -> None:
         """SIGKILL every process of a node (by index or Ray node id): a machine dying.
@@ -296,6 +307,7 @@ class LocalRayCluster:
             match = [r for r in rows if r.get("node_ip") == node.ip]
             match.sort(key=lambda r: int(r.get("start_time_ms") or 0))
             same_ip = [n for n in self._nodes if n.ip == node.ip]
+            match = match[-len(same_ip) :]  # a revived node replaces its dead self
             pos = same_ip.index(node)
             if pos < len(match):
                 out[node.index] = match[pos]["node_id"]
