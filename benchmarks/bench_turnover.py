@@ -44,7 +44,7 @@ from tests.hub.harness import HubServer
 
 __all__ = ["main"]
 
-IP = "127.0.0.171"
+IP = "127.0.0.231"
 SLOTS = 4
 SCRIPT = "import sys, time\ntime.sleep(float(sys.argv[1]))\nprint('done')\n"
 

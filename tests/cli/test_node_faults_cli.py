@@ -26,7 +26,7 @@ from tests.hub.harness import free_port
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
-IP = "127.0.0.174"
+IP = "127.0.0.234"
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
 """Fault marks and dead nodes on real Ray: the region stays usable and says what it can do.
 
-A dedicated cluster (these tests cordon and kill nodes): the head on 127.0.0.172 and a
-worker on 127.0.0.173, each with 4 emulated A100-80G, like the embedded platform — the
+A dedicated cluster (these tests cordon and kill nodes): the head on 127.0.0.232 and a
+worker on 127.0.0.233, each with 4 emulated A100-80G, like the embedded platform — the
 head holds GPUs, so it is a node runs land on and a node an admin may mark faulty.
 """
 
@@ -22,7 +22,7 @@ from tests.hub.harness import HubServer, make_hub
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
-HEAD, WORKER = "127.0.0.172", "127.0.0.173"
+HEAD, WORKER = "127.0.0.232", "127.0.0.233"
 QUICK = "--steps 20 --checkpoint-every 10"
 
 

@@ -48,12 +48,13 @@ def sync(hub: context.Hub, cluster_id: str, req: wire.AgentSync) -> wire.AgentSy
     report = req.report.model_dump(mode="json") if req.report else None
     if report is not None:
         report["cost_per_gpu_hour"], report["gpu_speed"] = _cost(hub, cluster_id)
-    state = report.get("health", "ready") if report is not None else None
-    hub.clusters.renew(cluster_id, hub.config.lease_s, report, state)
+    hub.clusters.renew(cluster_id, hub.config.lease_s, report, (report or {}).get("health"))
     prewarm.apply(hub, cluster_id, req.runtimes)
     wake = hub.wakeup(cluster_id)
     wake.clear()
-    if _apply_all(hub, req.attempts) or report is not None:
+    for a in req.attempts:
+        _apply(hub, a)
+    if report is not None or any(a.released or a.state not in _ACTIVE for a in req.attempts):
         hub.wake_scheduler()  # capacity may be free: place now, answer this long-poll
     reply = _reply(hub, cluster_id)
     if req.wait_s > 0 and not _news(reply, set(req.known)) and wake.wait(req.wait_s):
@@ -77,15 +78,6 @@ def peer_endpoints(hub: context.Hub, cluster_id: str) -> list[wire.PeerEndpoint]
             region=c["region"], egress_cost_per_gb=egress.get(c["region"], 0.0), **ep
         )
     return list(out.values())
-
-
-def _apply_all(hub: context.Hub, reports: list[wire.AttemptReport]) -> bool:
-    """Apply attempt reports; True when one ended or was released (capacity may be free)."""
-    freed = False
-    for rep in reports:
-        _apply(hub, rep)
-        freed = freed or rep.released or rep.state not in _ACTIVE
-    return freed
 
 
 def _news(reply: wire.AgentSyncReply, known: set[int]) -> bool:
