@@ -11,7 +11,7 @@ Compatibility rules (SkyPilot ``payloads.py`` style):
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import pydantic
 
@@ -109,6 +109,11 @@ class StateReport(_Payload):
     cached_runtimes: list[str] = pydantic.Field(default_factory=list)
     probes: dict[str, dict[str, float]] = pydantic.Field(default_factory=dict)
     endpoint: DataEndpoint | None = None
+    gpu_faulty: float = 0
+    """GPUs of alive nodes marked faulty (cordoned): neither free nor busy."""
+    health: Literal["ready", "degraded", "unavailable"] = "ready"
+    """Whether the cluster can run jobs: degraded (some nodes down) still can."""
+    health_reason: str = ""
 
 
 Int32 = Annotated[int, pydantic.Field(ge=-(2**31), le=2**31 - 1)]  # an INTEGER column

@@ -7,7 +7,9 @@ order on one module cluster (127.0.0.22 head, 127.0.0.23 worker); the last one s
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -50,6 +52,29 @@ def test_state_file_records_addresses_and_pids(cluster: ray_local.LocalRayCluste
     assert [n["ip"] for n in state["nodes"]] == [HEAD, WORKER]
     assert all(n["pid"] for n in state["nodes"]) and cluster.start_seconds
     assert state["emulated_gpus"] is cluster.emulated
+
+
+def _raylet_of(cluster: ray_local.LocalRayCluster, ip: str) -> int:
+    for pid in cluster.pids():
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if argv and argv[0].endswith(b"raylet") and f"--node_ip_address={ip}".encode() in argv:
+            return pid
+    raise AssertionError(f"no raylet of {ip} among {sorted(cluster.pids())}")
+
+
+def test_node_whose_raylet_died_is_started_again(cluster: ray_local.LocalRayCluster) -> None:
+    before = cluster.node_ids()[1]
+    os.kill(_raylet_of(cluster, WORKER), signal.SIGKILL)  # not kill_node: nobody meant it
+    revived = h.wait_for(cluster.revive, timeout=60, what="the dead worker started again")
+    assert revived == [1]
+    ids = cluster.node_ids()
+    assert len(ids) == 2 and ids[1] != before  # a new Ray node on the same place
+    inv = cluster.backend().inventory()
+    assert sorted(n.node_id for n in inv.alive_nodes) == sorted(ids.values())
+    assert cluster.revive() == []  # nothing else is dead
 
 
 def test_killed_node_turns_dead_and_its_jobs_fail(

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 
 from taugrid.agent import agent, hubclient
-from taugrid.backends import ray_drain, ray_local
+from taugrid.backends import ray_cordon, ray_local
 from taugrid.sdk import submit
 from tests.backends import backend_helpers as bh
 from tests.hub.harness import HubServer
@@ -51,7 +51,8 @@ def stop_regions(clusters: dict[str, ray_local.LocalRayCluster]) -> None:
 
 
 class AgentThread:
-    """The real ``Agent`` loop in a thread (sync every 0.3 s, full report every second)."""
+    """The real ``Agent`` loop in a thread (sync every 0.3 s, full report every second
+    unless ``report_s`` says otherwise: the embedded platform's agent uses 10 s)."""
 
     def __init__(
         self,
@@ -61,16 +62,22 @@ class AgentThread:
         sync_s: float = 0.3,
         cluster_id: str = "local",
         data_root: Path | None = None,
+        expected_nodes: int | None = None,
+        report_s: float = 1.0,
     ) -> None:
         self.backend = cluster.backend()
         self.hub = hubclient.HubClient(server.url, server.agent_token(cluster_id), cluster_id)
         cfg = agent.AgentConfig(
-            cluster_id, cluster_id, state_dir, sync_s=sync_s, report_s=1.0, data_root=data_root
+            cluster_id,
+            cluster_id,
+            state_dir,
+            sync_s=sync_s,
+            report_s=report_s,
+            data_root=data_root,
+            expected_nodes=expected_nodes,
         )
-        gcs = cluster.gcs_address
-        self.agent = agent.Agent(
-            cfg, self.backend, self.hub, lambda n, why: ray_drain.drain_node(gcs, n, why)
-        )
+        cordon = ray_cordon.GpuCordon(self.backend, state_dir / "cordons.json")
+        self.agent = agent.Agent(cfg, self.backend, self.hub, cordon)
         self.stop_event = threading.Event()
         self.thread = threading.Thread(target=self.agent.run, args=(self.stop_event,), daemon=True)
 

@@ -27,21 +27,24 @@ import logging
 import threading
 import time
 import zipfile
-from collections.abc import Callable
 from pathlib import Path
 
 from taugrid import errors
 from taugrid import payloads as wire
-from taugrid.agent import datasync, hubclient, prewarm, tracker
-from taugrid.backends import base
+from taugrid.agent import datasync, health, hubclient, prewarm, tracker
+from taugrid.backends import base, ray_cordon
 from taugrid.backends import errors as berr
 from taugrid.dataplane import runtimes
 from taugrid.lifecycle import states as st
 from taugrid.render import rayjobs, runspec
 
-__all__ = ["Agent", "AgentConfig"]
+__all__ = ["SETTLE_S", "Agent", "AgentConfig"]
 
 log = logging.getLogger(__name__)
+
+
+SETTLE_S = 2.0
+"""How long a state report after a change waits for Ray's resource view to show it."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,11 +53,15 @@ class AgentConfig:
     region: str
     state_dir: Path
     sync_s: float = 1.0
+    busy_sync_s: float = 0.25
+    """The pause between syncs while attempts are active: how soon a job's end is seen."""
     report_s: float = 10.0
     prewarm: bool = True
     prewarm_wait_s: float = 900.0
     data_root: Path | None = None
     """The region's data root when no data-plane sidecar runs (the sidecar's wins)."""
+    expected_nodes: int | None = None
+    """How many Ray nodes the cluster has; fewer alive reports it ``degraded``."""
 
 
 class Agent:
@@ -65,7 +72,7 @@ class Agent:
         config: AgentConfig,
         backend: base.Backend,
         hub: hubclient.HubClient,
-        cordon: Callable[[str, str], None] | None = None,
+        cordon: ray_cordon.GpuCordon | None = None,
     ) -> None:
         self.config = config
         self.backend = backend
@@ -73,8 +80,8 @@ class Agent:
         self.cordon = cordon
         self.trackers: dict[int, tracker.AttemptTracker] = {}
         self.faulty: dict[str, str] = {}
-        self._cordoned: set[str] = set()
         self._last_report = 0.0
+        self._changed = False  # an attempt started, ended or was released since the report
         self._pending: list[wire.AttemptReport] = []
         self.sidecar: datasync.Sidecar | None = None  # probes, dataset caches (daemon)
         self.prewarm = prewarm.Prewarmer(backend, config.state_dir) if config.prewarm else None
@@ -86,11 +93,8 @@ class Agent:
         self._advance_waiting()
         polled = [self._poll(t) for k, t in list(self.trackers.items()) if k not in self._waiting]
         reports, self._pending = self._pending + polled, []
-        report = (
-            self._state_report()
-            if time.time() - self._last_report >= self.config.report_s
-            else None
-        )
+        due = time.time() - self._last_report >= self.config.report_s
+        report = self._fresh_report() if self._changed else self._state_report() if due else None
         req = wire.AgentSync(
             report=report,
             attempts=[r for r in reports if r],
@@ -106,18 +110,44 @@ class Agent:
                 self.prewarm.requeue(req.runtimes)
             return False
         if report is not None:
-            self._last_report = time.time()
+            self._last_report, self._changed = time.time(), False
         self._act(reply)
         return True
+
+    def _fresh_report(self) -> wire.StateReport:
+        """The state report after an attempt started or ended, once it shows that.
+
+        Ray's resource view lags a job's start or end by a moment: read it again (for
+        ``SETTLE_S`` at most) until its GPUs in use fit our attempts — running ones hold
+        theirs, submitted or ended but unreleased ones may — so the hub never sees a
+        run end (or start) without the GPUs it freed (or took).
+        """
+        deadline = time.monotonic() + SETTLE_S
+        while True:
+            held = maybe = 0.0
+            for tok, t in self.trackers.items():
+                gpus = float(t.a.spec.get("workers", 1)) * float(t.a.spec.get("gpus_per_worker", 0))
+                if t.state is st.AttemptState.RUNNING:
+                    held += gpus
+                elif not t.released and tok not in self._waiting:
+                    maybe += gpus
+            report = self._state_report()
+            fits = held <= report.gpu_busy <= held + maybe
+            if fits or report.health == "unavailable" or time.monotonic() > deadline:
+                return report
+            time.sleep(0.05)
 
     @property
     def _attempts_dir(self) -> Path:
         return self.config.state_dir / "attempts"
 
     def _poll(self, t: tracker.AttemptTracker) -> wire.AttemptReport | None:
+        before = (t.state, t.released)
         try:
             report = t.poll(self.backend, self.faulty)
             t.save(self._attempts_dir)
+            # Capacity changed: the hub gets a fresh inventory with this report, at once.
+            self._changed |= (t.state, t.released) != before
             return report
         except errors.TauError as exc:
             log.warning("poll of attempt %s failed: %s", t.a.token, exc)
@@ -187,6 +217,7 @@ class Agent:
 
     def _fail(self, t: tracker.AttemptTracker, message: str, kind: st.FailureKind) -> None:
         """End an attempt that never reached Ray (nothing to release there)."""
+        self._changed = True
         t.state = st.AttemptState.FAILED
         t.released = True
         self._pending.append(
@@ -250,42 +281,44 @@ class Agent:
             )
 
     def _cordon(self, faulty: dict[str, str]) -> None:
+        """Keep GPU work off nodes marked faulty; give a cleared node its GPUs back."""
         self.faulty = faulty
+        if self.cordon is None:
+            return
+        for node in sorted(set(self.cordon.jobs) - set(faulty)):
+            try:
+                self.cordon.uncordon(node)
+                self._changed = True
+            except errors.TauError as exc:
+                log.warning("uncordon of %s failed: %s", node, exc)
         for node, kind in faulty.items():
-            if node not in self._cordoned and self.cordon is not None:
-                try:
-                    self.cordon(node, f"marked faulty: {kind}")
-                    self._cordoned.add(node)
-                except errors.TauError as exc:
-                    log.warning("cordon of %s failed: %s", node, exc)
+            try:
+                self.cordon.cordon(node, f"marked faulty: {kind}")
+            except errors.TauError as exc:
+                log.warning("cordon of %s failed: %s", node, exc)
 
     # -- state report -------------------------------------------------------------
-    def _state_report(self) -> wire.StateReport | None:
+    def _state_report(self) -> wire.StateReport:
         try:
             inv = self.backend.inventory()
         except errors.TauError as exc:
             log.warning("inventory failed: %s", exc)
-            return None
-        nodes = [
-            {
-                "node_id": n.node_id,
-                "ip": n.ip,
-                "alive": n.alive,
-                "gpu_model": n.accelerator,
-                "gpus_total": n.gpu_total,
-                "gpus_free": n.gpu_available,
-                "cpus_free": n.cpu_available,
-                "memory_free": n.memory_available,
-                "healthy": n.node_id not in self.faulty,
-                "fault": self.faulty.get(n.node_id),
-            }
-            for n in inv.nodes
-        ]
+            return wire.StateReport(
+                cluster_id=self.config.cluster_id,
+                last_heartbeat=time.time(),
+                health="unavailable",
+                health_reason=f"Ray does not answer: {exc}",
+            )
+        state, why = health.health(inv, self.config.expected_nodes)
+        free, busy, cordoned = health.capacity(inv, self.faulty)
         return wire.StateReport(
             cluster_id=self.config.cluster_id,
             gpu_nodes=sum(1 for n in inv.alive_nodes if n.gpu_total > 0),
-            gpu_busy=inv.gpu_busy,
-            gpu_free=inv.gpu_free,
+            gpu_busy=busy,
+            gpu_free=free,
+            gpu_faulty=cordoned,
+            health=state,
+            health_reason=why,
             gpu_models={m: int(c.total) for m, c in inv.gpu_models.items()},
             queued_jobs=sum(
                 1 for t in self.trackers.values() if t.state is st.AttemptState.STARTING
@@ -294,7 +327,7 @@ class Agent:
             avg_gpu_usage=inv.gpu_usage,
             last_heartbeat=time.time(),
             emulated_gpus=inv.emulated_gpus,
-            nodes=nodes,
+            nodes=health.node_rows(inv, self.faulty, self.config.expected_nodes),
             running_attempts=[
                 t for t, x in self.trackers.items() if x.state in st.ACTIVE_ATTEMPT_STATES
             ],
@@ -319,5 +352,8 @@ class Agent:
                 stop.wait(2.0)
         while not stop.is_set():
             # The long-poll is the pause between syncs: it returns early with new work.
-            if not self.step(wait_s=self.config.sync_s):
+            # While attempts run it is short, so that an ended job frees its GPUs at once.
+            busy = any(not t.released for t in self.trackers.values())
+            wait = min(self.config.sync_s, self.config.busy_sync_s) if busy else self.config.sync_s
+            if not self.step(wait_s=wait):
                 stop.wait(self.config.sync_s)

@@ -14,6 +14,9 @@ Every cluster it starts uses Ray token authentication: the token lives in
 (and the jobs, which inherit Ray's environment) present it. GCS and dashboard ports
 default to free ones (``--ray-gcs-port`` / ``--ray-dashboard-port`` or
 ``TAU_RAY_GCS_PORT`` / ``TAU_RAY_DASHBOARD_PORT`` pin them).
+A node of that cluster whose Ray processes die is started again within seconds (a
+dead head restarts the whole cluster); nodes marked faulty are cordoned by
+``backends.ray_cordon``.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from pathlib import Path
 from types import FrameType
 
 from taugrid.agent import agent, datasync, hubclient
-from taugrid.backends import errors, ray_drain, ray_jobs, ray_local
+from taugrid.backends import errors, ray_cordon, ray_jobs, ray_local
 from taugrid.platform import load as platform_load
 from taugrid.platform import models as pm
 
@@ -103,6 +106,16 @@ def start_or_adopt(
     ).start()
 
 
+def _watch_ray(cluster: ray_local.LocalRayCluster, stop: threading.Event) -> None:
+    """Start again the Ray nodes whose processes died (the state report says so meanwhile)."""
+    while not stop.wait(2.0):
+        try:
+            if revived := cluster.revive():
+                log.warning("Ray nodes %s had died; started again", revived)
+        except Exception as exc:  # keep watching: the next round may succeed
+            log.error("restarting dead Ray nodes failed: %s", exc)
+
+
 def _args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description="TauGrid agent")
     p.add_argument(
@@ -170,12 +183,10 @@ def _serve(args: argparse.Namespace) -> None:
         (state_dir / "ray").mkdir(parents=True, exist_ok=True)
         cluster = start_or_adopt(args, spec, state_dir / "ray")
         backend = cluster.backend(emulated_gpus=spec.emulated_gpus or ray_local.gpus_are_emulated())
-        gcs = cluster.gcs_address
     else:
         backend = ray_jobs.RayBackend(args.ray_dashboard or f"http://{args.ray_ip}:8265")
-        gcs = None
     hub = hubclient.HubClient(args.hub, token, args.cluster)
-    cordon = (lambda node, why: ray_drain.drain_node(gcs, node, why)) if gcs else None
+    cordon = ray_cordon.GpuCordon(backend, state_dir / "cordons.json")
     cfg = agent.AgentConfig(
         args.cluster,
         region,
@@ -184,6 +195,7 @@ def _serve(args: argparse.Namespace) -> None:
         report_s=args.report,
         prewarm=not args.no_prewarm,
         prewarm_wait_s=args.prewarm_wait,
+        expected_nodes=len(node_shapes(spec)) if cluster is not None else None,
     )
     stop = threading.Event()
     sidecar: datasync.Sidecar | None = None
@@ -193,6 +205,8 @@ def _serve(args: argparse.Namespace) -> None:
 
     signal.signal(signal.SIGTERM, _term)
     signal.signal(signal.SIGINT, _term)
+    if cluster is not None:
+        threading.Thread(target=_watch_ray, args=(cluster, stop), daemon=True).start()
     try:
         the_agent = agent.Agent(cfg, backend, hub, cordon)
         the_agent.sidecar = sidecar = datasync.from_args(args, args.hub, token, args.cluster)

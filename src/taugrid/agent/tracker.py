@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -38,8 +39,19 @@ _STATE = {
 }
 
 
+NODES_EVERY_S = 5.0
+"""How often the nodes of a running job are looked up again (Ray's state API is costly)."""
+LOGS_EVERY_S = 1.0
+"""How often a running job's log is read; a state change reads it at once."""
+
+
 class AttemptTracker:
-    """State the agent keeps per attempt (by fencing token)."""
+    """State the agent keeps per attempt (by fencing token).
+
+    ``poll`` is cheap enough to run several times a second (one Ray call while nothing
+    changes): the job's nodes and log are read again only every ``NODES_EVERY_S`` and
+    ``LOGS_EVERY_S``, and whenever its state changes.
+    """
 
     def __init__(self, assignment: wire.Assignment, submission_id: str) -> None:
         self.a = assignment
@@ -52,6 +64,8 @@ class AttemptTracker:
         self.released = False
         self.submission: dict[str, Any] | None = None
         self.log_tail = ""
+        self._nodes_seen: set[str] = set()
+        self._nodes_at = self._logs_at = 0.0
 
     _SAVED = ("log_offset", "metrics_offset", "last_step", "log_tail")
 
@@ -85,13 +99,15 @@ class AttemptTracker:
         if bad and not status.state.terminal and self.fault is None:
             self.fault = f"node {bad[0]} marked faulty ({faulty[bad[0]]}); attempt stopped"
             backend.stop(self.submission_id)
+        changed = _STATE[status.state] is not self.state or status.state.terminal
         self.state = _STATE[status.state]
+        due = changed or time.monotonic() - self._logs_at >= LOGS_EVERY_S
         report = wire.AttemptReport(
             token=self.a.token,
             state=self._reported_state().value,
             submission_id=self.submission_id,
             nodes=sorted(nodes),
-            log_chunk=self._logs(backend),
+            log_chunk=self._logs(backend) if due else "",
             metrics=self._metrics(),
             checkpoint_step=self._checkpoint_step(),
             submission=self.submission,
@@ -134,14 +150,21 @@ class AttemptTracker:
         )
 
     def _nodes(self, backend: base.Backend, status: base.JobStatus) -> set[str]:
+        driver = {status.driver_node_id} if status.driver_node_id else set()
         if status.state is not base.JobState.RUNNING:
-            return {status.driver_node_id} if status.driver_node_id else set()
+            return driver
+        now = time.monotonic()
+        if self.state is st.AttemptState.RUNNING and now - self._nodes_at < NODES_EVERY_S:
+            return self._nodes_seen or driver
         try:
-            return set(backend.job_nodes(self.submission_id).node_ids)
+            self._nodes_seen = set(backend.job_nodes(self.submission_id).node_ids)
         except errors.TauError:
-            return {status.driver_node_id} if status.driver_node_id else set()
+            return driver
+        self._nodes_at = now
+        return self._nodes_seen
 
     def _logs(self, backend: base.Backend) -> str:
+        self._logs_at = time.monotonic()
         try:
             chunk = backend.read_logs(self.submission_id, self.log_offset)
         except errors.TauError:

@@ -255,6 +255,38 @@ class LocalRayCluster:
         self.wait_ready(timeout_s)
         return node.index
 
+    def revive(self, timeout_s: float = 90.0) -> list[int]:
+        """Start again every node whose Ray processes died on their own; their indexes.
+
+        A worker node is started again and rejoins (Ray gives it a new node ID). A dead
+        head took the GCS with it, so the whole cluster is started again. Nodes killed
+        on purpose (``kill_node``) stay down.
+        """
+        dead = [n for n in self._nodes if not n.killed and not self._running(n)]
+        if not dead:
+            return []
+        if dead[0].index == 0:
+            self.stop(grace_s=1)
+            self.start(timeout_s)
+            return [n.index for n in self._nodes]
+        known = {r["node_id"] for r in self._node_rows()}  # the dead may still look alive
+        for node in dead:
+            _procs.terminate(self._marker(node), grace_s=1)  # what is left of it
+            self._respawn(node)
+        self._write_state()
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            rows = self._node_rows()
+            if sum(r["node_id"] not in known and r.get("state") == "ALIVE" for r in rows) >= len(
+                dead
+            ):
+                return [n.index for n in dead]
+            time.sleep(0.25)
+        raise errors.LocalClusterError(
+            f"Ray nodes {[n.index for n in dead]} did not come back in {timeout_s:.0f}s",
+            hint=f"see the node logs under {self.state_dir}",
+        )
+
     def kill_node(self, node: int | str) -> None:
         """SIGKILL every process of a node (by index or Ray node id): a machine dying.
 
@@ -309,6 +341,7 @@ class LocalRayCluster:
             match = [r for r in rows if r.get("node_ip") == node.ip]
             match.sort(key=lambda r: int(r.get("start_time_ms") or 0))
             same_ip = [n for n in self._nodes if n.ip == node.ip]
+            match = match[-len(same_ip) :]  # a revived node replaces its dead self
             pos = same_ip.index(node)
             if pos < len(match):
                 out[node.index] = match[pos]["node_id"]
@@ -417,6 +450,23 @@ class LocalRayCluster:
         self._nodes.append(node)
         self._write_state()
         return node
+
+    def _running(self, node: _Node) -> bool:
+        if node.proc is not None:
+            return node.proc.poll() is None
+        return bool(_procs.marked(self._marker(node)))  # attached: a previous agent's
+
+    def _respawn(self, node: _Node) -> None:
+        with node.log.open("ab") as log:
+            node.proc = subprocess.Popen(
+                self._command(node),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=self._env(node),
+                start_new_session=True,
+                cwd=node.temp_dir,
+            )
 
     def _command(self, node: _Node) -> list[str]:
         shape = node.shape

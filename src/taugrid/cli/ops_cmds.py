@@ -5,7 +5,7 @@ Operate the embedded platform and read/mark the clusters of any hub (through the
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -65,10 +65,10 @@ def cluster_list(output: Output = "text") -> None:
             (
                 c["id"],
                 c["region"],
-                c["state"],
+                c["state"] + (f" ({r['health_reason']})" if r.get("health_reason") else ""),
                 f"{alive}/{len(r.get('nodes', []))}",
                 models + emu,
-                f"{r.get('gpu_free', 0):g}/{r.get('gpu_busy', 0):g}",
+                _gpus(r),
                 r.get("queued_jobs", 0),
                 faulty,
                 views.age(c["last_heartbeat"]) + " ago",
@@ -80,7 +80,7 @@ def cluster_list(output: Output = "text") -> None:
         "STATE",
         "NODES",
         "GPU MODELS",
-        "FREE/BUSY",
+        "GPUS",
         "QUEUED",
         "FAULTY",
         "HEARTBEAT",
@@ -92,6 +92,13 @@ def cluster_list(output: Output = "text") -> None:
                 f"  [dim]{c['id']} node {n['node_id']} {n.get('ip')} alive={n.get('alive')} "
                 f"gpus {n.get('gpus_free'):g}/{n.get('gpus_total'):g} {n.get('fault') or ''}[/]"
             )
+
+
+def _gpus(report: dict[str, Any]) -> str:
+    """``8 free, 0 busy`` (+ ``, 4 faulty``): free + busy + faulty is every alive GPU."""
+    text = f"{report.get('gpu_free', 0):g} free, {report.get('gpu_busy', 0):g} busy"
+    faulty = report.get("gpu_faulty", 0)
+    return text + (f", {faulty:g} faulty" if faulty else "")
 
 
 node_app = typer.Typer(

@@ -49,12 +49,14 @@ def sync(hub: context.Hub, cluster_id: str, req: wire.AgentSync) -> wire.AgentSy
     report = req.report.model_dump(mode="json") if req.report else None
     if report is not None:
         report["cost_per_gpu_hour"], report["gpu_speed"] = _cost(hub, cluster_id)
-    hub.clusters.renew(cluster_id, hub.config.lease_s, report)
+    hub.clusters.renew(cluster_id, hub.config.lease_s, report, (report or {}).get("health"))
     prewarm.apply(hub, cluster_id, req.runtimes)
-    for a in req.attempts:
-        _apply(hub, a)
     wake = hub.wakeup(cluster_id)
     wake.clear()
+    for a in req.attempts:
+        _apply(hub, a)
+    if report is not None or any(a.released or a.state not in _ACTIVE for a in req.attempts):
+        hub.wake_scheduler()  # capacity may be free: place now, answer this long-poll
     reply = _reply(hub, cluster_id)
     if req.wait_s > 0 and not _news(reply, set(req.known)) and wake.wait(req.wait_s):
         reply = _reply(hub, cluster_id)

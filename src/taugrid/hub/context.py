@@ -71,6 +71,8 @@ class Hub:
         self.metrics = metrics.Metrics(self)
         self._wakeups: dict[str, threading.Event] = {}
         self._wakeups_lock = threading.Lock()
+        self.schedule_wakeup = threading.Event()
+        """Set to run the scheduling loop now (``hub.scheduler`` waits on it)."""
 
     def wakeup(self, cluster_id: str) -> threading.Event:
         """The event an agent's long-poll sync waits on (set when its work changes)."""
@@ -81,6 +83,10 @@ class Hub:
         """Wake the long-poll of ``cluster_id``'s agent: new assignment or stop order."""
         if cluster_id is not None:
             self.wakeup(cluster_id).set()
+
+    def wake_scheduler(self) -> None:
+        """Run a scheduling cycle now: capacity was freed or work was queued."""
+        self.schedule_wakeup.set()
 
     @property
     def platform(self) -> pm.Platform:

@@ -25,7 +25,10 @@ from taugrid.lifecycle import states as st
 from taugrid.scheduling import cycle
 from taugrid.scheduling import snapshot as snap
 
-__all__ = ["Scheduler", "build_snapshot", "pending_view", "platform_fields", "tick"]
+__all__ = ["LIVE_STATES", "Scheduler", "build_snapshot", "pending_view", "platform_fields", "tick"]
+
+LIVE_STATES = ("ready", "degraded")
+"""Cluster states that take new work (``unavailable``: its agent says it cannot run jobs)."""
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +58,7 @@ def pending_view(run: dict[str, Any], hub: context.Hub | None = None) -> snap.Pe
 
 def _cluster_view(hub: context.Hub, row: dict[str, Any], now: float) -> snap.ClusterView:
     faulty = {m["node_id"] for m in hub.clusters.open_marks(row["id"])}
-    ready = row["state"] == "ready" and row["lease_expires"] > now
+    ready = row["state"] in LIVE_STATES and row["lease_expires"] > now
     view = snap.cluster_from_report(
         row["id"],
         row["region"],
@@ -83,11 +86,12 @@ def _reserve_unseen(
 ) -> snap.ClusterView:
     """Take room for attempts the agent's report may not show yet.
 
-    Reserved: attempts assigned, or started after the report was received. Ray's
-    resource view can also lag a job that is already running (under load, for more
-    than one report), so the hub's own ledger is a lower bound on the GPUs in use:
-    while the report shows fewer GPUs used than the cluster's unreleased attempts
-    hold, the newest of them are reserved too, until the ledger is covered.
+    The hub's ledger (the GPUs of the cluster's unreleased attempts) is a lower bound on
+    the GPUs in use: while the report shows fewer in use — an attempt assigned after it
+    was taken, or Ray's view lagging a job — the newest attempts are reserved until the
+    ledger is covered. An attempt the report already counts is not reserved again: the
+    agent reports at once when an attempt starts or ends, so freed GPUs are placed
+    again without waiting for the next periodic report.
     """
     held = []
     attempts = hub.runs.attempts_on_cluster(row["id"])
@@ -95,13 +99,10 @@ def _reserve_unseen(
     for a in attempts:
         run = runs_by_id.get(a["run_id"])
         if run is not None:
-            fresh = a["state"] == st.AttemptState.ASSIGNED.value or (
-                (a["started_at"] or now) > row["last_heartbeat"]
-            )
-            held.append((not fresh, -(a["started_at"] or now), a["token"], pending_view(run)))
+            held.append((-(a["started_at"] or now), -a["token"], pending_view(run)))
     ledger = sum(p.workers * p.gpus_per_worker for *_k, p in held)
-    for settled, _newest, _token, p in sorted(held, key=lambda h: h[:3]):
-        if settled and _gpus_used(view) >= ledger:
+    for *_newest, p in sorted(held, key=lambda h: h[:2]):
+        if _gpus_used(view) >= ledger:
             break
         view = cycle.reserve(p, view)
     return view
@@ -250,7 +251,7 @@ def _dispatch(hub: context.Hub, run: dict[str, Any], d: cycle.Decision) -> None:
 
 def _lost_contact(hub: context.Hub, now: float) -> None:
     for c in hub.clusters.all():
-        if c["state"] == "ready" and c["lease_expires"] < now:
+        if c["state"] in ("ready", "degraded", "unavailable") and c["lease_expires"] < now:
             hub.clusters.set_state(c["id"], "unknown")
             hub.runs.add_event(None, "cluster_unknown", {"cluster": c["id"]})
             log.warning("cluster %s lost contact; Unknown", c["id"])
@@ -296,7 +297,7 @@ class Scheduler:
         self.hub = hub
         self.policy = policy or cycle.policy_from(hub.platform.scheduling)
         self._stop = threading.Event()
-        self._wake = threading.Event()
+        self._wake = hub.schedule_wakeup  # also set by agent syncs that free capacity
         self._thread = threading.Thread(target=self._loop, name="tau-scheduler", daemon=True)
 
     def start(self) -> None:

@@ -43,9 +43,18 @@ class ClusterStore:
             if n == 0:
                 c.execute(t.clusters.insert().values(id=cluster_id, registered_at=now, **values))
 
-    def renew(self, cluster_id: str, lease_s: float, report: Row | None) -> None:
+    def renew(
+        self, cluster_id: str, lease_s: float, report: Row | None, state: str | None = None
+    ) -> None:
+        """Extend the lease; ``state`` (the agent's health) is kept when None, but a
+        cluster that had lost contact (``unknown``) is ``ready`` again."""
         now = time.time()
-        values: Row = {"last_heartbeat": now, "lease_expires": now + lease_s, "state": "ready"}
+        col = t.clusters.c.state
+        values: Row = {
+            "last_heartbeat": now,
+            "lease_expires": now + lease_s,
+            "state": state or sa.case((col == "unknown", "ready"), else_=col),
+        }
         if report is not None:
             values["report"] = report
         with self.engine.begin() as c:

@@ -1,0 +1,137 @@
+"""Node faults and capacity through the real ``tau`` console script and embedded platform.
+
+The README's tour marks the Ray *head* faulty (it holds GPUs, so first runs land
+there): the region must keep running jobs, report its state truly, and take the node
+back on ``tau admin node clear``. ``tau cluster list`` must agree with the runs at
+once, and a Ray node that dies is started again by the agent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.backends import backend_helpers as bh
+from tests.cli.test_embedded import ROOT, tau
+from tests.hub.harness import free_port
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+IP = "127.0.0.234"
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    home = tmp_path_factory.mktemp("tau-home")
+    e = {
+        **os.environ,
+        "TAU_HOME": str(home),
+        "TAU_HUB_PORT": str(free_port()),
+        "TAU_RAY_IP": IP,
+        "TAU_RAY_GCS_PORT": str(bh.free_port(IP, 6700, 6799)),
+        "TAU_RAY_DASHBOARD_PORT": str(bh.free_port(IP, 8700, 8799)),
+        "COLUMNS": "200",
+    }
+    for k in ("TAU_HUB_URL", "TAU_TOKEN"):
+        e.pop(k, None)
+    up = tau(e, "up")
+    assert up.returncode == 0, up.stderr + up.stdout
+    try:
+        yield e
+    finally:
+        down = tau(e, "down")
+        assert down.returncode == 0, down.stderr
+        time.sleep(1)
+        left = subprocess.run(
+            ["pgrep", "-f", f"node-ip-address={IP}"], capture_output=True, text=True
+        ).stdout
+        assert not left.strip(), f"Ray processes left behind: {left}"
+
+
+def _cluster(env: dict[str, str]) -> dict[str, Any]:
+    out = tau(env, "cluster", "list", "-o", "json")
+    assert out.returncode == 0, out.stderr
+    (cluster,) = json.loads(out.stdout)
+    return dict(cluster)
+
+
+def _gpus(env: dict[str, str]) -> tuple[float, float]:
+    r = _cluster(env)["report"]
+    return r["gpu_free"], r["gpu_busy"]
+
+
+def _project(tmp: Path, name: str, args: str) -> Path:
+    work = tmp / name
+    shutil.copytree(ROOT / "examples" / "quickstart", work)
+    text = (work / "tau.yaml").read_text().replace("name: quickstart", f"name: {name}")
+    (work / "tau.yaml").write_text(
+        text.replace('"--steps", "300", "--checkpoint-every", "50"', args)
+    )
+    return work
+
+
+def test_fault_on_the_head_then_clear(env: dict[str, str], tmp_path: Path) -> None:
+    head = _cluster(env)["report"]["nodes"][0]["node_id"]  # the head is listed first
+    out = tau(env, "admin", "node", "fault", head[:12], "--kind", "ecc")
+    assert out.returncode == 0, out.stderr + out.stdout
+    for i in range(2):
+        work = _project(tmp_path, f"onfault{i}", '"--steps", "20", "--checkpoint-every", "10"')
+        run = tau(env, "run", str(work), "--watch")
+        assert run.returncode == 0, run.stderr + run.stdout
+        hist = json.loads(tau(env, "run", "history", f"onfault{i}", "-o", "json").stdout)
+        assert head not in hist["attempts"][-1]["nodes"]
+    cluster = _cluster(env)
+    assert cluster["state"] == "ready", cluster["report"].get("health_reason")
+    assert cluster["report"]["gpu_faulty"] == 4 and _gpus(env) == (4, 0)
+    out = tau(env, "admin", "node", "clear", head[:12])
+    assert out.returncode == 0, out.stderr + out.stdout
+    bh.wait_for(lambda: _gpus(env) == (8, 0), timeout=120, what="the head's GPUs back")
+
+
+def test_cluster_list_follows_a_run_and_its_cancel(env: dict[str, str], tmp_path: Path) -> None:
+    work = _project(tmp_path, "hog", '"--steps", "100000", "--step-sleep", "0.1"')
+    sub = tau(env, "run", str(work), "-o", "json")
+    assert sub.returncode == 0, sub.stderr
+    run_id = json.loads(sub.stdout)["id"]
+    bh.wait_for(
+        lambda: (
+            json.loads(tau(env, "run", "status", run_id, "-o", "json").stdout)["state"] == "running"
+        ),
+        timeout=120,
+        what="the run running",
+    )
+    assert _gpus(env) == (7, 1)
+    out = tau(env, "run", "cancel", run_id)
+    assert out.returncode == 0 and "released" in out.stdout, out.stdout + out.stderr
+    assert _gpus(env) == (8, 0)
+
+
+def test_a_dead_ray_node_is_started_again(env: dict[str, str]) -> None:
+    state = json.loads(
+        (Path(env["TAU_HOME"]) / "agents" / "local" / "ray" / "cluster.json").read_text()
+    )
+    worker = state["nodes"][1]["pid"]  # `ray start --block` of node 1
+    before = {n["node_id"] for n in _cluster(env)["report"]["nodes"]}
+    os.kill(worker, signal.SIGKILL)
+
+    def back() -> bool:
+        c = _cluster(env)
+        nodes = c["report"]["nodes"]
+        new = {n["node_id"] for n in nodes} - before
+        return (
+            c["state"] == "ready"
+            and len(nodes) == 2
+            and all(n["alive"] for n in nodes)
+            and bool(new)
+        )
+
+    bh.wait_for(back, timeout=180, what="the worker node started again")
