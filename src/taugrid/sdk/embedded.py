@@ -284,16 +284,17 @@ class EmbeddedPlatform:
                 c
                 for c in cli.clusters()
                 if c["id"] == "local"
-                and c["state"] == "ready"
+                and c["state"] in ("ready", "degraded")  # degraded still takes work
                 and c["report"].get("nodes")
                 and (c["last_heartbeat"] or 0) >= since
             ]
             if ready and self.agent.pid() is not None:
                 r = ready[0]["report"]
                 kind = "emulated" if r.get("emulated_gpus") else "real"
+                why = f" ({r['health_reason']})" if r.get("health_reason") else ""
                 progress(
-                    f"region local ready: {len(r['nodes'])} nodes, {r['gpu_free']:g}/"
-                    f"{r['gpu_free'] + r['gpu_busy']:g} GPUs free ({kind} GPUs)"
+                    f"region local {ready[0]['state']}{why}: {len(r['nodes'])} nodes, "
+                    f"{r['gpu_free']:g}/{r['gpu_free'] + r['gpu_busy']:g} GPUs free ({kind} GPUs)"
                 )
                 return
             if self.agent.pid() is None:
