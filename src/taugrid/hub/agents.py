@@ -18,7 +18,7 @@ import time
 from typing import Any
 
 from taugrid import payloads as wire
-from taugrid.hub import context, data_view, prewarm, runs
+from taugrid.hub import context, data_view, fencing, prewarm, runs
 from taugrid.lifecycle import phases as ph
 from taugrid.lifecycle import states as st
 from taugrid.spec import units
@@ -320,12 +320,14 @@ def end_attempt(
     run = hub.runs.get_run(a["run_id"])
     if run is None or run["current_token"] != a["token"]:
         return
+    adoption = fencing.attempt_ended(hub, run, a)  # revoke the token now; adopt checkpoints
     if state is st.AttemptState.SUCCEEDED:
         _succeeded(hub, run)
     elif run["cancel_requested"]:
         _finish(hub, run, st.RunState.CANCELLED, ph.PhaseStatus.SKIPPED, "cancelled by user")
     else:
         _failed(hub, run, a, kind or st.FailureKind.EXIT_NONZERO, message, exit_code)
+    fencing.report(hub, run["id"], a, adoption)
 
 
 def _finish(
