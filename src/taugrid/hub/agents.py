@@ -305,6 +305,7 @@ def end_attempt(
     if a["failure_kind"] == st.FailureKind.PREEMPTION.value and state is st.AttemptState.STOPPED:
         state, kind = st.AttemptState.FAILED, st.FailureKind.PREEMPTION
         message = a["reason"] or message
+    revoked_at = fencing.revoke(hub, a)  # before anything else: the token stops being valid
     hub.runs.update_attempt(
         a["token"],
         state=state.value,
@@ -320,7 +321,7 @@ def end_attempt(
     run = hub.runs.get_run(a["run_id"])
     if run is None or run["current_token"] != a["token"]:
         return
-    adoption = fencing.attempt_ended(hub, run, a)  # revoke the token now; adopt checkpoints
+    adoption = fencing.adopt(hub, run, a, revoked_at)  # what it wrote but never committed
     if state is st.AttemptState.SUCCEEDED:
         _succeeded(hub, run)
     elif run["cancel_requested"]:

@@ -3,14 +3,15 @@
 Called by ``agents.end_attempt`` for the run's current attempt, whatever ended it
 (exit, node failure, lost contact, cancel, preemption, success):
 
-1. Fence off: ``FENCE`` becomes ``0`` (no attempt is authoritative) at once, not when
+1. ``revoke``, before the end is even recorded: ``FENCE`` becomes ``0`` (no attempt
+   is authoritative) at once, not when
    the next attempt is placed, so a process that outlived its attempt (a driver on a
    node whose raylet died) can no longer commit checkpoints, save artifacts or log
    metrics: the in-job SDK refuses every write whose token differs from ``FENCE``.
-2. Adopt: checkpoints the attempt wrote but never committed (framework layouts,
+2. ``adopt``: checkpoints the attempt wrote but never committed (framework layouts,
    ``step-N/`` folders in ``tau.checkpoint_dir()``) become committed ``step-*``
    folders (``store.checkpoints``), so the retry resumes from them.
-3. Report (after the run's next state is decided): every adopted checkpoint is an
+3. ``report`` (after the run's next state is decided): every adopted checkpoint is an
    event; every checkpoint that cannot be used is an event and the reason of the
    Progressing phase, shown by ``tau run status`` and ``tau run history``.
 """
@@ -24,17 +25,27 @@ from taugrid.hub import context, runs
 from taugrid.lifecycle import phases as ph
 from taugrid.store import checkpoints
 
-__all__ = ["NO_ATTEMPT", "attempt_ended", "report"]
+__all__ = ["NO_ATTEMPT", "adopt", "report", "revoke"]
 
 NO_ATTEMPT = 0
 """The ``FENCE`` value between attempts: tokens start at 1, so no attempt matches it."""
 
 
-def attempt_ended(hub: context.Hub, run: dict[str, Any], a: dict[str, Any]) -> checkpoints.Adoption:
-    """Revoke the attempt's fencing token in the record, then adopt its checkpoints."""
-    rec = runs.record_of(hub, run)
-    rec.set_fence(NO_ATTEMPT)
-    root = checkpoints.checkpoint_root(rec.dir, run["spec"].get("checkpoint_path"))
+def revoke(hub: context.Hub, a: dict[str, Any]) -> float:
+    """Set ``FENCE`` to ``NO_ATTEMPT`` if ``a`` is its run's current attempt; returns when."""
+    run = hub.runs.get_run(a["run_id"])
+    if run is not None and run["current_token"] == a["token"]:
+        runs.record_of(hub, run).set_fence(NO_ATTEMPT)
+    return time.time()
+
+
+def adopt(
+    hub: context.Hub, run: dict[str, Any], a: dict[str, Any], revoked_at: float
+) -> checkpoints.Adoption:
+    """Commit the checkpoints ``a`` wrote (up to ``revoked_at``) but never committed."""
+    root = checkpoints.checkpoint_root(
+        runs.record_of(hub, run).dir, run["spec"].get("checkpoint_path")
+    )
     try:
         return checkpoints.adopt(
             root,
@@ -42,7 +53,7 @@ def attempt_ended(hub: context.Hub, run: dict[str, Any], a: dict[str, Any]) -> c
             run_id=run["id"],
             token=int(a["token"]),
             since=float(a["created_at"]),
-            until=time.time(),
+            until=revoked_at,
         )
     except OSError as exc:  # the checkpoint storage misbehaves: report, never crash a sync
         return checkpoints.Adoption(unusable=[(str(root), f"could not be read: {exc}")])
