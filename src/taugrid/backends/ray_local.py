@@ -2,8 +2,9 @@
 
 Owns starting, growing, killing and stopping the embedded platform's (and the tests')
 Ray cluster. Each node is one ``ray start --block`` process in its own session, with
-its own ``--temp-dir`` and, ideally, its own loopback IP (``127.0.0.x``), so several
-clusters — other users' included — coexist on one host. Nothing here runs
+its own loopback IP, ideally (``127.0.0.x``), and the cluster's one ``--temp-dir`` (the
+head's: a worker node's dashboard agent reads job logs there), so several clusters —
+other users' included — coexist on one host. Nothing here runs
 ``ray stop`` (it kills every Ray cluster on the host): a node's processes are found by
 the marker environment variable described in ``_procs`` and signalled by pid.
 
@@ -383,7 +384,10 @@ class LocalRayCluster:
             f"--memory={shape.memory}",
             f"--object-store-memory={shape.object_store_memory}",
             f"--resources={json.dumps(shape.ray_resources())}",
-            f"--temp-dir={node.temp_dir}",
+            # One temp dir for every node (Ray's own multi-node-per-host layout): a
+            # worker node's dashboard agent reads job logs from the head's temp dir,
+            # so a driver on another node must write its log there too.
+            f"--temp-dir={self._nodes[0].temp_dir if self._nodes else node.temp_dir}",
             "--dashboard-agent-listen-port=0",
             "--disable-usage-stats",
         ]

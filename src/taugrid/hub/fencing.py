@@ -4,10 +4,10 @@ Called by ``agents.end_attempt`` for the run's current attempt, whatever ended i
 (exit, node failure, lost contact, cancel, preemption, success):
 
 1. ``revoke``, before the end is even recorded: ``FENCE`` becomes ``0`` (no attempt
-   is authoritative) at once, not when
-   the next attempt is placed, so a process that outlived its attempt (a driver on a
-   node whose raylet died) can no longer commit checkpoints, save artifacts or log
-   metrics: the in-job SDK refuses every write whose token differs from ``FENCE``.
+   is authoritative) at once, not when the next attempt is placed, so a process that
+   outlived its attempt (a driver on a node whose raylet died) can no longer commit
+   checkpoints, save artifacts or log metrics: the in-job SDK refuses every write
+   whose token differs from ``FENCE``.
 2. ``adopt``: checkpoints the attempt wrote but never committed (framework layouts,
    ``step-N/`` folders in ``tau.checkpoint_dir()``) become committed ``step-*``
    folders (``store.checkpoints``), so the retry resumes from them.
