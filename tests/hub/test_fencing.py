@@ -207,3 +207,14 @@ def test_the_hub_and_the_sdk_agree_on_the_checkpoint_layout() -> None:
     assert checkpoints.MARKER_FILE == injob_checkpoint.MARKER_FILE
     assert checkpoints.LATEST_FILE == injob_checkpoint.LATEST_FILE
     assert checkpoints.STAGING_DIR == injob_checkpoint.STAGING_DIR
+
+
+def test_a_step_folder_without_a_marker_is_adopted_in_place(tmp_path: Path) -> None:
+    root = tmp_path / "checkpoints"
+    (root / "step-00000100").mkdir(parents=True)  # named like a commit, never committed
+    (root / "step-00000100" / "w").write_text("100")
+    now = time.time()
+    got = checkpoints.adopt(root, attempt=2, run_id="r", token=3, since=now - 60, until=now + 1)
+    assert got.adopted == [("step-00000100", "step-00000100")]
+    assert checkpoints.latest_name(root) == "step-00000100"
+    assert (root / "step-00000100" / "w").read_text() == "100"

@@ -16,7 +16,8 @@ Rules:
   attempt's creation and the moment the hub declared it ended. Anything modified
   after that moment came from a process that outlived its attempt and is not used.
 - Staging folders are moved (they would be swept anyway); framework checkpoints at
-  the root are copied, so the framework's own resume still finds them in place.
+  the root are copied (and hashed for the marker; the hub's handling of the ending
+  report waits for it), so the framework's own resume still finds them in place.
 - A step that is already committed is left alone. What cannot be used (empty, no
   step in its name, written after the end) is returned with the reason, for the hub
   to report; nothing is deleted here.
@@ -116,7 +117,8 @@ def _root_candidates(root: Path) -> list[Path]:
     """Framework checkpoints at the root, or one folder down (Ray Train's run name)."""
     out = []
     for p in _children(root):
-        if p.name.startswith(".") or p.name == LATEST_FILE or _COMMITTED.match(p.name):
+        committed = _COMMITTED.match(p.name) and _marker_step(p) is not None
+        if p.name.startswith(".") or p.name == LATEST_FILE or committed:
             continue
         if _step_of(p.name) is not None:
             out.append(p)
