@@ -179,8 +179,9 @@ class LocalRayCluster:
         try:
             self._launch(self._shapes[0])
             self._wait_dashboard(t0 + timeout_s)
-            for shape in self._shapes[1:]:
+            for shape in self._shapes[1:]:  # one at a time: they share the head's temp dir
                 self._launch(shape)
+                self.wait_ready(max(t0 + timeout_s - time.monotonic(), 1.0))
             self.wait_ready(max(t0 + timeout_s - time.monotonic(), 1.0))
         except BaseException:
             self.stop(grace_s=0)
