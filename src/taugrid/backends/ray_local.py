@@ -2,9 +2,8 @@
 
 Owns starting, growing, killing and stopping the embedded platform's (and the tests')
 Ray cluster. Each node is one ``ray start --block`` process in its own session, with
-its own loopback IP, ideally (``127.0.0.x``), and the cluster's one ``--temp-dir`` (the
-head's: a worker node's dashboard agent reads job logs there), so several clusters —
-other users' included — coexist on one host. Nothing here runs
+its own ``--temp-dir`` and, ideally, its own loopback IP (``127.0.0.x``), so several
+clusters — other users' included — coexist on one host. Nothing here runs
 ``ray stop`` (it kills every Ray cluster on the host): a node's processes are found by
 the marker environment variable described in ``_procs`` and signalled by pid.
 
@@ -25,6 +24,7 @@ Invariants:
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import shutil
@@ -113,6 +113,28 @@ class _Node:
         self.killed = False
 
 
+class _LocalLogsBackend(ray_jobs.RayBackend):
+    """A ``RayBackend`` that reads a driver's log from its own node's temp dir.
+
+    Every node has its own ``--temp-dir``, and a worker node's dashboard agent serves
+    job logs from the head's: for a driver on any other node, Ray's logs API returns
+    only the head's "Runtime env is setting up" line. (One shared temp dir is no fix:
+    every node's log monitor then forwards every worker's output.)
+    """
+
+    def __init__(self, address: str, tmp_root: Path | None, **kwargs: Any) -> None:
+        super().__init__(address, **kwargs)
+        self._tmp_root = tmp_root
+
+    def logs(self, job_id: str) -> str:
+        if self._tmp_root is not None:
+            pattern = f"n*/session_*/logs/job-driver-{glob.escape(job_id)}.log"
+            for path in sorted(self._tmp_root.glob(pattern)):
+                if path.parts[-4] != "n0":  # the head's copy is what the API returns
+                    return path.read_text(errors="replace")
+        return super().logs(job_id)
+
+
 class LocalRayCluster:
     """A local Ray cluster of ``nodes`` (node 0 is the head) at ``ip:gcs_port``.
 
@@ -160,7 +182,7 @@ class LocalRayCluster:
         """A ``RayBackend`` for this cluster (GCS-fresh inventory, ``emulated`` set)."""
         kwargs.setdefault("gcs_address", self.gcs_address)
         kwargs.setdefault("emulated_gpus", self.emulated)
-        return ray_jobs.RayBackend(self.dashboard_url, **kwargs)
+        return _LocalLogsBackend(self.dashboard_url, self._tmp_root, **kwargs)
 
     # -- lifecycle -----------------------------------------------------------------
     def start(self, timeout_s: float = 90.0) -> LocalRayCluster:
@@ -179,9 +201,8 @@ class LocalRayCluster:
         try:
             self._launch(self._shapes[0])
             self._wait_dashboard(t0 + timeout_s)
-            for shape in self._shapes[1:]:  # one at a time: they share the head's temp dir
+            for shape in self._shapes[1:]:
                 self._launch(shape)
-                self.wait_ready(max(t0 + timeout_s - time.monotonic(), 1.0))
             self.wait_ready(max(t0 + timeout_s - time.monotonic(), 1.0))
         except BaseException:
             self.stop(grace_s=0)
@@ -385,10 +406,7 @@ class LocalRayCluster:
             f"--memory={shape.memory}",
             f"--object-store-memory={shape.object_store_memory}",
             f"--resources={json.dumps(shape.ray_resources())}",
-            # One temp dir for every node (Ray's own multi-node-per-host layout): a
-            # worker node's dashboard agent reads job logs from the head's temp dir,
-            # so a driver on another node must write its log there too.
-            f"--temp-dir={self._nodes[0].temp_dir if self._nodes else node.temp_dir}",
+            f"--temp-dir={node.temp_dir}",
             "--dashboard-agent-listen-port=0",
             "--disable-usage-stats",
         ]
