@@ -31,7 +31,7 @@ from pathlib import Path
 
 from taugrid import errors
 from taugrid import payloads as wire
-from taugrid.agent import datasync, health, hubclient, prewarm, tracker
+from taugrid.agent import datasync, health, hubclient, prewarm, strays, tracker
 from taugrid.backends import base, ray_cordon
 from taugrid.backends import errors as berr
 from taugrid.dataplane import runtimes
@@ -41,6 +41,9 @@ from taugrid.render import rayjobs, runspec
 __all__ = ["SETTLE_S", "Agent", "AgentConfig"]
 
 log = logging.getLogger(__name__)
+
+_REAP_POLLS = 5
+"""Polls after a job ended during which its stray processes are looked for and killed."""
 
 
 SETTLE_S = 2.0
@@ -86,6 +89,7 @@ class Agent:
         self.sidecar: datasync.Sidecar | None = None  # probes, dataset caches (daemon)
         self.prewarm = prewarm.Prewarmer(backend, config.state_dir) if config.prewarm else None
         self._waiting: dict[int, tuple[str, float]] = {}  # token -> (runtime key, deadline)
+        self._reaped: dict[int, int] = {}  # token -> stray sweeps done after the job ended
 
     # -- one iteration ----------------------------------------------------------
     def step(self, wait_s: float = 0.0) -> bool:
@@ -148,10 +152,21 @@ class Agent:
             t.save(self._attempts_dir)
             # Capacity changed: the hub gets a fresh inventory with this report, at once.
             self._changed |= (t.state, t.released) != before
+            self._reap(t)
             return report
         except errors.TauError as exc:
             log.warning("poll of attempt %s failed: %s", t.a.token, exc)
             return None
+
+    def _reap(self, t: tracker.AttemptTracker) -> None:
+        """Once Ray says the job is over, kill its processes that outlived it (a few polls)."""
+        done = self._reaped.get(t.a.token, 0)
+        if t.state in st.ACTIVE_ATTEMPT_STATES or done >= _REAP_POLLS:
+            return
+        self._reaped[t.a.token] = done + 1
+        killed = strays.kill(t.a.run_id, t.a.token)
+        if killed:
+            log.warning("attempt %s ended but pids %s lived on; killed", t.a.token, sorted(killed))
 
     def _act(self, reply: wire.AgentSyncReply) -> None:
         self._cordon(reply.faulty_nodes)
@@ -170,6 +185,7 @@ class Agent:
             ended = t.state not in st.ACTIVE_ATTEMPT_STATES
             if tok not in wanted and ended and t.released:
                 del self.trackers[tok]
+                self._reaped.pop(tok, None)
                 (self._attempts_dir / f"{tok}.json").unlink(missing_ok=True)
 
     # -- actions ----------------------------------------------------------------

@@ -28,6 +28,7 @@ Invariants:
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import secrets
@@ -142,6 +143,28 @@ class _Node:
         self.killed = False
 
 
+class _LocalLogsBackend(ray_jobs.RayBackend):
+    """A ``RayBackend`` that reads a driver's log from its own node's temp dir.
+
+    Every node has its own ``--temp-dir``, and a worker node's dashboard agent serves
+    job logs from the head's: for a driver on any other node, Ray's logs API returns
+    only the head's "Runtime env is setting up" line. (One shared temp dir is no fix:
+    every node's log monitor then forwards every worker's output.)
+    """
+
+    def __init__(self, address: str, tmp_root: Path | None, **kwargs: Any) -> None:
+        super().__init__(address, **kwargs)
+        self._tmp_root = tmp_root
+
+    def logs(self, job_id: str) -> str:
+        if self._tmp_root is not None:
+            pattern = f"n*/session_*/logs/job-driver-{glob.escape(job_id)}.log"
+            for path in sorted(self._tmp_root.glob(pattern)):
+                if path.parts[-4] != "n0":  # the head's copy is what the API returns
+                    return path.read_text(errors="replace")
+        return super().logs(job_id)
+
+
 class LocalRayCluster:
     """A local Ray cluster of ``nodes`` (node 0 is the head) at ``ip:gcs_port``.
 
@@ -191,7 +214,7 @@ class LocalRayCluster:
         """A ``RayBackend`` for this cluster (GCS-fresh inventory, ``emulated`` set)."""
         kwargs.setdefault("gcs_address", self.gcs_address)
         kwargs.setdefault("emulated_gpus", self.emulated)
-        return ray_jobs.RayBackend(self.dashboard_url, **kwargs)
+        return _LocalLogsBackend(self.dashboard_url, self._tmp_root, **kwargs)
 
     # -- lifecycle -----------------------------------------------------------------
     def start(self, timeout_s: float = 90.0) -> LocalRayCluster:

@@ -18,7 +18,7 @@ import time
 from typing import Any
 
 from taugrid import payloads as wire
-from taugrid.hub import context, data_view, prewarm, runs
+from taugrid.hub import context, data_view, fencing, prewarm, runs
 from taugrid.lifecycle import phases as ph
 from taugrid.lifecycle import reasons
 from taugrid.lifecycle import states as st
@@ -308,6 +308,7 @@ def end_attempt(
     if a["failure_kind"] == st.FailureKind.PREEMPTION.value and state is st.AttemptState.STOPPED:
         state, kind = st.AttemptState.FAILED, st.FailureKind.PREEMPTION
         message = a["reason"] or message
+    revoked_at = fencing.revoke(hub, a)  # before anything else: the token stops being valid
     hub.runs.update_attempt(
         a["token"],
         state=state.value,
@@ -323,12 +324,14 @@ def end_attempt(
     run = hub.runs.get_run(a["run_id"])
     if run is None or run["current_token"] != a["token"]:
         return
+    adoption = fencing.adopt(hub, run, a, revoked_at)  # what it wrote but never committed
     if state is st.AttemptState.SUCCEEDED:
         _succeeded(hub, run)
     elif run["cancel_requested"]:
         _finish(hub, run, st.RunState.CANCELLED, ph.PhaseStatus.SKIPPED, "cancelled by user")
     else:
         _failed(hub, run, a, kind or st.FailureKind.EXIT_NONZERO, message, exit_code)
+    fencing.report(hub, run["id"], a, adoption)
 
 
 def _finish(

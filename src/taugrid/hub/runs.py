@@ -23,7 +23,7 @@ from taugrid.render import resolve as rs
 from taugrid.render import runspec
 from taugrid.spec import load as spec_load
 from taugrid.spec import models as sm
-from taugrid.store import record
+from taugrid.store import checkpoints, record
 
 __all__ = ["NotFound", "cancel", "close_scheduled", "detail", "record_of", "resume", "submit"]
 
@@ -246,9 +246,9 @@ def resume(hub: context.Hub, run: dict[str, Any], actor: str) -> dict[str, Any]:
 
 
 def latest_checkpoint(hub: context.Hub, run: dict[str, Any]) -> str | None:
-    """The path named by ``checkpoints/latest`` of the run's record, if any."""
-    latest = record_of(hub, run).dir / "checkpoints" / "latest"
-    return latest.read_text().strip() or None if latest.exists() else None
+    """The highest complete ``step-*`` folder of the run's checkpoints, if any."""
+    root = checkpoints.checkpoint_root(record_of(hub, run).dir, run["spec"].get("checkpoint_path"))
+    return checkpoints.latest_name(root)
 
 
 def finish_record(hub: context.Hub, run_id: str) -> None:

@@ -22,6 +22,8 @@ Non-finite values are written as ``"value": null`` with ``"nonfinite": "nan"`` (
 
 Invariants:
 - Only rank 0 logs unless ``all_ranks=True``; other ranks return without I/O.
+- ``log`` and ``heartbeat`` check the fence (``injob_fence``) first: a process whose
+  attempt the hub has ended gets ``FencedError`` instead of writing.
 - Each ``log`` call is one ``write(2)`` on an ``O_APPEND`` descriptor: lines from
   concurrent writers never interleave and the agent tailing the file sees whole lines
   as soon as the call returns.
@@ -103,6 +105,7 @@ def log(metrics: Mapping[str, float], step: int | None = None, *, all_ranks: boo
     if not records:
         return
     data = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in records).encode()
+    injob_fence.check_fence("log metrics")
     path = injob_env.output_dir() / METRICS_FILE
     with _lock:
         os.write(_fd_for(path), data)
@@ -114,6 +117,7 @@ def heartbeat(step: int | None = None) -> None:
     ``log`` already counts as progress; call this from long phases that log nothing
     (data loading, evaluation). Any rank may call it.
     """
+    injob_fence.check_fence("write a heartbeat")
     worker = injob_env.rank()
     doc = {
         "run_id": injob_env.run_id(),

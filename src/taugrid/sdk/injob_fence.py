@@ -9,13 +9,17 @@ Decision table of ``check_fence`` (``mine`` = TAU_FENCING_TOKEN, ``fence`` = FEN
 
     FENCE missing                 allowed  (nothing was ever revoked; local runs)
     fence == mine                 allowed  (this attempt is authoritative)
+    fence == 0                    FencedError  (the hub ended the attempt; none is current)
     fence != mine                 FencedError  (revoked: another attempt owns the run)
     FENCE present, mine unset     FencedError  (cannot prove authority)
     FENCE unreadable / not int    FencedError  (fail closed; the hub writes it atomically)
 
-Writers check the fence right before *and* right after making their output visible
-and undo the write when the second check fails. That narrows, but cannot close, the
-window in which a revoked attempt writes; the agent also kills revoked attempts.
+The hub sets ``FENCE`` to 0 the moment it declares an attempt ended (any reason), and
+to the next attempt's token when that one is placed. Every write path checks it:
+checkpoint commits, artifacts, metric lines and heartbeats. Writers check the fence
+right before *and* right after making their output visible and undo the write when the
+second check fails. That narrows, but cannot close, the window in which a revoked
+attempt writes; the agent also kills the processes of ended attempts it can reach.
 """
 
 from __future__ import annotations
@@ -82,7 +86,9 @@ def check_fence(action: str) -> None:
     if mine == fence:
         return
     who = f"run {injob_env.run_id()} attempt {injob_env.attempt()}"
-    if mine is None:
+    if fence == 0:
+        msg = f"{who} was ended by the hub (no attempt of the run is authoritative now)"
+    elif mine is None:
         msg = f"{who} has no TAU_FENCING_TOKEN but the run is fenced at token {fence}"
     else:
         msg = f"{who} was revoked (its token {mine}, authoritative token {fence})"

@@ -1,0 +1,220 @@
+"""Ending an attempt: its token is revoked at once, and what it wrote as checkpoints stays.
+
+A real hub server; cluster ``a`` is played over HTTP with its real agent token (no Ray
+here: tests/hub/test_fencing_ray.py does the same on real Ray). The in-job SDK runs in
+this process with the environment an attempt gets, against the record the hub wrote.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import sqlalchemy as sa
+
+import taugrid as tau
+from taugrid.sdk import injob_checkpoint
+from taugrid.store import checkpoints
+from tests.dataplane.test_data_api import PLATFORM
+from tests.hub import agent_builders as ab
+from tests.hub.harness import HubServer, platform_hub
+
+RUN = """\
+schema_version: 1
+name: {name}
+run:
+  entrypoint: train.py
+compute:
+  gpus: 1
+  cpus: 1
+  memory: 1Gi
+"""
+RETRY = """\
+resilience:
+  max_retries: 1
+  retry_on: [node_failure, exit_nonzero]
+  backoff:
+    initial: 5m
+"""
+
+
+@pytest.fixture
+def hub(engine: sa.Engine, tmp_path: Path) -> Iterator[HubServer]:
+    with platform_hub(engine, tmp_path, PLATFORM) as server:
+        yield server
+
+
+def _wait(c: httpx.Client, run_id: str, ok: Any, what: str) -> dict[str, Any]:
+    deadline = time.time() + 20
+    run = dict(c.get(f"/v1/runs/{run_id}").json())
+    while not ok(run):
+        assert time.time() < deadline, f"{what}: run is {run['state']} ({run['reason']})"
+        time.sleep(0.1)
+        run = dict(c.get(f"/v1/runs/{run_id}").json())
+    return run
+
+
+def _running_attempt(hub: HubServer, c: httpx.Client, *, retry: bool) -> dict[str, Any]:
+    """Submit a run, take its assignment as agent ``a`` and report it running."""
+    ab.sync(hub, "a", ab.report("a", 4))
+    text = RUN.format(name="r") + (RETRY if retry else "")
+    run = c.post("/v1/runs", json={"tau_yaml": text}).json()
+    _wait(c, run["id"], lambda r: r["state"] == "placed", "placed")
+    (assignment,) = ab.sync(hub, "a", ab.report("a", 4))["assignments"]
+    running = {"token": assignment["token"], "state": "running", "nodes": ["a-n0"]}
+    ab.sync(hub, "a", ab.report("a", 4), attempts=[running])
+    _wait(c, run["id"], lambda r: r["state"] == "running", "running")
+    return dict(assignment)
+
+
+def _as_attempt(monkeypatch: pytest.MonkeyPatch, a: dict[str, Any]) -> Path:
+    run_dir = Path(a["run_dir"])
+    monkeypatch.setenv("TAU_OUTPUT_DIR", str(run_dir))
+    monkeypatch.setenv("TAU_RUN_ID", a["run_id"])
+    monkeypatch.setenv("TAU_ATTEMPT", str(a["attempt"]))
+    monkeypatch.setenv("TAU_FENCING_TOKEN", str(a["token"]))
+    monkeypatch.delenv("CHECKPOINT_PATH", raising=False)
+    monkeypatch.delenv("RANK", raising=False)
+    return run_dir
+
+
+def test_ending_an_attempt_revokes_its_token_before_any_retry_is_placed(
+    hub: HubServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    with hub.http() as c:
+        a = _running_attempt(hub, c, retry=True)
+        run_dir = _as_attempt(monkeypatch, a)
+        with tau.checkpoint(10) as d:  # committed while the attempt is authoritative
+            (d / "w.txt").write_text("10")
+        failed = {
+            "token": a["token"],
+            "state": "failed",
+            "failure_kind": "node_failure",
+            "message": "node died",
+            "released": True,
+        }
+        ab.sync(hub, "a", ab.report("a", 4), attempts=[failed])
+        run = _wait(c, a["run_id"], lambda r: r["state"] == "queued", "requeued")
+    # The retry waits out a 5 minute backoff: no new attempt exists, yet the ended
+    # one can no longer write anything.
+    assert len(run["attempts"]) == 1 and run["resume_from"] == "step-00000010"
+    assert (run_dir / "FENCE").read_text() == "0"
+    (tmp_path / "late").mkdir()
+    (tmp_path / "late" / "w.txt").write_text("stray")
+    (tmp_path / "out.txt").write_text("stray")
+    lines_before = (
+        (run_dir / "metrics" / "metrics.jsonl").read_bytes()
+        if (run_dir / "metrics" / "metrics.jsonl").exists()
+        else b""
+    )
+    with pytest.raises(tau.FencedError, match="ended by the hub"):
+        tau.commit_checkpoint(tmp_path / "late", 20)
+    with pytest.raises(tau.FencedError):
+        tau.save_artifact(tmp_path / "out.txt")
+    with pytest.raises(tau.FencedError):
+        tau.log({"loss": 1.0}, step=20)
+    with pytest.raises(tau.FencedError):
+        tau.heartbeat(20)
+    assert tau.latest_checkpoint() == run_dir / "checkpoints" / "step-00000010"
+    assert not (run_dir / "artifacts" / "out.txt").exists()
+    after = run_dir / "metrics" / "metrics.jsonl"
+    assert (after.read_bytes() if after.exists() else b"") == lines_before
+
+
+def _write_framework_checkpoints(run_dir: Path) -> None:
+    """What frameworks leave behind without ever calling commit_checkpoint."""
+    d = tau.checkpoint_dir()  # .staging/attempt-1-<k>/
+    for step in (10, 20):
+        (d / f"step-{step}").mkdir()
+        (d / f"step-{step}" / "state.json").write_text(json.dumps({"step": step}))
+    loose = tau.checkpoint_dir()  # files but no step: cannot be used
+    (loose / "model.bin").write_bytes(b"weights")
+    root = run_dir / "checkpoints"
+    (root / "checkpoint-30").mkdir()  # HF Trainer
+    (root / "checkpoint-30" / "trainer_state.json").write_text('{"global_step": 30}')
+    (root / "exp" / "checkpoint_000004").mkdir(parents=True)  # Ray Train
+    (root / "exp" / "checkpoint_000004" / "state.json").write_text('{"step": 4}')
+    (root / "epoch=3-step=40.ckpt").write_text('{"step": 40}')  # Lightning
+    (root / "checkpoint-50").mkdir()  # an empty folder: unusable
+
+
+def test_uncommitted_framework_checkpoints_are_adopted_and_unusable_ones_reported(
+    hub: HubServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with hub.http() as c:
+        a = _running_attempt(hub, c, retry=False)
+        run_dir = _as_attempt(monkeypatch, a)
+        _write_framework_checkpoints(run_dir)
+        failed = {"token": a["token"], "state": "failed", "exit_code": 1, "released": True}
+        ab.sync(hub, "a", ab.report("a", 4), attempts=[failed])
+        run = _wait(c, a["run_id"], lambda r: r["state"] == "failed", "failed")
+        events = c.get(f"/v1/runs/{a['run_id']}/events").json()
+    adopted = {
+        e["payload"]["from"]: e["payload"]["committed_as"]
+        for e in events
+        if e["kind"] == "checkpoint_adopted"
+    }
+    stage = next(k for k in adopted if k.endswith("/step-10")).rsplit("/", 1)[0]
+    assert adopted == {
+        f"{stage}/step-10": "step-00000010",
+        f"{stage}/step-20": "step-00000020",
+        "checkpoint-30": "step-00000030",
+        "exp/checkpoint_000004": "step-00000004",
+        "epoch=3-step=40.ckpt": "step-00000040",
+    }
+    unusable = {
+        e["payload"]["path"]: e["payload"]["why"]
+        for e in events
+        if e["kind"] == "checkpoint_unusable"
+    }
+    assert unusable["checkpoint-50"] == "is empty"
+    assert any(w == "has no step number in its name" for w in unusable.values()), unusable
+    progressing = next(p for p in run["phases"] if p["phase"] == "progressing")
+    assert progressing["status"] == "warning" and "checkpoint-50 is empty" in progressing["reason"]
+    # The next attempt (a `tau run resume`) finds them through the ordinary SDK call.
+    latest = tau.latest_checkpoint()
+    assert latest == run_dir / "checkpoints" / "step-00000040"
+    assert (latest / "epoch=3-step=40.ckpt").read_text() == '{"step": 40}'
+    for name in adopted.values():
+        info = tau.checkpoint_info(run_dir / "checkpoints" / name, verify=True)
+        assert info.attempt == 1 and info.fencing_token == a["token"]
+    assert (run_dir / "checkpoints" / "checkpoint-30" / "trainer_state.json").exists()
+
+
+def test_a_checkpoint_written_after_the_attempt_ended_is_not_used(tmp_path: Path) -> None:
+    root = tmp_path / "checkpoints"
+    (root / "checkpoint-5").mkdir(parents=True)
+    (root / "checkpoint-5" / "w").write_text("before")
+    (root / "checkpoint-9").mkdir()
+    (root / "checkpoint-9" / "w").write_text("by a stray")
+    ended = time.time()
+    os.utime(root / "checkpoint-9" / "w", (ended + 5, ended + 5))
+    got = checkpoints.adopt(root, attempt=1, run_id="r", token=7, since=ended - 60, until=ended)
+    assert got.adopted == [("checkpoint-5", "step-00000005")]
+    assert got.unusable == [
+        ("checkpoint-9", "was written after its attempt was declared ended (a stray process)")
+    ]
+    assert checkpoints.latest_name(root) == "step-00000005"
+
+
+def test_the_hub_and_the_sdk_agree_on_the_checkpoint_layout() -> None:
+    assert checkpoints.MARKER_FILE == injob_checkpoint.MARKER_FILE
+    assert checkpoints.LATEST_FILE == injob_checkpoint.LATEST_FILE
+    assert checkpoints.STAGING_DIR == injob_checkpoint.STAGING_DIR
+
+
+def test_a_step_folder_without_a_marker_is_adopted_in_place(tmp_path: Path) -> None:
+    root = tmp_path / "checkpoints"
+    (root / "step-00000100").mkdir(parents=True)  # named like a commit, never committed
+    (root / "step-00000100" / "w").write_text("100")
+    now = time.time()
+    got = checkpoints.adopt(root, attempt=2, run_id="r", token=3, since=now - 60, until=now + 1)
+    assert got.adopted == [("step-00000100", "step-00000100")]
+    assert checkpoints.latest_name(root) == "step-00000100"
+    assert (root / "step-00000100" / "w").read_text() == "100"
