@@ -3,11 +3,20 @@
 ``create_app(hub)`` is what both the daemon (uvicorn) and the tests use; the scheduler
 thread starts with the app and stops with it. A value the database refuses
 (``sqlalchemy.exc.DataError``) is the request's fault: 400, never a 500.
+
+Extensions: after its own routes the app calls ``install(app)`` of each module named in
+``TAU_HUB_EXTENSIONS`` (comma-separated; default ``taugrid.portal.mount``, the web portal
+under ``/ui``). The hub never imports an upper layer: the portal registers itself at
+start through this hook and talks to the hub only over its HTTP API (the SDK). A
+missing extension module is logged and skipped; ``TAU_HUB_EXTENSIONS=""`` turns all off.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib
+import logging
+import os
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -18,7 +27,10 @@ from fastapi import responses
 
 from taugrid.hub import api, auth, context, data_api, scheduler, tenancy_api
 
-__all__ = ["create_app"]
+__all__ = ["DEFAULT_EXTENSIONS", "create_app", "install_extensions"]
+
+DEFAULT_EXTENSIONS = "taugrid.portal.mount"
+_log = logging.getLogger(__name__)
 
 
 def create_app(hub: context.Hub) -> fastapi.FastAPI:
@@ -59,4 +71,22 @@ def create_app(hub: context.Hub) -> fastapi.FastAPI:
     def prometheus() -> fastapi.Response:
         return fastapi.Response(hub.metrics.render(), media_type="text/plain; version=0.0.4")
 
+    install_extensions(app)
     return app
+
+
+def install_extensions(app: fastapi.FastAPI, names: str | None = None) -> list[str]:
+    """Call ``install(app)`` of each extension module; returns the names installed."""
+    spec = os.environ.get("TAU_HUB_EXTENSIONS", DEFAULT_EXTENSIONS) if names is None else names
+    done = []
+    for name in (n.strip() for n in spec.split(",")):
+        if not name:
+            continue
+        try:
+            module = importlib.import_module(name)
+        except ImportError as exc:
+            _log.warning("hub extension %s not installed (%s); skipped", name, exc)
+            continue
+        module.install(app)
+        done.append(name)
+    return done
