@@ -55,7 +55,7 @@ def test_filters_and_sort(hub: HubServer, page: Any) -> None:
 
 
 def test_researcher_sees_only_own_workspace(hub: HubServer, page: Any) -> None:
-    secret, mine, other = _two_workspaces(hub)
+    secret, _mine, other = _two_workspaces(hub)
     login(page, hub.url, secret)
     table = page.inner_text("table.runs")
     assert "vision-run" in table and "speech-run" not in table

@@ -107,7 +107,7 @@ def run_page(request: fastapi.Request, ref: str, log_q: Q = "") -> fastapi.Respo
 def _placement(c: client.Client, ref: str) -> Any:
     try:
         return data.explain_placement(c, ref)
-    except client.ApiError as exc:
+    except (client.ApiError, client.HubUnreachable) as exc:  # a side panel: never the page
         return {"unavailable": exc.message}
 
 
