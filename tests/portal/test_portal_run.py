@@ -127,3 +127,23 @@ def test_log_html_is_text_and_cancel_from_the_page(
     until("() => document.querySelector('#run-head .state').textContent === 'cancelled'")
     with platform.http() as c:
         assert tb.ok(c.get(f"/v1/runs/{run['id']}"))["state"] == "cancelled"
+
+
+def test_admin_marks_and_clears_a_node(platform: HubServer, page: Any) -> None:
+    with platform.http() as c:
+        tb.wait_for(lambda: any(x["report"].get("nodes") for x in tb.ok(c.get("/v1/clusters"))))
+    login(page, platform.url, platform.admin_token)
+    page.click("nav >> text=Platform")
+    assert "A100-80G" in page.inner_text("main")  # capacity by GPU model
+    shot(page, "platform")
+    page.fill("table.nodes input[name=reason]", "flaky NVLink")
+    page.click("table.nodes button:has-text('Mark faulty')")
+    assert "marked" in page.inner_text("table.nodes")
+    with platform.http() as c:
+        (cluster,) = tb.ok(c.get("/v1/clusters"))
+        assert [m["reason"] for m in cluster["faulty_nodes"]] == ["flaky NVLink"]
+    page.click("table.nodes button:has-text('Clear mark')")
+    assert "marked" not in page.inner_text("table.nodes")
+    with platform.http() as c:
+        (cluster,) = tb.ok(c.get("/v1/clusters"))
+        assert cluster["faulty_nodes"] == []

@@ -14,7 +14,7 @@ import anyio.to_thread
 import fastapi
 from fastapi import responses, staticfiles
 
-from taugrid.portal import admin_views, render, runs_views, session
+from taugrid.portal import admin_views, render, runs_views, session, submit_views
 from taugrid.sdk import client, tenancy
 
 __all__ = ["install"]
@@ -120,4 +120,5 @@ def install(app: fastapi.FastAPI) -> None:
     app.include_router(router)
     app.include_router(runs_views.router)
     app.include_router(admin_views.router)
+    app.include_router(submit_views.router)
     _install_errors(app)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -18,7 +19,11 @@ from fastapi import responses
 from taugrid.portal import session
 from taugrid.sdk import client, tenancy
 
-__all__ = ["context", "sse", "stream"]
+__all__ = ["STREAM_LIFETIME_S", "context", "sse", "stream"]
+
+# A stream ends after this long and the browser reconnects (resuming from its last event
+# id): a hub shutting down gracefully never waits longer than this for open pages.
+STREAM_LIFETIME_S = 12.0
 
 
 def context(request: fastapi.Request, c: client.Client, active: str) -> dict[str, Any]:
@@ -45,14 +50,16 @@ def stream(
     """Server-sent events: ``poll(client, state)`` each ``every_s`` returns frames to send.
 
     A refused token ends the stream with a ``logout`` event; the hub being briefly
-    unreachable is retried. The browser's EventSource reconnects by itself (and the
-    page then refreshes, so it catches up after a hub restart).
+    unreachable is retried. Each stream lasts at most ``STREAM_LIFETIME_S``; the
+    browser's EventSource reconnects by itself (and the page then refreshes, so it
+    catches up after a hub restart).
     """
     session.token_of(request)
 
     async def frames() -> AsyncIterator[str]:
         yield "retry: 1500\n\n"
-        while not await request.is_disconnected():
+        until = time.monotonic() + STREAM_LIFETIME_S
+        while time.monotonic() < until and not await request.is_disconnected():
             try:
                 out = await anyio.to_thread.run_sync(_poll_once, request, poll, state)
             except session.LoggedOut:
@@ -63,6 +70,7 @@ def stream(
             for frame in out:
                 yield frame
             await asyncio.sleep(every_s)
+        yield sse("bye", {})  # a planned end: the browser reconnects without a refresh
 
     headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
     return responses.StreamingResponse(frames(), media_type="text/event-stream", headers=headers)

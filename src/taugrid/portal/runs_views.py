@@ -46,7 +46,8 @@ def runs_page(
         rows = _runs(c, workspace, state, q, sort)
         workspaces = [w["name"] for w in tenancy.workspaces(c)]
     filters = {"workspace": workspace, "state": state, "q": q, "sort": sort}
-    stream = "/ui/runs/stream?" + "&".join(f"{k}={quote(v)}" for k, v in filters.items() if v)
+    args = {**filters, "fp": _list_fp(rows)}
+    stream = "/ui/runs/stream?" + "&".join(f"{k}={quote(v)}" for k, v in args.items() if v)
     return render.html(
         "runs.html", **ctx, runs=rows, filters=filters, workspaces=workspaces, stream=stream
     )
@@ -54,18 +55,30 @@ def runs_page(
 
 @router.get("/runs/stream")
 def runs_stream(
-    request: fastapi.Request, workspace: Q = "", state: Q = "", q: Q = "", sort: Q = "-created"
+    request: fastapi.Request,
+    workspace: Q = "",
+    state: Q = "",
+    q: Q = "",
+    sort: Q = "-created",
+    fp: Q = "",
 ) -> responses.StreamingResponse:
     def poll(c: client.Client, st: dict[str, Any]) -> list[str]:
-        rows = _runs(c, workspace, state, q, sort)
-        fp = hashlib.sha256(
-            json.dumps([(r["id"], r["state"], r["updated_at"]) for r in rows]).encode()
-        ).hexdigest()
-        changed = st.get("fp") not in (None, fp)
-        st["fp"] = fp
-        return [pages.sse("changed", {})] if changed else [": idle\n\n"]
+        now = _list_fp(_runs(c, workspace, state, q, sort))
+        changed, st["fp"] = now != st["fp"], now
+        return [pages.sse("changed", {}, now)] if changed else [": idle\n\n"]
 
-    return pages.stream(request, poll, {}, every_s=2.0)
+    return pages.stream(request, poll, {"fp": request.headers.get("last-event-id") or fp}, 2.0)
+
+
+def _list_fp(rows: list[dict[str, Any]]) -> str:
+    """What the runs list shows changes iff this does (the page and its stream agree)."""
+    text = json.dumps([(r["id"], r["state"], r["updated_at"]) for r in rows])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _run_fp(run: dict[str, Any], n_metrics: int) -> str:
+    text = json.dumps([run["state"], run["updated_at"], run["phases"], run["attempts"], n_metrics])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def _log(c: client.Client, ref: str, q: str) -> tuple[str, int, bool]:
@@ -101,6 +114,7 @@ def run_page(request: fastapi.Request, ref: str, log_q: Q = "") -> fastapi.Respo
         log_q=log_q,
         placement=placement,
         config=_config(run),
+        fp=_run_fp(run, len(metrics)),
     )
 
 
@@ -117,26 +131,33 @@ def _config(run: dict[str, Any]) -> str:
 
 @router.get("/runs/{ref}/stream")
 def run_stream(
-    request: fastapi.Request, ref: str, offset: Annotated[int, fastapi.Query(ge=0)] = 0
+    request: fastapi.Request,
+    ref: str,
+    offset: Annotated[int, fastapi.Query(ge=0)] = 0,
+    fp: Q = "",
 ) -> responses.StreamingResponse:
-    last = request.headers.get("last-event-id", "")
-    start = int(last) if last.isdigit() else offset
+    """Log text after ``offset`` and ``changed`` when the run's fingerprint leaves ``fp``;
+    event ids are ``offset:fingerprint``, so a reconnect resumes where it stopped."""
+    last_offset, _, last_fp = request.headers.get("last-event-id", "").partition(":")
+    start = {
+        "offset": int(last_offset) if last_offset.isdigit() else offset,
+        "fp": last_fp or fp,
+    }
 
     def poll(c: client.Client, st: dict[str, Any]) -> list[str]:
         out = []
         doc = c.logs(ref, st["offset"])
         if doc["text"]:
             st["offset"] = int(doc["offset"])
-            out.append(pages.sse("log", {"text": doc["text"]}, str(st["offset"])))
+            out.append(pages.sse("log", {"text": doc["text"]}, f"{st['offset']}:{st['fp']}"))
         run = c.run(ref)
-        n = len(c.metrics(ref))
-        fp = (run["state"], run["updated_at"], json.dumps(run["phases"]), n)
-        if st.get("fp") not in (None, fp):
-            out.append(pages.sse("changed", {"state": run["state"]}, str(st["offset"])))
-        st["fp"] = fp
+        now = _run_fp(run, len(c.metrics(ref)))
+        if now != st["fp"]:
+            st["fp"] = now
+            out.append(pages.sse("changed", {"state": run["state"]}, f"{st['offset']}:{now}"))
         return out or [": idle\n\n"]
 
-    return pages.stream(request, poll, {"offset": start})
+    return pages.stream(request, poll, start)
 
 
 @router.get("/runs/{ref}/log")

@@ -10,7 +10,7 @@
   var logEl = document.getElementById("log");
   var search = document.getElementById("log-q");
   var logText = logEl ? logEl.textContent : "";
-  var es = null, broken = false, busy = false, again = false;
+  var es = null, broken = false, planned = false, busy = false, again = false;
 
   function say(text) { if (status) status.textContent = text; }
 
@@ -57,7 +57,9 @@
       renderLog();
     });
     es.addEventListener("logout", function () { location.href = "/ui/login"; });
+    es.addEventListener("bye", function () { planned = true; });
     es.addEventListener("error", function () {
+      if (planned) { planned = false; return; }  // the server ended the stream on purpose
       broken = true;
       say("reconnecting…");
       if (es.readyState === EventSource.CLOSED) { es = null; setTimeout(connect, 3000); }
