@@ -15,6 +15,7 @@ Writes the "## Portal: page load and live-update lag" section of docs/BENCHMARKS
 from __future__ import annotations
 
 import argparse
+import html
 import re
 import statistics
 import tempfile
@@ -53,10 +54,12 @@ def _times(b: httpx.Client, path: str, n: int, must: str) -> list[float]:
 
 def _lag(server: HubServer, b: httpx.Client, run_id: str, step: int) -> float:
     """Seconds from metric rows stored to the stream's ``changed`` event."""
-    with b.stream("GET", f"/ui/runs/{run_id}/stream") as s:
+    found = re.search(r'data-stream="([^"]+)"', b.get(f"/ui/runs/{run_id}").text)
+    assert found is not None
+    with b.stream("GET", html.unescape(found.group(1))) as s:  # the page's own stream
         lines = s.iter_lines()
         next(lines)  # "retry: ..." — the stream is up
-        time.sleep(1.2)  # let the stream take its first fingerprint
+        time.sleep(1.2)  # the stream is polling (it started from the page's fingerprint)
         t0 = time.perf_counter()
         rows = [
             {"attempt": 1, "step": step, "name": "loss", "value": 0.1, "wall_time": time.time()}
@@ -86,7 +89,7 @@ def measure(n_runs: int, n_req: int, tmp: Path) -> dict[str, float]:
         _times(b, "/ui/runs", 2, target)  # warm up
         listing = _times(b, "/ui/runs", n_req, target)
         page = _times(b, f"/ui/runs/{target}", n_req, "val_accuracy")
-        lags = [_lag(server, b, target, 1000 + i) for i in range(3 if n_req > 10 else 1)]
+        lags = [_lag(server, b, target, 1000 + i) for i in range(5 if n_req > 10 else 1)]
         b.close()
     finally:
         server.stop()

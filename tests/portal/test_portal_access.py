@@ -49,9 +49,14 @@ def test_filters_and_sort(hub: HubServer, page: Any) -> None:
     table = page.inner_text("table.runs")
     assert "beta-run" in table and "alpha-run" not in table
     page.goto(f"{hub.url}/ui/runs?sort=name")
-    names = page.locator("table.runs tbody tr td:first-child a").all_inner_texts()
+    names = page.locator("table.runs tbody tr td:nth-child(2) a").all_inner_texts()
     assert names == sorted(names) and len(names) == 3
     shot(page, "runs")
+    page.set_viewport_size({"width": 390, "height": 844})  # a phone: nothing off-screen
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    page.keyboard.press("Tab")  # the first stop is the skip link, then the content
+    assert page.evaluate("document.activeElement.textContent") == "Skip to content"
+    shot(page, "runs-narrow")
 
 
 def test_researcher_sees_only_own_workspace(hub: HubServer, page: Any) -> None:
@@ -128,3 +133,24 @@ def test_post_without_csrf_or_from_another_origin_is_refused(hub: HubServer, pag
         assert state in ("queued", "admitted")
     page.click("text=Cancel run")  # the page's own form (token + same origin) works
     assert "cancelled" in page.inner_text("#run-head")
+
+
+def test_compare_overlays_runs_metrics(hub: HubServer, page: Any) -> None:
+    ids = []
+    with hub.http() as admin:
+        for name in ("lr-small", "lr-large"):
+            ids.append(tb.ok(tb.submit(admin, name=name), 201)["id"])
+    for k, run_id in enumerate(ids):  # what an agent's sync stores for a job's tau.log
+        rows = [
+            {"attempt": 1, "step": s, "name": "loss", "value": 1 / (s + 1 + k), "wall_time": 0.0}
+            for s in range(20)
+        ]
+        hub.hub.runs.add_metrics(run_id, rows)
+    login(page, hub.url, hub.admin_token)
+    for run_id in ids:
+        page.check(f"input[name=run][value='{run_id}']")
+    page.click("text=Compare selected")
+    assert page.locator("figure[data-metric='loss'] polyline").count() == 2
+    legend = page.inner_text("ul.legend")
+    assert "lr-small" in legend and "lr-large" in legend
+    shot(page, "compare")

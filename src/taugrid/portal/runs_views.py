@@ -72,12 +72,15 @@ def runs_stream(
 
 def _list_fp(rows: list[dict[str, Any]]) -> str:
     """What the runs list shows changes iff this does (the page and its stream agree)."""
-    text = json.dumps([(r["id"], r["state"], r["updated_at"]) for r in rows])
+    # not updated_at: the scheduler touches a waiting run every cycle without a change
+    shown = ("id", "state", "reason", "cluster_id", "attempts_used")
+    text = json.dumps([[r.get(k) for k in shown] for r in rows])
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def _run_fp(run: dict[str, Any], n_metrics: int) -> str:
-    text = json.dumps([run["state"], run["updated_at"], run["phases"], run["attempts"], n_metrics])
+    shown = [run["state"], run["reason"], run["cluster_id"], run["phases"], run["attempts"]]
+    text = json.dumps([*shown, n_metrics], default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -158,6 +161,19 @@ def run_stream(
         return out or [": idle\n\n"]
 
     return pages.stream(request, poll, start)
+
+
+@router.get("/compare")
+def compare_page(
+    request: fastapi.Request, run: Annotated[list[str] | None, fastapi.Query()] = None
+) -> fastapi.Response:
+    """Several runs' metrics overlaid: one chart per metric, one line per run."""
+    refs = list(dict.fromkeys(run or []))[:6]
+    with session.api(request) as c:
+        ctx = pages.context(request, c, "runs")
+        runs = [c.run(ref) for ref in refs]
+        series = [(f"{r['name']} ({r['id']})", c.metrics(r["id"])) for r in runs]
+    return render.html("compare.html", **ctx, runs=runs, charts=charts.charts(series))
 
 
 @router.get("/runs/{ref}/log")

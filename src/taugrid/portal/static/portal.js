@@ -33,10 +33,13 @@
       if (!html) return;
       var doc = new DOMParser().parseFromString(html, "text/html");
       var focused = document.activeElement && document.activeElement.id;
+      var ticked = {};  // keep what the user ticked (compare boxes) across the swap
+      document.querySelectorAll("[data-live] input[type=checkbox]:checked").forEach(function (c) { ticked[c.value] = true; });
       document.querySelectorAll("[data-live]").forEach(function (el) {
         var fresh = doc.getElementById(el.id);
         if (fresh) el.replaceWith(document.importNode(fresh, true));
       });
+      document.querySelectorAll("[data-live] input[type=checkbox]").forEach(function (c) { if (ticked[c.value]) c.checked = true; });
       if (focused && document.getElementById(focused)) document.getElementById(focused).focus();
     }).catch(function () {}).then(function () {
       busy = false;
