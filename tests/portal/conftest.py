@@ -36,7 +36,8 @@ SHOTS = Path(__file__).resolve().parents[2] / "docs" / "img"
 def browser() -> Iterator[Any]:
     if not CHROMIUM.exists():
         pytest.skip("no /usr/bin/chromium: install Debian's chromium package (.ci/run does)")
-    sync_api = pytest.importorskip("playwright.sync_api")
+    from playwright import sync_api  # a dev dependency: missing it is an error, not a skip
+
     with sync_api.sync_playwright() as pw:
         b = pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS, headless=True)
         yield b
