@@ -6,11 +6,20 @@ thread starts with the app and stops with it. A value the database refuses
 
 ``/docs`` is Swagger UI served from the ``swagger-ui-bundle`` package (no CDN: it works
 offline); ``/healthz`` is liveness only and needs no token.
+
+Extensions: after its own routes the app calls ``install(app)`` of each module named in
+``TAU_HUB_EXTENSIONS`` (comma-separated; default ``taugrid.portal.mount``, the web portal
+under ``/ui``). The hub never imports an upper layer: the portal registers itself at
+start through this hook and talks to the hub only over its HTTP API (the SDK). A
+missing extension module is logged and skipped; ``TAU_HUB_EXTENSIONS=""`` turns all off.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib
+import logging
+import os
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -24,7 +33,10 @@ from fastapi import responses
 
 from taugrid.hub import api, auth, context, data_api, scheduler, tenancy_api
 
-__all__ = ["create_app"]
+__all__ = ["DEFAULT_EXTENSIONS", "create_app", "install_extensions"]
+
+DEFAULT_EXTENSIONS = "taugrid.portal.mount"
+_log = logging.getLogger(__name__)
 
 
 def create_app(hub: context.Hub) -> fastapi.FastAPI:
@@ -70,6 +82,7 @@ def create_app(hub: context.Hub) -> fastapi.FastAPI:
     def prometheus() -> fastapi.Response:
         return fastapi.Response(hub.metrics.render(), media_type="text/plain; version=0.0.4")
 
+    install_extensions(app)
     return app
 
 
@@ -93,3 +106,20 @@ def _install_docs(app: fastapi.FastAPI) -> None:
             swagger_css_url=f"{_DOCS_ASSETS}/swagger-ui.css",
             swagger_favicon_url=f"{_DOCS_ASSETS}/favicon-32x32.png",
         )
+
+
+def install_extensions(app: fastapi.FastAPI, names: str | None = None) -> list[str]:
+    """Call ``install(app)`` of each extension module; returns the names installed."""
+    spec = os.environ.get("TAU_HUB_EXTENSIONS", DEFAULT_EXTENSIONS) if names is None else names
+    done = []
+    for name in (n.strip() for n in spec.split(",")):
+        if not name:
+            continue
+        try:
+            module = importlib.import_module(name)
+        except ImportError as exc:
+            _log.warning("hub extension %s not installed (%s); skipped", name, exc)
+            continue
+        module.install(app)
+        done.append(name)
+    return done

@@ -83,12 +83,21 @@ class HubConfig:
 class Client:
     """A thin typed wrapper over the hub's ``/v1`` API."""
 
-    def __init__(self, config: HubConfig, timeout_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        config: HubConfig,
+        timeout_s: float = 30.0,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        """``transport``: a shared connection pool (the portal makes one client per
+        request); with it, proxy settings from the environment are not consulted."""
         self.config = config
         self._http = httpx.Client(
             base_url=config.url,
             timeout=timeout_s,
             headers={"Authorization": f"Bearer {config.token}"},
+            transport=transport,
+            trust_env=transport is None,
         )
 
     def close(self) -> None:

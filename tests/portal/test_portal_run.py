@@ -1,0 +1,149 @@
+"""The portal watching real runs: a real hub, a real Ray region and agent, headless Chromium.
+
+The run page is opened while the run is still queued and never reloaded by the test:
+phases, the loss chart and the log arrive through the page's live updates (SSE).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from taugrid.backends import ray_local
+from tests.hub import region as rg
+from tests.hub import tenancy_builders as tb
+from tests.hub.harness import HubServer, make_hub
+from tests.portal.conftest import login, shot
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+WAIT_MS = 240_000  # a Ray job's first start is slow on a loaded machine
+NOISY_JOB = """\
+import time
+import taugrid as tau
+print("<b id=logbold>bold</b><script>document.title='pwned'</script>", flush=True)
+for step in range(100000):
+    tau.log({"heartbeat": float(step)}, step=step)
+    time.sleep(0.5)
+"""
+
+
+@pytest.fixture(scope="module")
+def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ray_local.LocalRayCluster]:
+    cluster = rg.start_ray(["127.0.0.171"], tmp_path_factory.mktemp("ray"))
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+def platform(
+    sqlite_engine: sa.Engine, tmp_path: Path, ray_cluster: ray_local.LocalRayCluster
+) -> Iterator[HubServer]:
+    server = HubServer(make_hub(sqlite_engine, tmp_path / "home")).start()
+    agent = rg.AgentThread(server, ray_cluster, tmp_path / "agent").start()
+    try:
+        yield server
+    finally:
+        agent.stop()
+        server.stop()
+
+
+def _until(page: Any, server: HubServer, run_id: str) -> Callable[[str], None]:
+    return lambda js: _wait(page, server, run_id, js)
+
+
+def _wait(page: Any, server: HubServer, run_id: str, js: str) -> None:
+    """Wait (bounded) until ``js`` holds in the page; on timeout say where the run was."""
+    try:
+        page.wait_for_function(js, timeout=WAIT_MS)
+    except Exception as exc:
+        with server.http() as c:
+            run = c.get(f"/v1/runs/{run_id}").json()
+            log = c.get(f"/v1/runs/{run_id}/logs", params={"tail": 20}).json()["text"]
+        raise AssertionError(
+            f"page never showed {js!r}; run {run['state']} {rg.phases(run)} {run['reason']}"
+            f"\nlog tail: {log}\npage: {page.inner_text('main')[:2000]}"
+        ) from exc
+
+
+def _points(page: Any, metric: str) -> int:
+    sel = f"figure[data-metric='{metric}'] polyline"
+    if page.locator(sel).count() == 0:
+        return 0
+    return len(str(page.get_attribute(sel, "points")).split())
+
+
+def test_quickstart_phases_chart_logs_and_artifact_live(platform: HubServer, page: Any) -> None:
+    with platform.http() as c:
+        run = rg.submit_run(
+            c, rg.quickstart_yaml("--steps 60 --checkpoint-every 20 --step-sleep 0.3")
+        )
+    login(page, platform.url, platform.admin_token)
+    page.goto(f"{platform.url}/ui/runs/{run['id']}")
+    until = _until(page, platform, run["id"])
+    assert page.locator("figure[data-metric='loss']").count() == 0  # nothing logged yet
+    until("() => document.querySelector(\"figure[data-metric='loss'] polyline\")")
+    first = _points(page, "loss")
+    # the chart grows without a reload
+    until(f"""() => document.querySelector("figure[data-metric='loss'] polyline")
+                 .getAttribute('points').split(' ').length > {first}""")
+    for metric in ("train_accuracy", "val_accuracy"):
+        assert page.locator(f"figure[data-metric='{metric}']").count() == 1
+    shot(page, "run-live")
+    until("() => document.querySelector('#run-head .state').textContent === 'succeeded'")
+    until(
+        "() => document.getElementById('log').textContent.includes('val_accuracy')"
+    )  # the job's last line, streamed into the open page
+    timeline = page.inner_text("#timeline")
+    assert "progressing" in timeline and "artifacts_saved" in timeline
+    page.wait_for_selector("#files a:has-text('model.npz')", timeout=WAIT_MS)
+    shot(page, "run")
+    with page.expect_download() as dl:
+        page.click("#files a:has-text('model.npz')")
+    saved = Path(dl.value.path())
+    with platform.http() as c:
+        record = Path(tb.ok(c.get(f"/v1/runs/{run['id']}"))["record_dir"])
+    assert saved.read_bytes() == (record / "artifacts" / "model.npz").read_bytes()
+
+
+def test_log_html_is_text_and_cancel_from_the_page(
+    platform: HubServer, page: Any, tmp_path: Path
+) -> None:
+    code = tmp_path / "noisy"
+    code.mkdir()
+    (code / "train.py").write_text(NOISY_JOB)
+    with platform.http() as c:
+        run = rg.submit_run(c, tb.tau_yaml("noisy"), code)
+    login(page, platform.url, platform.admin_token)
+    page.goto(f"{platform.url}/ui/runs/{run['id']}")
+    until = _until(page, platform, run["id"])
+    until("() => document.getElementById('log').textContent.includes('<b id=logbold>')")
+    assert page.locator("#logbold").count() == 0 and page.title() != "pwned"
+    until("() => document.querySelector('#run-head .state').textContent === 'running'")
+    page.click("text=Cancel run")
+    until("() => document.querySelector('#run-head .state').textContent === 'cancelled'")
+    with platform.http() as c:
+        assert tb.ok(c.get(f"/v1/runs/{run['id']}"))["state"] == "cancelled"
+
+
+def test_admin_marks_and_clears_a_node(platform: HubServer, page: Any) -> None:
+    with platform.http() as c:
+        tb.wait_for(lambda: any(x["report"].get("nodes") for x in tb.ok(c.get("/v1/clusters"))))
+    login(page, platform.url, platform.admin_token)
+    page.click("nav >> text=Platform")
+    assert "A100-80G" in page.inner_text("main")  # capacity by GPU model
+    shot(page, "platform")
+    page.fill("table.nodes input[name=reason]", "flaky NVLink")
+    page.click("table.nodes button:has-text('Mark faulty')")
+    assert "marked" in page.inner_text("table.nodes")
+    with platform.http() as c:
+        (cluster,) = tb.ok(c.get("/v1/clusters"))
+        assert [m["reason"] for m in cluster["faulty_nodes"]] == ["flaky NVLink"]
+    page.click("table.nodes button:has-text('Clear mark')")
+    assert "marked" not in page.inner_text("table.nodes")
+    with platform.http() as c:
+        (cluster,) = tb.ok(c.get("/v1/clusters"))
+        assert cluster["faulty_nodes"] == []
