@@ -119,6 +119,11 @@ def test_workspace_and_quota_flow(server: HubServer) -> None:
     audit = js(tau(server, "admin", "audit", "--action", "quota", "-o", "json"))
     assert [a["action"] for a in audit] == ["quota.approve", "quota.change", "quota.request"]
     assert audit[1]["detail"]["to"] == 12 and audit[2]["actor"] == "alice"
+    # The text table piped to a file is whole: every detail field, none cut off.
+    lines = tau(server, "admin", "audit", "--action", "quota").stdout.splitlines()
+    approve = next(line for line in lines if "quota.approve" in line)
+    assert "previous_nominal=8" in approve
+    assert "reason=bigger sweep" in next(line for line in lines if "quota.request" in line)
 
 
 def test_reject_queue_and_researcher_limits(server: HubServer) -> None:

@@ -367,11 +367,10 @@ def audit_cmd(
         views.emit_json(rows)
         return
     data = [
-        (_when(r["ts"]), r["actor"], r["action"], r["target"], _short(r["detail"])) for r in rows
+        (_when(r["ts"]), r["actor"], r["action"], r["target"], _detail(r["detail"])) for r in rows
     ]
     views.console.print(views.table(["TIME", "ACTOR", "ACTION", "TARGET", "DETAIL"], data))
 
 
-def _short(detail: dict[str, Any]) -> str:
-    text = ", ".join(f"{k}={v}" for k, v in detail.items() if v not in (None, "", [], {}))
-    return text[:80]
+def _detail(detail: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in detail.items() if v not in (None, "", [], {}))
