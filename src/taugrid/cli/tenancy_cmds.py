@@ -254,6 +254,9 @@ def queue_list(
     if output == "json":
         views.emit_json(rows)
         return
+    if not rows:
+        views.console.print("[dim]no runs waiting[/]")
+        return
     cols = ["#", "TEAM #", "RUN", "WORKSPACE", "TEAM", "PRIO", "GPUS", "STATE", "WAITING", "REASON"]
     views.console.print(
         views.table(
@@ -269,14 +272,12 @@ def queue_list(
                     f"{r['gpus']} {r['gpu_model'] or ''}".strip(),
                     r["state"],
                     views.age(r["created_at"]),
-                    r["reason"][:70],
+                    r["reason"],
                 )
                 for r in rows
             ],
         )
     )
-    if not rows:
-        views.console.print("[dim]no runs waiting[/]")
 
 
 # -- tau login, tau admin token | audit ------------------------------------------------
