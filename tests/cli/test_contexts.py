@@ -144,6 +144,10 @@ def test_lab_context_is_current_until_lab_down(tmp_path: Path) -> None:
         assert tau(env, "context", "use", "lab").returncode == 0
         again = tau(env, "cluster", "list", "-o", "json")
         assert again.returncode == 0 and again.stdout == clusters.stdout
+        down = tau(env, "down")  # stops only the embedded platform (not running): says both
+        assert down.returncode == 0 and "not running; nothing to stop" in down.stderr
+        assert "context 'lab'" in down.stderr and "tau lab down" in down.stderr, down.stderr
+        assert tau(env, "cluster", "list", "-o", "json").returncode == 0  # the lab still runs
     finally:
         the_lab.down()
     assert tau(env, "context", "current").stdout.strip() == "local"

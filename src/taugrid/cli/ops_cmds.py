@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from taugrid.cli import app, views
-from taugrid.sdk import embedded
+from taugrid.sdk import client, contexts, embedded
 
 __all__: list[str] = []
 
@@ -43,7 +43,20 @@ def up_cmd(
 @views.guard
 def down_cmd() -> None:
     """Stop the embedded platform: the agent (and its Ray cluster), then the hub."""
-    embedded.EmbeddedPlatform().down(_progress)
+    said: list[str] = []
+
+    def progress(msg: str) -> None:
+        said.append(msg)
+        _progress(msg)
+
+    plat = embedded.EmbeddedPlatform()
+    plat.down(progress)
+    if not said:
+        _progress(f"the embedded platform of {plat.home} is not running; nothing to stop")
+    current = contexts.Contexts(client.tau_home()).current_name()
+    if current != contexts.LOCAL:  # e.g. a lab: `tau down` leaves it running
+        _progress(f"the current context '{current}' is not the embedded platform; it still runs")
+        _progress("  (a lab stops with: tau lab down)")
 
 
 @app.cluster_app.command("list")
