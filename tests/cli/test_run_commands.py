@@ -120,6 +120,8 @@ def test_both_entrypoint_forms_run_with_args_and_get_fetches_every_artifact(
     running = next(line for line in history.splitlines() if " attempt_running " in line)
     assert f"submission_id=tau-{run_id}-a1" in running
     assert not re.search(r"_at=\d{6,}", history), history  # times of day, not epoch seconds
+    cancel = tau(env, "run", "cancel", run_id, cwd=tmp_path)
+    assert cancel.stdout.strip() == f"{run_id}: already succeeded; nothing to cancel"
     one = tau(
         env,
         "run",

@@ -292,7 +292,11 @@ def cancel_cmd(
 ) -> None:
     """Cancel a run; by default returns when both release lines are done."""
     cli = _client()
-    run = cli.cancel(_pick(cli, name, exact="cancel")["id"])
+    picked = _pick(cli, name, exact="cancel")
+    if picked["state"] in _TERMINAL:
+        views.console.print(f"{picked['id']}: already {picked['state']}; nothing to cancel")
+        return
+    run = cli.cancel(picked["id"])
     if wait and not _released(run):
         run = _watch(cli, run["id"], _released, timeout)
     views.console.print(
