@@ -5,6 +5,7 @@ Operate the embedded platform and read/mark the clusters of any hub (through the
 
 from __future__ import annotations
 
+import time
 from typing import Annotated, Any
 
 import typer
@@ -133,6 +134,7 @@ def node_fault(
     full = _node_id(cli.clusters(), cluster, node)
     cli.mark_node(cluster, full, kind, reason)
     views.console.print(f"node {full} of {cluster} marked faulty ({kind})")
+    _await_report(cli, cluster, full, faulty=True)
 
 
 @node_app.command("clear")
@@ -147,6 +149,22 @@ def node_clear(node: str, cluster: Annotated[str, typer.Option("--cluster")] = "
         json={"cluster_id": cluster, "node_id": full, "kind": "cordon"},
     )
     views.console.print(f"node {full} of {cluster} cleared")
+    _await_report(cli, cluster, full, faulty=False)
+
+
+def _await_report(
+    cli: client.Client, cluster: str, node: str, faulty: bool, timeout_s: float = 60.0
+) -> None:
+    """Return once the agent reports the mark applied, so that ``tau cluster list``
+    agrees at once (GPUs faulty or free again); say so if it does not in time."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for c in cli.clusters():
+            for n in c["report"].get("nodes", []) if c["id"] == cluster else []:
+                if n["node_id"] == node and bool(n.get("fault")) == faulty:
+                    return
+        time.sleep(0.5)
+    _progress(f"the agent of {cluster} has not reported it yet; tau cluster list will show it")
 
 
 def _node_id(clusters: list[dict[str, object]], cluster: str, prefix: str) -> str:
