@@ -67,6 +67,20 @@ def test_read_only_commands_do_not_start_the_platform(
     assert not (tmp_path / "run" / "hub.pid").exists() and not _taugrid_pids(tmp_path)
 
 
+@pytest.mark.parametrize(
+    ("var", "value"), [("TAU_RAY_GCS_PORT", "16961"), ("TAU_HUB_PORT", "eighty")]
+)
+def test_tau_up_names_a_port_variable_it_cannot_use(tmp_path: Path, var: str, value: str) -> None:
+    env = {**_env(tmp_path), "TAU_RAY_IP": "127.0.0.57", var: value}
+    try:
+        out = tau(env, "up", timeout=240)
+        assert out.returncode == 2, out.stdout + out.stderr
+        assert f"{var}={value} is not a port" in out.stderr and "Traceback" not in out.stderr
+        assert not _taugrid_pids(tmp_path)  # refused before anything started
+    finally:
+        tau(_env(tmp_path), "down", timeout=240)
+
+
 @pytest.fixture
 def foreign_hub(tmp_path: Path) -> Iterator[tuple[Path, int]]:
     """The hub daemon of another ``$TAU_HOME`` on a port of its own."""
@@ -144,6 +158,10 @@ def test_lab_context_is_current_until_lab_down(tmp_path: Path) -> None:
         assert tau(env, "context", "use", "lab").returncode == 0
         again = tau(env, "cluster", "list", "-o", "json")
         assert again.returncode == 0 and again.stdout == clusters.stdout
+        down = tau(env, "down")  # stops only the embedded platform (not running): says both
+        assert down.returncode == 0 and "not running; nothing to stop" in down.stderr
+        assert "context 'lab'" in down.stderr and "tau lab down" in down.stderr, down.stderr
+        assert tau(env, "cluster", "list", "-o", "json").returncode == 0  # the lab still runs
     finally:
         the_lab.down()
     assert tau(env, "context", "current").stdout.strip() == "local"

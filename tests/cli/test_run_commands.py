@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import time
 from collections.abc import Iterator
@@ -115,6 +116,12 @@ def test_both_entrypoint_forms_run_with_args_and_get_fetches_every_artifact(
     manifest = json.loads((dest / "MANIFEST.json").read_text())
     assert set(manifest["artifacts"]) == {"result.json", "report.txt"}
     assert sorted(p.name for p in dest.iterdir()) == ["MANIFEST.json", "report.txt", "result.json"]
+    history = tau(env, "run", "history", run_id, cwd=tmp_path).stdout  # a pipe: events whole
+    running = next(line for line in history.splitlines() if " attempt_running " in line)
+    assert f"submission_id=tau-{run_id}-a1" in running
+    assert not re.search(r"_at=\d{6,}", history), history  # times of day, not epoch seconds
+    cancel = tau(env, "run", "cancel", run_id, cwd=tmp_path)
+    assert cancel.stdout.strip() == f"{run_id}: already succeeded; nothing to cancel"
     one = tau(
         env,
         "run",

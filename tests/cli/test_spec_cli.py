@@ -93,6 +93,12 @@ def test_validate_missing_file(tmp_path: pathlib.Path) -> None:
     assert "Traceback" not in result.stderr
 
 
+def test_platform_file_not_found_hint_names_no_other_option(tmp_path: pathlib.Path) -> None:
+    result = tau("platform", "validate", "-f", "platform.yaml", cwd=tmp_path)
+    assert result.returncode == 2 and "platform.yaml:1:1: error: file not found" in result.stderr
+    assert "-c FILE" not in result.stderr, result.stderr  # `tau platform` takes -f, not -c
+
+
 def test_validate_yaml_syntax_error(workdir: pathlib.Path) -> None:
     (workdir / "tau.yaml").write_text("name: [oops\nrun:\n", encoding="utf-8")
     result = tau("run", "validate", cwd=workdir)

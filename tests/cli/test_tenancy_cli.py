@@ -119,15 +119,22 @@ def test_workspace_and_quota_flow(server: HubServer) -> None:
     audit = js(tau(server, "admin", "audit", "--action", "quota", "-o", "json"))
     assert [a["action"] for a in audit] == ["quota.approve", "quota.change", "quota.request"]
     assert audit[1]["detail"]["to"] == 12 and audit[2]["actor"] == "alice"
+    # The text table piped to a file is whole: every detail field, none cut off.
+    lines = tau(server, "admin", "audit", "--action", "quota").stdout.splitlines()
+    approve = next(line for line in lines if "quota.approve" in line)
+    assert "previous_nominal=8" in approve
+    assert "reason=bigger sweep" in next(line for line in lines if "quota.request" in line)
 
 
 def test_reject_queue_and_researcher_limits(server: HubServer) -> None:
     secret = tb.token(server, "carol", workspaces=["default"])
+    assert tau(server, "queue", "list").stdout.splitlines() == ["no runs waiting"]  # no header
     with server.http() as admin:
         run = tb.ok(tb.submit(admin, "default", "waits", gpus=4), 201)
     queue = js(tau(server, "queue", "list", "--workspace", "default", "-o", "json", token=secret))
     assert [q["id"] for q in queue] == [run["id"]] and queue[0]["reason"]
-    assert run["id"] in tau(server, "queue", "list").stdout
+    (row,) = [ln for ln in tau(server, "queue", "list").stdout.splitlines() if run["id"] in ln]
+    assert row.rstrip().endswith(queue[0]["reason"])  # the why, whole
     req = js(
         tau(
             server,

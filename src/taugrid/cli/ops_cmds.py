@@ -5,12 +5,13 @@ Operate the embedded platform and read/mark the clusters of any hub (through the
 
 from __future__ import annotations
 
+import time
 from typing import Annotated, Any
 
 import typer
 
 from taugrid.cli import app, views
-from taugrid.sdk import embedded
+from taugrid.sdk import client, contexts, embedded
 
 __all__: list[str] = []
 
@@ -43,7 +44,20 @@ def up_cmd(
 @views.guard
 def down_cmd() -> None:
     """Stop the embedded platform: the agent (and its Ray cluster), then the hub."""
-    embedded.EmbeddedPlatform().down(_progress)
+    said: list[str] = []
+
+    def progress(msg: str) -> None:
+        said.append(msg)
+        _progress(msg)
+
+    plat = embedded.EmbeddedPlatform()
+    plat.down(progress)
+    if not said:
+        _progress(f"the embedded platform of {plat.home} is not running; nothing to stop")
+    current = contexts.Contexts(client.tau_home()).current_name()
+    if current != contexts.LOCAL:  # e.g. a lab: `tau down` leaves it running
+        _progress(f"the current context '{current}' is not the embedded platform; it still runs")
+        _progress("  (a lab stops with: tau lab down)")
 
 
 @app.cluster_app.command("list")
@@ -120,6 +134,7 @@ def node_fault(
     full = _node_id(cli.clusters(), cluster, node)
     cli.mark_node(cluster, full, kind, reason)
     views.console.print(f"node {full} of {cluster} marked faulty ({kind})")
+    _await_report(cli, cluster, full, faulty=True)
 
 
 @node_app.command("clear")
@@ -134,6 +149,22 @@ def node_clear(node: str, cluster: Annotated[str, typer.Option("--cluster")] = "
         json={"cluster_id": cluster, "node_id": full, "kind": "cordon"},
     )
     views.console.print(f"node {full} of {cluster} cleared")
+    _await_report(cli, cluster, full, faulty=False)
+
+
+def _await_report(
+    cli: client.Client, cluster: str, node: str, faulty: bool, timeout_s: float = 60.0
+) -> None:
+    """Return once the agent reports the mark applied, so that ``tau cluster list``
+    agrees at once (GPUs faulty or free again); say so if it does not in time."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for c in cli.clusters():
+            for n in c["report"].get("nodes", []) if c["id"] == cluster else []:
+                if n["node_id"] == node and bool(n.get("fault")) == faulty:
+                    return
+        time.sleep(0.5)
+    _progress(f"the agent of {cluster} has not reported it yet; tau cluster list will show it")
 
 
 def _node_id(clusters: list[dict[str, object]], cluster: str, prefix: str) -> str:

@@ -292,7 +292,11 @@ def cancel_cmd(
 ) -> None:
     """Cancel a run; by default returns when both release lines are done."""
     cli = _client()
-    run = cli.cancel(_pick(cli, name, exact="cancel")["id"])
+    picked = _pick(cli, name, exact="cancel")
+    if picked["state"] in _TERMINAL:
+        views.console.print(f"{picked['id']}: already {picked['state']}; nothing to cancel")
+        return
+    run = cli.cancel(picked["id"])
     if wait and not _released(run):
         run = _watch(cli, run["id"], _released, timeout)
     views.console.print(
@@ -346,7 +350,7 @@ def history_cmd(name: str, output: Output = "text") -> None:
                     ",".join(x[:8] for x in a["nodes"]),
                     a["last_step"],
                     a["checkpoint_step"],
-                    (a["reason"] or "")[:50],
+                    a["reason"] or "",
                 )
                 for a in run["attempts"]
             ],
@@ -358,7 +362,17 @@ def history_cmd(name: str, output: Output = "text") -> None:
 
 
 def _brief(payload: dict[str, Any]) -> str:
+    """One event, whole: a pipe gets every field (a terminal wraps the line)."""
     if "phase" in payload:
         p = payload
-        return f"{p['phase']} → {p['status']} ({p['source']}) {p['reason'][:80]}"
-    return " ".join(f"{k}={v}" for k, v in payload.items())[:120]
+        return f"{p['phase']} → {p['status']} ({p['source']}) {p['reason']}"
+    return " ".join(f"{k}={_field(k, v)}" for k, v in payload.items() if v is not None)
+
+
+def _field(key: str, value: Any) -> Any:
+    """Times of day instead of epoch seconds; node IDs as short as elsewhere (12)."""
+    if (key.endswith("_at") or key == "not_before") and isinstance(value, float):
+        return time.strftime("%H:%M:%S", time.localtime(value))
+    if key == "nodes" and isinstance(value, list):
+        return ",".join(str(n)[:12] for n in value)
+    return value

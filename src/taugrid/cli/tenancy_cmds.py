@@ -254,6 +254,9 @@ def queue_list(
     if output == "json":
         views.emit_json(rows)
         return
+    if not rows:
+        views.console.print("[dim]no runs waiting[/]")
+        return
     cols = ["#", "TEAM #", "RUN", "WORKSPACE", "TEAM", "PRIO", "GPUS", "STATE", "WAITING", "REASON"]
     views.console.print(
         views.table(
@@ -269,14 +272,12 @@ def queue_list(
                     f"{r['gpus']} {r['gpu_model'] or ''}".strip(),
                     r["state"],
                     views.age(r["created_at"]),
-                    r["reason"][:70],
+                    r["reason"],
                 )
                 for r in rows
             ],
         )
     )
-    if not rows:
-        views.console.print("[dim]no runs waiting[/]")
 
 
 # -- tau login, tau admin token | audit ------------------------------------------------
@@ -367,11 +368,10 @@ def audit_cmd(
         views.emit_json(rows)
         return
     data = [
-        (_when(r["ts"]), r["actor"], r["action"], r["target"], _short(r["detail"])) for r in rows
+        (_when(r["ts"]), r["actor"], r["action"], r["target"], _detail(r["detail"])) for r in rows
     ]
     views.console.print(views.table(["TIME", "ACTOR", "ACTION", "TARGET", "DETAIL"], data))
 
 
-def _short(detail: dict[str, Any]) -> str:
-    text = ", ".join(f"{k}={v}" for k, v in detail.items() if v not in (None, "", [], {}))
-    return text[:80]
+def _detail(detail: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in detail.items() if v not in (None, "", [], {}))

@@ -131,9 +131,17 @@ def phase_tree(run: dict[str, Any]) -> rich.table.Table:
         )
     stuck = next((p for p in run["phases"] if p["status"] in ("active", "warning", "failed")), None)
     if stuck and run["state"] not in ("succeeded", "failed", "cancelled"):
-        t.caption = f"waiting on {_LABEL[stuck['phase']]}: look at {stuck['look_at']}"
+        t.caption = _caption(stuck)
         t.caption_justify = "left"
     return t
+
+
+def _caption(phase: dict[str, Any]) -> str:
+    """What the run waits on; a job reporting progress is running, not stuck."""
+    if phase["phase"] == "progressing" and phase["status"] == "active":
+        when = age(phase["ts"])
+        return f"running: last progress {when} ago; if that is old, look at {phase['look_at']}"
+    return f"waiting on {_LABEL[phase['phase']]}: look at {phase['look_at']}"
 
 
 _BARS = "▁▂▃▄▅▆▇█"

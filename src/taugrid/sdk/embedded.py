@@ -168,7 +168,7 @@ class EmbeddedPlatform:
 
     def __init__(self, home: Path | None = None, port: int | None = None) -> None:
         self.home = home or client.tau_home()
-        self._pinned = port or _env_int("TAU_HUB_PORT")
+        self._pinned = port or _env_port("TAU_HUB_PORT")
         self.port = self._pinned or self._recorded().get("hub_port") or DEFAULT_HUB_PORT
         self.hub = Daemon("hub", self.home, "taugrid.hub.daemon")
         self.agent = Daemon("agent-local", self.home, "taugrid.agent.daemon", ("local",))
@@ -210,6 +210,8 @@ class EmbeddedPlatform:
 
     def up(self, progress: Progress = _quiet, timeout_s: float = 180.0) -> client.Client:
         """Start whatever is not running and wait until region ``local`` reports."""
+        for var in ("TAU_RAY_GCS_PORT", "TAU_RAY_DASHBOARD_PORT"):
+            _env_port(var, _RAY_WORKER_PORTS)  # before anything starts
         deadline = time.time() + timeout_s
         if self.hub.pid() is not None and self.agent.pid() is not None:
             progress = _quiet  # already up: nothing to report
@@ -342,9 +344,23 @@ class EmbeddedPlatform:
         }
 
 
-def _env_int(name: str) -> int | None:
+_RAY_WORKER_PORTS = (10002, 19999)  # `ray start`'s default --min/--max-worker-port
+
+
+def _env_port(name: str, avoid: tuple[int, int] | None = None) -> int | None:
+    """``$name`` as a port (None when unset); a value that is no usable port is a
+    UserError naming the variable (Ray refuses GCS/dashboard ports in its worker range)."""
     value = os.environ.get(name)
-    return int(value) if value else None
+    if not value:
+        return None
+    lo, hi = avoid or (0, -1)
+    if not value.isdigit() or not 1 <= int(value) <= 65535 or lo <= int(value) <= hi:
+        outside = f", outside Ray's worker ports {lo}-{hi}" if avoid else ""
+        raise errors.UserError(
+            f"{name}={value} is not a port this platform can use",
+            f"set {name} to a free port (1-65535{outside}), or unset it: tau picks a free one",
+        )
+    return int(value)
 
 
 def _any_port() -> int:

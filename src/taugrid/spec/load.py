@@ -100,7 +100,7 @@ def _file_problem(name: str, message: str, hint: str) -> errors.SpecError:
 def _not_found_hint(name: str) -> str:
     if os.path.basename(name) == _DEFAULT_NAME:
         return "run from the directory that holds tau.yaml, or pass its path with -c FILE"
-    return "check the path, or pass the right file with -c FILE"
+    return f"check the path (relative paths start at {os.getcwd()})"
 
 
 def _too_big(name: str, size: int) -> errors.SpecError:
