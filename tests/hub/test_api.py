@@ -121,6 +121,7 @@ def test_cancel_while_queued_releases_at_once(hub_server: HubServer) -> None:
     assert out["state"] == "cancelled"
     phases = {p["phase"]: p["status"] for p in out["phases"]}
     assert phases["released"] == "done"
+    assert phases["artifacts_saved"] == "skipped"  # never left pending
     assert (hub_server.hub.data_root / "default" / "runs" / run["id"] / "COMPLETE").exists()
 
 

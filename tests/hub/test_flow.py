@@ -134,6 +134,7 @@ def test_cancel_while_running_releases_quota_and_gpus(
         quota = server.hub.runs.quota_usage()
     assert done["state"] == "cancelled"
     assert done["attempts"][0]["state"] == "stopped" and done["attempts"][0]["released"]
+    assert rg.phases(done)["artifacts_saved"] == "skipped"  # never left pending
     assert quota == {}
 
 

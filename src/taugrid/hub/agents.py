@@ -351,6 +351,8 @@ def _finish(
             "hub",
             f"run {state.value}",
         )
+    if state is st.RunState.CANCELLED:
+        _phase(hub, run["id"], ph.Phase.ARTIFACTS_SAVED, ph.PhaseStatus.SKIPPED, "hub", reason)
     _phase(
         hub,
         run["id"],

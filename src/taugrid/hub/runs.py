@@ -207,6 +207,7 @@ def cancel(hub: context.Hub, run: dict[str, Any], actor: str) -> dict[str, Any]:
             "hub",
             "quota released; no GPUs were allocated",
         )
+        _set(hub, run["id"], ph.Phase.ARTIFACTS_SAVED, ph.PhaseStatus.SKIPPED, "hub", "cancelled")
         finish_record(hub, run["id"])
     else:
         hub.runs.update_run(

@@ -42,6 +42,9 @@ __all__ = ["Daemon", "EmbeddedPlatform", "PlatformNotRunning", "ensure_client"]
 Progress = Callable[[str], None]
 DEFAULT_HUB_PORT = 8787
 _PROC = Path("/proc")
+# Daemons this process started: pid file -> (process, log size before it started). Their
+# own exit status, not a /proc lookup, says whether one "exited while starting".
+_STARTED: dict[Path, tuple[subprocess.Popen[bytes], int]] = {}
 
 
 def _quiet(_: str) -> None:
@@ -115,17 +118,30 @@ class Daemon:
         return None
 
     def tail(self, lines: int = 12) -> str:
-        """The last lines of the log (what to show when the daemon died)."""
+        """The last lines of the log (what to show when the daemon died); only what the
+        process this command started wrote, so an older failure is never shown."""
+        offset = _STARTED[self.pidfile][1] if self.pidfile in _STARTED else 0
         try:
-            text = self.logfile.read_text(errors="replace")
+            with self.logfile.open("rb") as f:
+                f.seek(offset)
+                text = f.read().decode(errors="replace")
         except OSError:
             return "(no log)"
         return "\n".join(text.rstrip().splitlines()[-lines:]) or "(empty log)"
+
+    def exited(self) -> bool:
+        """The daemon is gone: the one this command started has exit status, or (started
+        by someone else) no live process of it is found."""
+        started = _STARTED.get(self.pidfile)
+        if started is not None:
+            return started[0].poll() is not None
+        return self.pid() is None
 
     def start(self, argv: list[str], env: dict[str, str]) -> int:
         self.logfile.parent.mkdir(parents=True, exist_ok=True)
         self.pidfile.parent.mkdir(parents=True, exist_ok=True)
         with self.logfile.open("ab") as log:
+            offset = log.tell()
             proc = subprocess.Popen(
                 argv,
                 stdout=log,
@@ -135,6 +151,7 @@ class Daemon:
                 start_new_session=True,
             )
         self.pidfile.write_text(str(proc.pid))
+        _STARTED[self.pidfile] = (proc, offset)
         return proc.pid
 
     def stop(self, timeout_s: float = 30.0) -> bool:
@@ -249,7 +266,7 @@ class EmbeddedPlatform:
                 if self._answers(cli):
                     progress("hub is up")
                     return cli
-            if self.hub.pid() is None:
+            if self.hub.exited():
                 raise errors.SystemFault(
                     f"the hub of {self.home} exited while starting; its log ends with:\n"
                     f"{self.hub.tail()}",
@@ -290,7 +307,7 @@ class EmbeddedPlatform:
                 and c["report"].get("nodes")
                 and (c["last_heartbeat"] or 0) >= since
             ]
-            if ready and self.agent.pid() is not None:
+            if ready and not self.agent.exited():
                 r = ready[0]["report"]
                 kind = "emulated" if r.get("emulated_gpus") else "real"
                 why = f" ({r['health_reason']})" if r.get("health_reason") else ""
@@ -299,7 +316,7 @@ class EmbeddedPlatform:
                     f"{r['gpu_free']:g}/{r['gpu_free'] + r['gpu_busy']:g} GPUs free ({kind} GPUs)"
                 )
                 return
-            if self.agent.pid() is None:
+            if self.agent.exited():
                 raise errors.SystemFault(
                     "the agent of region 'local' exited while starting; its log ends with:\n"
                     f"{self.agent.tail()}",
