@@ -40,6 +40,7 @@ k8s-build:
 	k8s/build.sh $(K8S_COMPONENTS)
 
 test-k8s: $(STAMP) k8s-build
+	k8s/build.sh --share-only kueue kuberay
 	TAU_TEST_K8S=1 $(BIN)/pytest -q -m k8s tests/k8s
 
 bench: $(STAMP)

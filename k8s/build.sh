@@ -7,6 +7,8 @@
 #   k8s/build.sh                 build (or reuse) every component, one at a time
 #   k8s/build.sh etcd kwok       build (or reuse) only these
 #   k8s/build.sh --print-bin     print the bin directory and exit
+#   k8s/build.sh --share-only kueue kuberay
+#                                only copy share/ files (CRDs) from those source modules
 #
 # Besides bin/, <cache>/share/ gets the files the harness needs from the same source
 # modules: kwok's stage YAMLs (kwok-stages/), Kueue's and KubeRay's CRDs (kueue-crd/,
@@ -60,14 +62,16 @@ spec() {
 build_one() {
     local name="$1" wrapper pkg extra ldflags start end
     read -r wrapper pkg extra <<<"$(spec "$name")"
+    # build in a copy so the repo's wrapper dirs stay clean (go.sum is written there)
+    if [ ! -f "$root/src/$wrapper/go.mod" ]; then
+        mkdir -p "$root/src/$wrapper"
+        cp "$here/$wrapper"/go.mod "$root/src/$wrapper/"
+        if [ -f "$here/$wrapper/main.go" ]; then cp "$here/$wrapper/main.go" "$root/src/$wrapper/"; fi
+    fi
     if [ -x "$bin/$name" ]; then
         echo "reuse $bin/$name"
         return 0
     fi
-    # build in a copy so the repo's wrapper dirs stay clean (go.sum is written there)
-    mkdir -p "$root/src/$wrapper"
-    cp "$here/$wrapper"/go.mod "$root/src/$wrapper/"
-    [ -f "$here/$wrapper/main.go" ] && cp "$here/$wrapper/main.go" "$root/src/$wrapper/"
     ldflags="-s -w"
     [ "$extra" = "kube" ] && ldflags="$ldflags $kube_ldflags"
     echo "build $name ($pkg) -> $bin/$name; log $root/logs/$name.log"
@@ -113,12 +117,23 @@ share_files() {
     esac
 }
 
+share_only=0
+if [ "${1:-}" = "--share-only" ]; then
+    share_only=1
+    shift
+fi
 components=("$@")
 if [ ${#components[@]} -eq 0 ]; then
     components=(etcd kube-apiserver kwok kube-controller-manager kube-scheduler kueue kuberay)
 fi
 for c in "${components[@]}"; do
-    build_one "$c"
+    if [ "$share_only" = 1 ]; then
+        read -r wrapper _ _ <<<"$(spec "$c")"
+        mkdir -p "$root/src/$wrapper"
+        [ -f "$root/src/$wrapper/go.mod" ] || cp "$here/$wrapper/go.mod" "$root/src/$wrapper/"
+    else
+        build_one "$c"
+    fi
     share_files "$c"
 done
 echo "$bin"

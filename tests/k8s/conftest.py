@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client, config
 
-from tests.k8s import controlplane, nodes
+from tests.k8s import controlplane, crds, nodes
 
 
 @pytest.fixture(scope="session")
@@ -61,3 +61,20 @@ def gpu_nodes(kube: client.ApiClient) -> tuple[nodes.GpuNode, ...]:
 def _ready(node: client.V1Node) -> bool:
     conds = node.status.conditions or []
     return any(c.type == "Ready" and c.status == "True" for c in conds)
+
+
+@pytest.fixture(scope="session")
+def kueue_and_kuberay_crds(
+    control_plane: controlplane.ControlPlane, kube: client.ApiClient
+) -> dict[str, list[str]]:
+    """Kueue's and KubeRay's CRDs (from their source modules) installed and served."""
+    installed: dict[str, list[str]] = {}
+    for name in ("kueue", "kuberay"):
+        directory = crds.crd_dir(control_plane.bindir, name)
+        if not any(directory.glob("*.yaml")):
+            pytest.fail(
+                f"no {name} CRDs in {directory}; run `k8s/build.sh --share-only kueue kuberay` "
+                "(make test-k8s does)"
+            )
+        installed[name] = crds.install(kube, directory)
+    return installed

@@ -119,3 +119,27 @@ def test_a_pod_only_a_tainted_gpu_node_could_take_stays_unschedulable(
     message = str(controlplane.wait_until("scheduler marks the pod Unschedulable", unschedulable))
     assert "untolerated taint" in message and bad.taints[0]["key"] in message
     assert core.read_namespaced_pod("stuck", ns).spec.node_name is None
+
+
+def test_kueue_and_kuberay_crds_from_their_modules_are_served(
+    kube: client.ApiClient, kueue_and_kuberay_crds: dict[str, list[str]]
+) -> None:
+    assert "clusterqueues.kueue.x-k8s.io" in kueue_and_kuberay_crds["kueue"]
+    assert "rayjobs.ray.io" in kueue_and_kuberay_crds["kuberay"]
+    custom = client.CustomObjectsApi(kube)
+    flavor = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "ResourceFlavor",
+        "metadata": {"name": "h100"},
+        "spec": {"nodeLabels": {nodes.POOL_LABEL: "h100"}},
+    }
+    custom.create_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "resourceflavors", flavor)
+    got = custom.get_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "resourceflavors", "h100")
+    assert got["spec"]["nodeLabels"] == {nodes.POOL_LABEL: "h100"}
+    # the API server validates against KubeRay's schema: a RayCluster without headGroupSpec
+    # is rejected with the schema's message
+    ns = _namespace(kube)
+    bad = {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": "r"}, "spec": {}}
+    with pytest.raises(client.ApiException) as err:
+        custom.create_namespaced_custom_object("ray.io", "v1", ns, "rayclusters", bad)
+    assert err.value.status == 422 and "headGroupSpec" in str(err.value.body)
