@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 import socket
+import ssl
 import subprocess
 import time
 from collections.abc import Callable
@@ -201,7 +202,7 @@ class ControlPlane:
     def _readyz(self) -> bool:
         r = httpx.get(
             f"{self.url}/readyz",
-            verify=str(self.pki.ca_cert),
+            verify=ssl.create_default_context(cafile=str(self.pki.ca_cert)),
             headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
             timeout=5,
         )

@@ -117,7 +117,8 @@ def test_a_pod_only_a_tainted_gpu_node_could_take_stays_unschedulable(
         return ""
 
     message = str(controlplane.wait_until("scheduler marks the pod Unschedulable", unschedulable))
-    assert "untolerated taint" in message and bad.taints[0]["key"] in message
+    # the one node the selector allows is excluded by its taint, and only by that
+    assert "1 node(s) had untolerated taint" in message
     assert core.read_namespaced_pod("stuck", ns).spec.node_name is None
 
 
