@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client, config
 
-from tests.k8s import controlplane, crds, nodes
+from tests.k8s import controlplane, crds, nodes, operators
 
 
 @pytest.fixture(scope="session")
@@ -78,3 +78,30 @@ def kueue_and_kuberay_crds(
             )
         installed[name] = crds.install(kube, directory)
     return installed
+
+
+def _need(cp: controlplane.ControlPlane, name: str) -> None:
+    if controlplane.missing(cp.bindir, (name,)):
+        pytest.skip(f"{name} not built in {cp.bindir}; run `k8s/build.sh {name}`")
+
+
+@pytest.fixture(scope="session")
+def kueue(
+    control_plane: controlplane.ControlPlane,
+    kube: client.ApiClient,
+    kueue_and_kuberay_crds: dict[str, list[str]],
+) -> controlplane.ControlPlane:
+    """Kueue's manager running (after the CRDs, so its Ray integrations are on)."""
+    _need(control_plane, "kueue")
+    operators.start_kueue(control_plane, kube)
+    return control_plane
+
+
+@pytest.fixture(scope="session")
+def kuberay(
+    control_plane: controlplane.ControlPlane, kueue_and_kuberay_crds: dict[str, list[str]]
+) -> controlplane.ControlPlane:
+    """KubeRay's ray-operator running."""
+    _need(control_plane, "kuberay")
+    operators.start_kuberay(control_plane)
+    return control_plane

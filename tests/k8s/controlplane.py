@@ -6,6 +6,7 @@ started (by its own handle) and waits for it."""
 
 from __future__ import annotations
 
+import os
 import random
 import socket
 import ssl
@@ -116,7 +117,8 @@ class ControlPlane:
 
     # -- components ------------------------------------------------------------------
 
-    def _spawn(self, name: str, args: list[str]) -> _Proc:
+    def spawn(self, name: str, args: list[str], env: dict[str, str] | None = None) -> _Proc:
+        """Starts ``bindir/name`` (logging to ``logs/name.log``); ``stop`` ends it."""
         log = self.logs / f"{name}.log"
         with log.open("wb") as out:
             popen = subprocess.Popen(
@@ -125,13 +127,14 @@ class ControlPlane:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 cwd=self.workdir,
+                env={**os.environ, **(env or {})},
                 start_new_session=True,
             )
         proc = _Proc(name, popen, log)
         self.procs.append(proc)
         return proc
 
-    def _wait(self, what: str, ok: Callable[[], bool], proc: _Proc) -> None:
+    def wait_ready(self, what: str, ok: Callable[[], bool], proc: _Proc) -> None:
         deadline = time.monotonic() + self.ready_timeout_s
         while time.monotonic() < deadline:
             if proc.popen.poll() is not None:
@@ -152,7 +155,7 @@ class ControlPlane:
     def _start_etcd(self) -> None:
         client = f"http://{self.ip}:{self.etcd_port}"
         peer = f"http://{self.ip}:{self.etcd_peer_port}"
-        proc = self._spawn(
+        proc = self.spawn(
             "etcd",
             [
                 "--name=test",
@@ -166,7 +169,7 @@ class ControlPlane:
                 "--log-level=warn",
             ],
         )
-        self._wait(
+        self.wait_ready(
             "etcd /health",
             lambda: httpx.get(f"{client}/health", timeout=5).status_code == 200,
             proc,
@@ -176,7 +179,7 @@ class ControlPlane:
         pki = self.pki
         tokens = self.workdir / "tokens.csv"
         tokens.write_text(f'{ADMIN_TOKEN},admin,admin-uid,"system:masters"\n')
-        proc = self._spawn(
+        proc = self.spawn(
             "kube-apiserver",
             [
                 f"--etcd-servers=http://{self.ip}:{self.etcd_port}",
@@ -197,7 +200,7 @@ class ControlPlane:
                 "--profiling=false",
             ],
         )
-        self._wait("kube-apiserver /readyz", self._readyz, proc)
+        self.wait_ready("kube-apiserver /readyz", self._readyz, proc)
 
     def _readyz(self) -> bool:
         r = httpx.get(
@@ -232,7 +235,7 @@ class ControlPlane:
             "--leader-elect=false",
             f"--bind-address={self.ip}",
         ]
-        self._spawn(
+        self.spawn(
             "kube-controller-manager",
             [
                 *common,
@@ -243,7 +246,7 @@ class ControlPlane:
                 "--use-service-account-credentials=false",
             ],
         )
-        self._spawn(
+        self.spawn(
             "kube-scheduler",
             [
                 *common,
@@ -261,7 +264,7 @@ class ControlPlane:
             )
         config = self.workdir / "kwok-stages.yaml"
         config.write_text("\n---\n".join(s.read_text() for s in stages))
-        self._spawn(
+        self.spawn(
             "kwok",
             [
                 f"--kubeconfig={self.kubeconfig}",

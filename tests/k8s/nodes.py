@@ -4,8 +4,11 @@ puts on real nodes, a pool label, and optional taints."""
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass, field
 from typing import Any
+
+from kubernetes import client
 
 from tests.k8s import controlplane
 
@@ -60,3 +63,38 @@ DEFAULT_NODES = (
         taints=[UNHEALTHY_TAINT],
     ),
 )
+
+
+def namespace(kube: client.ApiClient) -> str:
+    """A new namespace whose default service account exists (pods need it)."""
+    core = client.CoreV1Api(kube)
+    name = f"t-{secrets.token_hex(3)}"
+    core.create_namespace({"metadata": {"name": name}})
+    # the controller-manager's service-account controller makes "default"; pods need it
+    controlplane.wait_until(
+        f"service account default in {name}",
+        lambda: [
+            sa
+            for sa in core.list_namespaced_service_account(name).items
+            if sa.metadata.name == "default"
+        ],
+    )
+    return name
+
+
+def gpu_pod(name: str, gpus: int, selector: dict[str, str]) -> dict[str, Any]:
+    """A pod that asks for ``gpus`` GPUs on nodes matching ``selector``."""
+    return {
+        "metadata": {"name": name},
+        "spec": {
+            "nodeSelector": selector,
+            "automountServiceAccountToken": False,
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "registry.invalid/trainer:never-pulled",
+                    "resources": {"limits": {GPU_RESOURCE: str(gpus)}},
+                }
+            ],
+        },
+    }

@@ -3,9 +3,6 @@ kube-controller-manager and kwok GPU nodes built from source by k8s/build.sh."""
 
 from __future__ import annotations
 
-import secrets
-from typing import Any
-
 import pytest
 from kubernetes import client
 
@@ -20,39 +17,6 @@ def _pinned_kubernetes_version() -> str:
     env = (controlplane.REPO / "k8s" / "versions.env").read_text().splitlines()
     values = dict(line.split("=", 1) for line in env if "=" in line and not line.startswith("#"))
     return values["KUBERNETES_VERSION"]
-
-
-def _namespace(kube: client.ApiClient) -> str:
-    core = client.CoreV1Api(kube)
-    name = f"t-{secrets.token_hex(3)}"
-    core.create_namespace({"metadata": {"name": name}})
-    # the controller-manager's service-account controller makes "default"; pods need it
-    controlplane.wait_until(
-        f"service account default in {name}",
-        lambda: [
-            sa
-            for sa in core.list_namespaced_service_account(name).items
-            if sa.metadata.name == "default"
-        ],
-    )
-    return name
-
-
-def _gpu_pod(name: str, gpus: int, selector: dict[str, str]) -> dict[str, Any]:
-    return {
-        "metadata": {"name": name},
-        "spec": {
-            "nodeSelector": selector,
-            "automountServiceAccountToken": False,
-            "containers": [
-                {
-                    "name": "main",
-                    "image": "registry.invalid/trainer:never-pulled",
-                    "resources": {"limits": {nodes.GPU_RESOURCE: str(gpus)}},
-                }
-            ],
-        },
-    }
 
 
 def test_apiserver_reports_the_pinned_kubernetes_version(kube: client.ApiClient) -> None:
@@ -86,10 +50,10 @@ def test_scheduler_binds_a_gpu_pod_to_a_node_of_the_requested_model(
     kube: client.ApiClient, gpu_nodes: tuple[nodes.GpuNode, ...]
 ) -> None:
     core = client.CoreV1Api(kube)
-    ns = _namespace(kube)
+    ns = nodes.namespace(kube)
     h100 = {n.name for n in gpu_nodes if n.pool == "h100"}
     product = next(n.product for n in gpu_nodes if n.pool == "h100")
-    core.create_namespaced_pod(ns, _gpu_pod("train", 2, {nodes.GPU_PRODUCT_LABEL: product}))
+    core.create_namespaced_pod(ns, nodes.gpu_pod("train", 2, {nodes.GPU_PRODUCT_LABEL: product}))
     bound = controlplane.wait_until(
         "pod bound by kube-scheduler", lambda: core.read_namespaced_pod("train", ns).spec.node_name
     )
@@ -105,9 +69,9 @@ def test_a_pod_only_a_tainted_gpu_node_could_take_stays_unschedulable(
     kube: client.ApiClient, gpu_nodes: tuple[nodes.GpuNode, ...]
 ) -> None:
     core = client.CoreV1Api(kube)
-    ns = _namespace(kube)
+    ns = nodes.namespace(kube)
     bad = next(n for n in gpu_nodes if n.taints)
-    core.create_namespaced_pod(ns, _gpu_pod("stuck", 1, {"kubernetes.io/hostname": bad.name}))
+    core.create_namespaced_pod(ns, nodes.gpu_pod("stuck", 1, {"kubernetes.io/hostname": bad.name}))
 
     def unschedulable() -> str:
         pod = core.read_namespaced_pod("stuck", ns)
@@ -139,7 +103,7 @@ def test_kueue_and_kuberay_crds_from_their_modules_are_served(
     assert got["spec"]["nodeLabels"] == {nodes.POOL_LABEL: "h100"}
     # the API server validates against KubeRay's schema: a RayCluster without headGroupSpec
     # is rejected with the schema's message
-    ns = _namespace(kube)
+    ns = nodes.namespace(kube)
     bad = {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": "r"}, "spec": {}}
     with pytest.raises(client.ApiException) as err:
         custom.create_namespaced_custom_object("ray.io", "v1", ns, "rayclusters", bad)
