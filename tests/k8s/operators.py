@@ -1,13 +1,11 @@
 """Kueue's manager and KubeRay's ray-operator (built by ``k8s/build.sh kueue kuberay``)
 started against the test control plane, as processes the control plane's ``stop`` ends.
 
-Kueue runs its webhook server on the control plane's loopback address with the
-harness's serving certificate; its webhook configurations are not registered with the
-API server yet (issue 12, item 3), so the webhooks are served but not called."""
+Kueue runs its webhook server on the control plane's loopback address with certificates
+of its own (internal cert management); its webhook configurations are not registered with
+the API server yet (issue 12, item 3), so the webhooks are served but not called."""
 
 from __future__ import annotations
-
-import shutil
 
 import httpx
 import yaml
@@ -21,11 +19,13 @@ KUEUE_NAMESPACE = "kueue-system"
 def start_kueue(cp: controlplane.ControlPlane, kube: client.ApiClient) -> None:
     """Starts Kueue's manager (no leader election, ray and batch/job integrations) and
     waits for its readiness probe."""
-    client.CoreV1Api(kube).create_namespace({"metadata": {"name": KUEUE_NAMESPACE}})
+    core = client.CoreV1Api(kube)
+    core.create_namespace({"metadata": {"name": KUEUE_NAMESPACE}})
+    # the (empty) Secret its cert rotator fills, as Kueue's release manifests create it
+    secret = {"metadata": {"name": "kueue-webhook-server-cert"}, "type": "Opaque"}
+    core.create_namespaced_secret(KUEUE_NAMESPACE, secret)
     certdir = cp.workdir / "kueue-certs"
     certdir.mkdir(exist_ok=True)
-    shutil.copy(cp.pki.serving_cert, certdir / "tls.crt")
-    shutil.copy(cp.pki.serving_key, certdir / "tls.key")
     probe = controlplane.free_port(cp.ip)
     cfg = {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
@@ -35,7 +35,13 @@ def start_kueue(cp: controlplane.ControlPlane, kube: client.ApiClient) -> None:
         "metrics": {"bindAddress": "0"},
         "webhook": {"port": controlplane.free_port(cp.ip), "host": cp.ip, "certDir": str(certdir)},
         "leaderElection": {"leaderElect": False},
-        "internalCertManagement": {"enable": False},
+        # with it off, v0.17.0's main insists on /etc/kueue/metrics/certs; on, it makes
+        # its own certificates in certDir and a Secret in its namespace
+        "internalCertManagement": {
+            "enable": True,
+            "webhookServiceName": "kueue-webhook-service",
+            "webhookSecretName": "kueue-webhook-server-cert",
+        },
         "integrations": {"frameworks": ["batch/job", "ray.io/rayjob", "ray.io/raycluster"]},
     }
     path = cp.workdir / "kueue-config.yaml"
