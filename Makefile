@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test lint unit bench bench-quick clean down
+.PHONY: install run test lint unit bench bench-quick clean down test-k8s k8s-build
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -32,6 +32,16 @@ unit: $(STAMP)
 	$(BIN)/pytest -q
 
 test: lint unit bench-quick
+
+# The real Kubernetes control plane for tests (docs/kubernetes.md): build its binaries from
+# source modules (or reuse them from ~/.cache/taugrid/k8s/), then run tests/k8s on it.
+K8S_COMPONENTS ?= etcd kube-apiserver kwok kube-controller-manager kube-scheduler kuberay
+k8s-build:
+	k8s/build.sh $(K8S_COMPONENTS)
+
+test-k8s: $(STAMP) k8s-build
+	k8s/build.sh --share-only kueue kuberay
+	TAU_TEST_K8S=1 $(BIN)/pytest -q -m k8s tests/k8s
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.run_all

@@ -1,0 +1,98 @@
+"""Key material for the test control plane: a self-made CA, a serving certificate for an
+IP address signed by it, and the service-account signing key pair (all PEM files)."""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.x509 import oid
+
+
+@dataclass(frozen=True)
+class Pki:
+    """Paths of the PEM files the control plane's processes read."""
+
+    ca_cert: Path
+    ca_key: Path
+    serving_cert: Path
+    serving_key: Path
+    sa_key: Path
+    sa_pub: Path
+
+
+def _key() -> rsa.RSAPrivateKey:
+    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
+
+
+def _write_key(key: rsa.RSAPrivateKey, path: Path) -> None:
+    path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.TraditionalOpenSSL,
+            serialization.NoEncryption(),
+        )
+    )
+    path.chmod(0o600)
+
+
+def _builder(subject: str, issuer: str, pub: rsa.RSAPublicKey) -> x509.CertificateBuilder:
+    now = datetime.datetime.now(datetime.UTC)
+    return (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(oid.NameOID.COMMON_NAME, subject)]))
+        .issuer_name(x509.Name([x509.NameAttribute(oid.NameOID.COMMON_NAME, issuer)]))
+        .public_key(pub)
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+    )
+
+
+def make_pki(directory: Path, ip: str) -> Pki:
+    """Writes a CA, a serving certificate for ``ip`` (and localhost, kubernetes.default)
+    and a service-account key pair under ``directory``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    ca_key = _key()
+    ca = (
+        _builder("taugrid-test-ca", "taugrid-test-ca", ca_key.public_key())
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+    srv_key = _key()
+    sans: list[x509.GeneralName] = [
+        x509.IPAddress(ipaddress.ip_address(ip)),
+        x509.DNSName("localhost"),
+        x509.DNSName("kubernetes.default.svc"),
+    ]
+    srv = (
+        _builder("kube-apiserver", "taugrid-test-ca", srv_key.public_key())
+        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        .add_extension(x509.ExtendedKeyUsage([oid.ExtendedKeyUsageOID.SERVER_AUTH]), False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    pki = Pki(
+        ca_cert=directory / "ca.crt",
+        ca_key=directory / "ca.key",
+        serving_cert=directory / "apiserver.crt",
+        serving_key=directory / "apiserver.key",
+        sa_key=directory / "sa.key",
+        sa_pub=directory / "sa.pub",
+    )
+    pki.ca_cert.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    _write_key(ca_key, pki.ca_key)
+    pki.serving_cert.write_bytes(srv.public_bytes(serialization.Encoding.PEM))
+    _write_key(srv_key, pki.serving_key)
+    sa = _key()
+    _write_key(sa, pki.sa_key)
+    pki.sa_pub.write_bytes(
+        sa.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+    )
+    return pki

@@ -1,0 +1,113 @@
+"""Kueue's manager and KubeRay's ray-operator, built from source, working on the test
+control plane with the real kube-scheduler and kwok GPU nodes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from tests.k8s import controlplane, nodes
+
+pytestmark = pytest.mark.k8s
+
+KUEUE = ("kueue.x-k8s.io", "v1beta2")
+
+
+def _queue_objects(custom: client.CustomObjectsApi, ns: str, gpus: int) -> None:
+    flavor = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "ResourceFlavor",
+        "metadata": {"name": "h100-q"},
+        "spec": {"nodeLabels": {nodes.POOL_LABEL: "h100"}},
+    }
+    cq = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "ClusterQueue",
+        "metadata": {"name": "cq"},
+        "spec": {
+            "namespaceSelector": {},
+            "resourceGroups": [
+                {
+                    "coveredResources": [nodes.GPU_RESOURCE],
+                    "flavors": [
+                        {
+                            "name": "h100-q",
+                            "resources": [{"name": nodes.GPU_RESOURCE, "nominalQuota": gpus}],
+                        }
+                    ],
+                }
+            ],
+        },
+    }
+    lq = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "LocalQueue",
+        "metadata": {"name": "lq"},
+        "spec": {"clusterQueue": "cq"},
+    }
+    custom.create_cluster_custom_object(*KUEUE, "resourceflavors", flavor)
+    custom.create_cluster_custom_object(*KUEUE, "clusterqueues", cq)
+    custom.create_namespaced_custom_object(*KUEUE, ns, "localqueues", lq)
+
+
+def _active(obj: dict[str, Any]) -> bool:
+    conds = obj.get("status", {}).get("conditions", [])
+    return any(c["type"] == "Active" and c["status"] == "True" for c in conds)
+
+
+def test_kueue_admits_a_suspended_gpu_job_and_the_scheduler_binds_it_to_the_flavor(
+    kube: client.ApiClient, kueue: controlplane.ControlPlane, gpu_nodes: tuple[nodes.GpuNode, ...]
+) -> None:
+    custom = client.CustomObjectsApi(kube)
+    core = client.CoreV1Api(kube)
+    ns = nodes.namespace(kube)
+    _queue_objects(custom, ns, gpus=8)
+    controlplane.wait_until(
+        "ClusterQueue Active",
+        lambda: _active(custom.get_cluster_custom_object(*KUEUE, "clusterqueues", "cq")),
+    )
+    # Kueue's webhook is not registered yet, so the job arrives suspended as it would set it
+    job = {
+        "metadata": {"name": "train", "labels": {"kueue.x-k8s.io/queue-name": "lq"}},
+        "spec": {"suspend": True, "template": nodes.gpu_pod("train", 2, {})},
+    }
+    job["spec"]["template"]["spec"]["restartPolicy"] = "Never"
+    client.BatchV1Api(kube).create_namespaced_job(ns, job)
+
+    def bound() -> list[str]:
+        pods = core.list_namespaced_pod(ns, label_selector="job-name=train").items
+        return [p.spec.node_name for p in pods if p.spec.node_name]
+
+    # admission unsuspends the job, the job controller makes the pod, Kueue's flavor
+    # node labels steer it, kube-scheduler binds it
+    placed = controlplane.wait_until("Kueue-admitted job's pod bound", bound)
+    assert set(placed) <= {n.name for n in gpu_nodes if n.pool == "h100"}
+    workloads = custom.list_namespaced_custom_object(*KUEUE, ns, "workloads")["items"]
+    assert len(workloads) == 1
+    admission = workloads[0]["status"]["admission"]
+    assert admission["clusterQueue"] == "cq"
+
+
+def test_kuberay_operator_makes_a_head_pod_the_scheduler_binds(
+    kube: client.ApiClient, kuberay: controlplane.ControlPlane, gpu_nodes: tuple[nodes.GpuNode, ...]
+) -> None:
+    custom = client.CustomObjectsApi(kube)
+    core = client.CoreV1Api(kube)
+    ns = nodes.namespace(kube)
+    head = {"containers": [{"name": "ray-head", "image": "registry.invalid/ray:never-pulled"}]}
+    cluster = {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayCluster",
+        "metadata": {"name": "rc"},
+        "spec": {"headGroupSpec": {"rayStartParams": {}, "template": {"spec": head}}},
+    }
+    custom.create_namespaced_custom_object("ray.io", "v1", ns, "rayclusters", cluster)
+
+    def head_bound() -> str:
+        pods = core.list_namespaced_pod(ns, label_selector="ray.io/cluster=rc").items
+        return next((p.spec.node_name for p in pods if p.spec.node_name), "")
+
+    node = controlplane.wait_until("ray-operator's head pod bound", head_bound)
+    assert node in {n.name for n in gpu_nodes}
