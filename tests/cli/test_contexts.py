@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -21,16 +20,10 @@ from pathlib import Path
 import pytest
 
 from taugrid.lab import lab, topology
+from tests.cli import platform_env as pe
 from tests.hub.harness import free_port
 
-ROOT = Path(__file__).resolve().parents[2]
-TAU = shutil.which("tau") or str(ROOT / ".venv" / "bin" / "tau")
-
-
-def tau(env: dict[str, str], *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [TAU, *args], env=env, capture_output=True, text=True, timeout=timeout, cwd=ROOT
-    )
+ROOT, TAU, tau = pe.ROOT, pe.TAU, pe.tau
 
 
 def _env(home: Path) -> dict[str, str]:

@@ -28,19 +28,13 @@ import pytest
 
 from tests import listeners
 from tests.backends import backend_helpers as bh
+from tests.cli import platform_env as pe
 from tests.hub.harness import free_port
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parents[2]
-TAU = shutil.which("tau") or str(ROOT / ".venv" / "bin" / "tau")
+ROOT, TAU, tau = pe.ROOT, pe.TAU, pe.tau
 IP = "127.0.0.47"
-
-
-def tau(env: dict[str, str], *args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [TAU, *args], env=env, capture_output=True, text=True, timeout=timeout, cwd=ROOT
-    )
 
 
 def _wait(what: str, check: object, timeout_s: float = 120) -> None:

@@ -8,62 +8,26 @@ metrics, logs, get, history and cancel work; ``tau down`` leaves no process behi
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.backends import backend_helpers as bh
+from tests.cli import platform_env as pe
 from tests.hub.harness import free_port
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parents[2]
-TAU = shutil.which("tau") or str(ROOT / ".venv" / "bin" / "tau")
+ROOT, TAU, tau = pe.ROOT, pe.TAU, pe.tau
 IP = "127.0.0.17"
-
-
-def tau(env: dict[str, str], *args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [TAU, *args], env=env, capture_output=True, text=True, timeout=timeout, cwd=ROOT
-    )
 
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    home = tmp_path_factory.mktemp("tau-home")
-    e = {
-        **os.environ,
-        "TAU_HOME": str(home),
-        "TAU_HUB_PORT": str(free_port()),
-        "TAU_RAY_IP": IP,
-        "TAU_RAY_GCS_PORT": str(bh.free_port(IP, 6700, 6799)),
-        "TAU_RAY_DASHBOARD_PORT": str(bh.free_port(IP, 8700, 8799)),
-        "COLUMNS": "200",
-    }
-    for k in ("TAU_HUB_URL", "TAU_TOKEN"):
-        e.pop(k, None)
-    up = tau(e, "up")
-    assert up.returncode == 0, up.stderr + up.stdout
-    try:
+    with pe.embedded_platform(tmp_path_factory.mktemp("tau-home"), IP, columns="200") as e:
         yield e
-    finally:
-        down = tau(e, "down")
-        pids = [
-            (home / "run" / f).read_text()
-            for f in ("hub.pid", "agent-local.pid")
-            if (home / "run" / f).exists()
-        ]
-        assert down.returncode == 0 and not pids, down.stderr
-        time.sleep(1)
-        left = subprocess.run(
-            ["pgrep", "-f", f"node-ip-address={IP}"], capture_output=True, text=True
-        ).stdout
-        assert not left.strip(), f"Ray processes left behind: {left}"
 
 
 def test_credentials_are_private(env: dict[str, str]) -> None:

@@ -12,8 +12,6 @@ import json
 import os
 import shutil
 import signal
-import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,40 +19,18 @@ from typing import Any
 import pytest
 
 from tests.backends import backend_helpers as bh
-from tests.cli.test_embedded import ROOT, tau
-from tests.hub.harness import free_port
+from tests.cli import platform_env as pe
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
+ROOT, tau = pe.ROOT, pe.tau
 IP = "127.0.0.234"
 
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    home = tmp_path_factory.mktemp("tau-home")
-    e = {
-        **os.environ,
-        "TAU_HOME": str(home),
-        "TAU_HUB_PORT": str(free_port()),
-        "TAU_RAY_IP": IP,
-        "TAU_RAY_GCS_PORT": str(bh.free_port(IP, 6700, 6799)),
-        "TAU_RAY_DASHBOARD_PORT": str(bh.free_port(IP, 8700, 8799)),
-        "COLUMNS": "200",
-    }
-    for k in ("TAU_HUB_URL", "TAU_TOKEN"):
-        e.pop(k, None)
-    up = tau(e, "up")
-    assert up.returncode == 0, up.stderr + up.stdout
-    try:
+    with pe.embedded_platform(tmp_path_factory.mktemp("tau-home"), IP, columns="200") as e:
         yield e
-    finally:
-        down = tau(e, "down")
-        assert down.returncode == 0, down.stderr
-        time.sleep(1)
-        left = subprocess.run(
-            ["pgrep", "-f", f"node-ip-address={IP}"], capture_output=True, text=True
-        ).stdout
-        assert not left.strip(), f"Ray processes left behind: {left}"
 
 
 def _cluster(env: dict[str, str]) -> dict[str, Any]:

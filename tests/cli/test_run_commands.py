@@ -7,18 +7,14 @@ metric other than ``loss``, ``logs -o json`` and runs that share a name.
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.backends import backend_helpers as bh
-from tests.cli.test_embedded import TAU
-from tests.hub.harness import free_port
+from tests.cli import platform_env as pe
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -52,42 +48,14 @@ compute:
 """
 
 
-def tau(
-    env: dict[str, str], *args: str, cwd: Path, timeout: float = 300
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [TAU, *args], env=env, capture_output=True, text=True, timeout=timeout, cwd=cwd
-    )
+tau = pe.tau
 
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     home = tmp_path_factory.mktemp("tau-home")
-    e = {
-        **os.environ,
-        "TAU_HOME": str(home),
-        "TAU_HUB_PORT": str(free_port()),
-        "TAU_RAY_IP": IP,
-        "TAU_RAY_GCS_PORT": str(bh.free_port(IP, 6700, 6799)),
-        "TAU_RAY_DASHBOARD_PORT": str(bh.free_port(IP, 8700, 8799)),
-        "COLUMNS": "40",  # output to a pipe must not wrap at any width
-    }
-    for k in ("TAU_HUB_URL", "TAU_TOKEN"):
-        e.pop(k, None)
-    up = tau(e, "up", cwd=home)
-    assert up.returncode == 0, up.stderr + up.stdout
-    try:
+    with pe.embedded_platform(home, IP, columns="40", cwd=home) as e:
         yield e
-    finally:
-        down = tau(e, "down", cwd=home)
-        assert down.returncode == 0, down.stderr
-        time.sleep(1)
-        left = subprocess.run(
-            ["pgrep", "-f", f"node-ip-address={IP.replace('.', '[.]')}( |$)"],
-            capture_output=True,
-            text=True,
-        ).stdout
-        assert not left.strip(), f"Ray processes left behind: {left}"
 
 
 def _project(root: Path, entrypoint: str) -> Path:
