@@ -18,7 +18,7 @@ from tests.cli import platform_env as pe
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
-IP = "127.0.0.53"
+IP = "127.0.0.153"
 JOB = """\
 import json
 import sys
