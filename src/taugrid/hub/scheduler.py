@@ -101,9 +101,15 @@ def _reserve_unseen(
         if run is not None:
             held.append((-(a["started_at"] or now), -a["token"], pending_view(run)))
     ledger = sum(p.workers * p.gpus_per_worker for *_k, p in held)
-    for *_newest, p in sorted(held, key=lambda h: h[:2]):
-        if _gpus_used(view) >= ledger:
+    deficit, unseen = ledger - _gpus_used(view), []
+    for newest in sorted(held, key=lambda h: h[:2]):
+        if deficit <= 0:
             break
+        unseen.append(newest)
+        deficit -= newest[2].workers * newest[2].gpus_per_worker
+    # Reserve them in the order they were placed (oldest token first), as the cycle that
+    # placed them did: first fit in another order can fragment the nodes differently.
+    for *_k, p in sorted(unseen, key=lambda h: -h[1]):
         view = cycle.reserve(p, view)
     return view
 
