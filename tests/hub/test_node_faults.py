@@ -42,6 +42,14 @@ def platform(
     server = HubServer(make_hub(engine, tmp / "home")).start()
     agent = rg.AgentThread(server, cluster, tmp / "agent", expected_nodes=2, report_s=10.0)
     agent.start()
+    with server.http() as c:  # marks name nodes the hub has heard of: wait for the report
+        bh.wait_for(
+            lambda: any(
+                len(x["report"].get("nodes", [])) == 2 for x in c.get("/v1/clusters").json()
+            ),
+            timeout=120,
+            what="the agent's first report",
+        )
     yield server
     agent.stop()
     server.stop()
