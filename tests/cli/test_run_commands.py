@@ -22,6 +22,7 @@ IP = "127.0.0.153"
 JOB = """\
 import json
 import sys
+import time
 
 import taugrid as tau
 
@@ -34,6 +35,7 @@ for step in range(5):
 tau.save_artifact("result.json")
 tau.save_artifact("report.txt")
 print("job args:", sys.argv[1:])
+time.sleep(2)  # long enough for the agent to see it running (history shows that event)
 """
 # A minimal tau.yaml: no schema_version (the current one is assumed).
 TAU_YAML = """\
@@ -85,8 +87,12 @@ def test_both_entrypoint_forms_run_with_args_and_get_fetches_every_artifact(
     assert set(manifest["artifacts"]) == {"result.json", "report.txt"}
     assert sorted(p.name for p in dest.iterdir()) == ["MANIFEST.json", "report.txt", "result.json"]
     history = tau(env, "run", "history", run_id, cwd=tmp_path).stdout  # a pipe: events whole
-    running = next(line for line in history.splitlines() if " attempt_running " in line)
-    assert f"submission_id=tau-{run_id}-a1" in running
+    started = [
+        line
+        for line in history.splitlines()
+        if " attempt_running " in line or " attempt_starting " in line
+    ]
+    assert any(f"submission_id=tau-{run_id}-a1" in line for line in started), history
     assert not re.search(r"_at=\d{6,}", history), history  # times of day, not epoch seconds
     cancel = tau(env, "run", "cancel", run_id, cwd=tmp_path)
     assert cancel.stdout.strip() == f"{run_id}: already succeeded; nothing to cancel"
