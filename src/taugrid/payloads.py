@@ -154,7 +154,7 @@ class RuntimeStatus(_Payload):
     key: _Text64
     state: str = pydantic.Field(pattern=r"^(preparing|ready|failed)$")
     pip: list[_Text] = pydantic.Field(default_factory=list, max_length=1000)
-    run_ids: list[_Text80] = pydantic.Field(default_factory=list, max_length=10_000)
+    run_ids: list[_Text80] = pydantic.Field(default_factory=list, max_length=1_000)
     nodes: list[_Text80] = pydantic.Field(default_factory=list, max_length=10_000)
     seconds: float | None = pydantic.Field(default=None, ge=0, le=1e9)
     message: _Text = ""

@@ -44,7 +44,11 @@ def apply(hub: context.Hub, cluster_id: str, statuses: list[wire.RuntimeStatus])
             doc["seconds"] = s.seconds
         if s.message:
             doc["message"] = s.message
-        mine = [r for r in map(hub.runs.get_run, s.run_ids) if r and _concerns(hub, r, cluster_id)]
+        mine = [
+            r
+            for r in map(hub.runs.get_run, sorted(set(s.run_ids)))
+            if r and _concerns(hub, r, cluster_id)
+        ]
         if not mine:
             hub.runs.add_event(None, f"runtime_{s.state}", doc)
         for run in mine:
