@@ -67,6 +67,11 @@ class AgentConfig:
     """How many Ray nodes the cluster has; fewer alive reports it ``degraded``."""
 
 
+SUBMIT_TRIES = 4
+"""Submissions of one attempt before it fails with ``submit_error`` (2, 4, 8 s apart)."""
+_RESUBMIT = "\0resubmit"  # a ``_waiting`` key: not a runtime, a submission to try again
+
+
 class Agent:
     """Drives one cluster's backend on behalf of the hub."""
 
@@ -89,6 +94,7 @@ class Agent:
         self.sidecar: datasync.Sidecar | None = None  # probes, dataset caches (daemon)
         self.prewarm = prewarm.Prewarmer(backend, config.state_dir) if config.prewarm else None
         self._waiting: dict[int, tuple[str, float]] = {}  # token -> (runtime key, deadline)
+        self._submit_tries: dict[int, int] = {}  # token -> submissions that timed out
         self._reaped: dict[int, int] = {}  # token -> stray sweeps done after the job ended
 
     # -- one iteration ----------------------------------------------------------
@@ -208,6 +214,11 @@ class Agent:
     def _advance_waiting(self) -> None:
         """Submit attempts whose runtime is ready (or waited long enough); fail bad ones."""
         for token, (key, deadline) in list(self._waiting.items()):
+            if key == _RESUBMIT:
+                if time.time() >= deadline:
+                    del self._waiting[token]
+                    self._submit(self.trackers[token])
+                continue
             state, message, build_failed = (
                 self.prewarm.state(key) if self.prewarm else (None, "", False)
             )
@@ -228,8 +239,26 @@ class Agent:
             self.backend.submit(sub)
         except berr.DuplicateSubmission:
             log.info("attempt %s was already submitted; re-attaching", a.token)
+        except berr.RayUnavailable as exc:
+            self._retry_submit(t, exc)
         except errors.TauError as exc:
             self._fail(t, f"submission failed: {exc}", st.FailureKind.SUBMIT_ERROR)
+
+    def _retry_submit(self, t: tracker.AttemptTracker, exc: Exception) -> None:
+        """Ray's Jobs API timed out or was down: submit again later, a bounded number of times.
+
+        The submission ID is deterministic, so a request that got through before its
+        timeout makes the next try a ``DuplicateSubmission`` (re-attach), never a second job.
+        """
+        tries = self._submit_tries.get(t.a.token, 0) + 1
+        if tries >= SUBMIT_TRIES:
+            self._fail(t, f"submission failed {tries} times: {exc}", st.FailureKind.SUBMIT_ERROR)
+            return
+        self._submit_tries[t.a.token] = tries
+        log.warning(
+            "submission of %s failed (%s); try %d in %g s", t.a.token, exc, tries + 1, 2**tries
+        )
+        self._waiting[t.a.token] = (_RESUBMIT, time.time() + 2**tries)
 
     def _fail(self, t: tracker.AttemptTracker, message: str, kind: st.FailureKind) -> None:
         """End an attempt that never reached Ray (nothing to release there)."""

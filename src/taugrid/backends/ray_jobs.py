@@ -100,7 +100,7 @@ class RayBackend(base.Backend):
             from ray.job_submission import JobSubmissionClient  # heavy: only to submit
 
             try:
-                self._jobs_client = JobSubmissionClient(
+                self._jobs_client = _timed(JobSubmissionClient)(
                     self.address, headers=ray_http.auth_headers()
                 )
             except ConnectionError as exc:
@@ -191,6 +191,23 @@ class RayBackend(base.Backend):
             if all(node.resources_total.get(k, 0.0) >= v for k, v in need.items()):
                 return None
         return f"no alive node has {need} in total"
+
+
+SUBMIT_TIMEOUT_S = (10.0, 120.0)
+"""Connect and read timeouts of the Jobs SDK's requests (it sets none: a dashboard that
+stops answering would hang the agent's loop for good). The read timeout covers uploading
+a large working_dir."""
+
+
+def _timed(cls: Any) -> Any:
+    """``JobSubmissionClient`` whose every request has ``SUBMIT_TIMEOUT_S``."""
+
+    class _Timed(cls):  # type: ignore[misc]
+        def _do_request(self, *args: Any, **kwargs: Any) -> Any:
+            kwargs.setdefault("timeout", SUBMIT_TIMEOUT_S)
+            return super()._do_request(*args, **kwargs)
+
+    return _Timed
 
 
 def _submit_error(job_id: str, address: str, exc: Exception) -> Exception:
