@@ -30,8 +30,9 @@ with open("result.json", "w") as f:  # spacing json.dumps would not write: bytes
     f.write('{"argv":   ' + json.dumps(sys.argv[1:]) + ',\\n  "kept": "as written"}\\n')
 with open("report.txt", "w") as f:
     f.write("done\\n")
-for step in range(5):
+for step in range(5):  # spread over several agent syncs: history must not grow per update
     tau.log({"accuracy": 0.5 + step / 10}, step=step)
+    time.sleep(0.6)
 tau.save_artifact("result.json")
 tau.save_artifact("report.txt")
 print("job args:", sys.argv[1:])
@@ -94,6 +95,8 @@ def test_both_entrypoint_forms_run_with_args_and_get_fetches_every_artifact(
     ]
     assert any(f"submission_id=tau-{run_id}-a1" in line for line in started), history
     assert not re.search(r"_at=\d{6,}", history), history  # times of day, not epoch seconds
+    progress = [ln for ln in history.splitlines() if "progressing → active (metrics)" in ln]
+    assert len(progress) == 1, history  # the latest step is in the phase, not a line per sync
     cancel = tau(env, "run", "cancel", run_id, cwd=tmp_path)
     assert cancel.stdout.strip() == f"{run_id}: already succeeded; nothing to cancel"
     one = tau(

@@ -104,7 +104,8 @@ def cluster_list(output: Output = "text") -> None:
         for n in c["report"].get("nodes", []):
             views.console.print(
                 f"  [dim]{c['id']} node {n['node_id']} {n.get('ip')} alive={n.get('alive')} "
-                f"gpus {n.get('gpus_free'):g}/{n.get('gpus_total'):g} {n.get('fault') or ''}[/]"
+                f"gpus {n.get('gpus_free'):g} free of {n.get('gpus_total'):g} "
+                f"{n.get('fault') or ''}[/]"
             )
 
 

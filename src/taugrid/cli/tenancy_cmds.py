@@ -312,13 +312,15 @@ def token_create(
     output: Output = "text",
 ) -> None:
     """Create a token; its secret is printed once and never stored."""
-    row = sdk.create_token(_client(), name, role, workspace or [], cluster)
+    client = _client()
+    row = sdk.create_token(client, name, role, workspace or [], cluster)
     if output == "json":
         views.emit_json(row)
         return
     views.console.print(f"token {row['id']} ({row['role']}, {row['name']}) created; secret:")
     views.console.print(row["secret"], soft_wrap=True)
-    views.err_console.print("[dim]shown once; use it with: tau login --hub URL --token SECRET[/]")
+    hint = f"tau login --hub {client.config.url} --token SECRET"
+    views.err_console.print(f"[dim]shown once; use it with: {hint}[/]", soft_wrap=True)
 
 
 @token_app.command("list")

@@ -210,14 +210,11 @@ def _metrics(
         hub.runs.update_attempt(a["token"], **fields)
     if rows:
         last = rows[-1]
-        _phase(
-            hub,
-            run["id"],
-            ph.Phase.PROGRESSING,
-            ph.PhaseStatus.ACTIVE,
-            "metrics",
-            f"step {last['step']}: {last['name']}={last['value']:.4g}",
+        note = f"step {last['step']}: {last['name']}={last['value']:.4g}"
+        rec = ph.PhaseRecord(
+            ph.Phase.PROGRESSING, ph.PhaseStatus.ACTIVE, "metrics", note, time.time()
         )
+        hub.runs.set_phase(run["id"], rec, quiet=True)
 
 
 def _transition(

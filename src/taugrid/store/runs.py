@@ -292,8 +292,15 @@ class RunStore:
                 _event(c, run_id, event, {"token": token, **_jsonable(fields)}, time.time())
 
     # -- phases, events, metrics ----------------------------------------------------
-    def set_phase(self, run_id: str, rec: ph.PhaseRecord, *, reset: bool = False) -> bool:
-        """Merge ``rec`` into the stored phase; True when it changed."""
+    def set_phase(
+        self, run_id: str, rec: ph.PhaseRecord, *, reset: bool = False, quiet: bool = False
+    ) -> bool:
+        """Merge ``rec`` into the stored phase; True when it changed.
+
+        Every change is an event, except with ``quiet`` one that keeps the phase's status
+        and source (a progress note such as the latest step: the row has it, and the
+        run's history is not one line per metrics update).
+        """
         with self.engine.begin() as c:
             cur = c.execute(
                 sa.select(t.phases).where(
@@ -309,7 +316,8 @@ class RunStore:
                 c.execute(t.phases.insert().values(_phase_row(run_id, new)))
             else:
                 c.execute(t.phases.update().where(key).values(_phase_row(run_id, new)))
-            _event(c, run_id, "phase", _phase_row(run_id, new), rec.ts)
+            if not (quiet and old and (old.status, old.source) == (new.status, new.source)):
+                _event(c, run_id, "phase", _phase_row(run_id, new), rec.ts)
             return True
 
     def phases(self, run_id: str) -> dict[ph.Phase, ph.PhaseRecord]:
