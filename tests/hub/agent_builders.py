@@ -7,6 +7,18 @@ from typing import Any
 
 from tests.hub.harness import HubServer
 
+ONE_GPU_RUN = """\
+schema_version: 1
+name: {name}
+run:
+  entrypoint: train.py
+compute:
+  gpus: 1
+  cpus: 1
+  memory: 1Gi
+"""
+"""A tau.yaml of one 1-GPU worker (``{name}`` to fill); append a ``resilience`` block."""
+
 
 def report(cluster: str, gpus_free: float = 4, **fields: Any) -> dict[str, Any]:
     """A state report of one 4-GPU A100-80G node with ``gpus_free`` free, plus ``fields``."""

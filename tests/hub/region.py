@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,9 @@ import httpx
 from taugrid.agent import agent, hubclient
 from taugrid.backends import ray_cordon, ray_local
 from taugrid.sdk import submit
+from taugrid.store import db
 from tests.backends import backend_helpers as bh
+from tests.hub import harness
 from tests.hub.harness import HubServer
 
 QUICKSTART = Path(__file__).resolve().parents[2] / "examples" / "quickstart"
@@ -31,6 +34,37 @@ def start_ray(ips: list[str], state_dir: Path) -> ray_local.LocalRayCluster:
         job_start_timeout_s=60,
     )
     return cluster.start(timeout_s=120)
+
+
+def start_cpu_head(ips: list[str], state_dir: Path) -> ray_local.LocalRayCluster:
+    """A CPU-only head (4 CPUs) on ``ips[0]`` and a default GPU node on each other IP:
+    for tests that mark, drain or kill GPU nodes while the head (and the Jobs API) lives."""
+    shapes = [ray_local.NodeShape(ip=ips[0], num_gpus=0, num_cpus=4)]
+    shapes += [ray_local.NodeShape(ip=ip) for ip in ips[1:]]
+    cluster = ray_local.LocalRayCluster(
+        ips[0],
+        bh.free_port(ips[0], 6600, 6699),
+        bh.free_port(ips[0], 8600, 8699),
+        shapes,
+        state_dir,
+        job_start_timeout_s=60,
+    )
+    return cluster.start(timeout_s=180)
+
+
+@contextlib.contextmanager
+def hub_and_agent(tmp_path: Path, cluster: ray_local.LocalRayCluster) -> Iterator[HubServer]:
+    """A hub on its own SQLite file with the embedded platform, and an agent thread for
+    ``cluster``; both stopped after."""
+    engine = db.open_engine(f"sqlite:///{tmp_path / 'hub.db'}")
+    server = HubServer(harness.make_hub(engine, tmp_path / "home")).start()
+    agent_thread = AgentThread(server, cluster, tmp_path / "agent").start()
+    try:
+        yield server
+    finally:
+        agent_thread.stop()
+        server.stop()
+        engine.dispose()
 
 
 def start_regions(ips: dict[str, str], tmp: Path) -> dict[str, ray_local.LocalRayCluster]:

@@ -26,15 +26,7 @@ from tests.hub import agent_builders as ab
 from tests.hub.harness import HubServer, platform_hub
 from tests.lifecycle.test_reasons import EXIT, SUBMIT
 
-RUN = """\
-schema_version: 1
-name: {name}
-run:
-  entrypoint: train.py
-compute:
-  gpus: 1
-  cpus: 1
-  memory: 1Gi
+RETRIES = """\
 resilience:
   max_retries: {retries}
   backoff: {{initial: 1s}}
@@ -80,7 +72,7 @@ def _end(hub: HubServer, token: int, **report: Any) -> None:
 
 
 def _submit(c: httpx.Client, name: str, retries: int) -> str:
-    text = RUN.format(name=name, retries=retries)
+    text = ab.ONE_GPU_RUN.format(name=name) + RETRIES.format(retries=retries)
     if retries:
         text += "  retry_on: [exit_nonzero]\n"
     r = c.post("/v1/runs", json={"tau_yaml": text})

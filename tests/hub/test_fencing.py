@@ -25,16 +25,6 @@ from tests.dataplane.test_data_api import PLATFORM
 from tests.hub import agent_builders as ab
 from tests.hub.harness import HubServer, platform_hub
 
-RUN = """\
-schema_version: 1
-name: {name}
-run:
-  entrypoint: train.py
-compute:
-  gpus: 1
-  cpus: 1
-  memory: 1Gi
-"""
 RETRY = """\
 resilience:
   max_retries: 1
@@ -63,7 +53,7 @@ def _wait(c: httpx.Client, run_id: str, ok: Any, what: str) -> dict[str, Any]:
 def _running_attempt(hub: HubServer, c: httpx.Client, *, retry: bool) -> dict[str, Any]:
     """Submit a run, take its assignment as agent ``a`` and report it running."""
     ab.sync(hub, "a", ab.report("a", 4))
-    text = RUN.format(name="r") + (RETRY if retry else "")
+    text = ab.ONE_GPU_RUN.format(name="r") + (RETRY if retry else "")
     run = c.post("/v1/runs", json={"tau_yaml": text}).json()
     _wait(c, run["id"], lambda r: r["state"] == "placed", "placed")
     (assignment,) = ab.sync(hub, "a", ab.report("a", 4))["assignments"]

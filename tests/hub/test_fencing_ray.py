@@ -25,10 +25,8 @@ import pytest
 
 from taugrid.backends import _procs, ray_local
 from taugrid.hub import runs
-from taugrid.store import db
-from tests.backends import backend_helpers as bh
 from tests.hub import region as rg
-from tests.hub.harness import HubServer, make_hub
+from tests.hub.harness import HubServer
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -109,30 +107,15 @@ resilience:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ray_local.LocalRayCluster]:
-    shapes = [ray_local.NodeShape(ip=IPS[0], num_gpus=0, num_cpus=4)]
-    shapes += [ray_local.NodeShape(ip=ip) for ip in IPS[1:]]
-    c = ray_local.LocalRayCluster(
-        IPS[0],
-        bh.free_port(IPS[0], 6600, 6699),
-        bh.free_port(IPS[0], 8600, 8699),
-        shapes,
-        tmp_path_factory.mktemp("ray-fencing"),
-        job_start_timeout_s=60,
-    )
-    c.start(timeout_s=180)
+    c = rg.start_cpu_head(IPS, tmp_path_factory.mktemp("ray-fencing"))
     yield c
     c.stop()
 
 
 @pytest.fixture
 def platform(tmp_path: Path, cluster: ray_local.LocalRayCluster) -> Iterator[HubServer]:
-    engine = db.open_engine(f"sqlite:///{tmp_path / 'hub.db'}")
-    server = HubServer(make_hub(engine, tmp_path / "home")).start()
-    agent = rg.AgentThread(server, cluster, tmp_path / "agent").start()
-    yield server
-    agent.stop()
-    server.stop()
-    engine.dispose()
+    with rg.hub_and_agent(tmp_path, cluster) as server:
+        yield server
 
 
 def _code(tmp_path: Path, script: str) -> Path:

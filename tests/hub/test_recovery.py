@@ -14,41 +14,26 @@ from typing import Any
 import pytest
 
 from taugrid.backends import ray_local
-from taugrid.store import db
-from tests.backends import backend_helpers as bh
 from tests.hub import region as rg
-from tests.hub.harness import HubServer, make_hub
+from tests.hub.harness import HubServer
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ray_local.LocalRayCluster]:
-    ips = ["127.0.0.13", "127.0.0.14", "127.0.0.15", "127.0.0.16"]
-    shapes = [ray_local.NodeShape(ip=ips[0], num_gpus=0, num_cpus=4)]
-    shapes += [ray_local.NodeShape(ip=ip) for ip in ips[1:]]
-    c = ray_local.LocalRayCluster(
-        ips[0],
-        bh.free_port(ips[0], 6600, 6699),
-        bh.free_port(ips[0], 8600, 8699),
-        shapes,
+    c = rg.start_cpu_head(
+        ["127.0.0.13", "127.0.0.14", "127.0.0.15", "127.0.0.16"],
         tmp_path_factory.mktemp("ray-recovery"),
-        job_start_timeout_s=60,
     )
-    c.start(timeout_s=180)
     yield c
     c.stop()
 
 
 @pytest.fixture
 def platform(tmp_path: Path, cluster: ray_local.LocalRayCluster) -> Iterator[HubServer]:
-    engine = db.open_engine(f"sqlite:///{tmp_path / 'hub.db'}")
-    server = HubServer(make_hub(engine, tmp_path / "home")).start()
-    agent = rg.AgentThread(server, cluster, tmp_path / "agent").start()
-    yield server
-    agent.stop()
-    server.stop()
-    engine.dispose()
+    with rg.hub_and_agent(tmp_path, cluster) as server:
+        yield server
 
 
 def _running_with_checkpoint(run: dict[str, Any]) -> bool:

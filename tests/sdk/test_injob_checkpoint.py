@@ -17,16 +17,10 @@ from taugrid.sdk import injob_checkpoint
 
 
 @pytest.fixture
-def record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A run record directory wired into the environment like the platform does."""
-    out = tmp_path / "runs" / "r-1"
-    monkeypatch.setenv("TAU_OUTPUT_DIR", str(out))
-    monkeypatch.setenv("TAU_RUN_ID", "r-1")
-    monkeypatch.setenv("TAU_ATTEMPT", "1")
+def record(record: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The shared run record (tests/sdk/conftest.py), attempt 1 holding fencing token 5."""
     monkeypatch.setenv("TAU_FENCING_TOKEN", "5")
-    for var in ("CHECKPOINT_PATH", "RANK", "WORLD_SIZE"):
-        monkeypatch.delenv(var, raising=False)
-    return out
+    return record
 
 
 def _save(step: int, payload: str = "w") -> Path:

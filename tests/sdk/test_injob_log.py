@@ -16,19 +16,6 @@ import taugrid as tau
 from taugrid.sdk import injob, injob_env
 
 
-@pytest.fixture
-def record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A run record directory wired into the environment like the platform does."""
-    out = tmp_path / "runs" / "r-1"
-    monkeypatch.setenv("TAU_OUTPUT_DIR", str(out))
-    monkeypatch.setenv("TAU_RUN_ID", "r-1")
-    monkeypatch.setenv("TAU_ATTEMPT", "1")
-    monkeypatch.setenv("TAU_FENCING_TOKEN", "1")
-    for var in ("CHECKPOINT_PATH", "RANK", "WORLD_SIZE"):
-        monkeypatch.delenv(var, raising=False)
-    return out
-
-
 def _lines(record: Path) -> list[dict[str, object]]:
     text = (record / "metrics" / "metrics.jsonl").read_text()
     return [json.loads(line) for line in text.splitlines()]
