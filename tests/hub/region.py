@@ -22,34 +22,27 @@ from tests.hub.harness import HubServer
 QUICKSTART = Path(__file__).resolve().parents[2] / "examples" / "quickstart"
 
 
-def start_ray(ips: list[str], state_dir: Path) -> ray_local.LocalRayCluster:
-    """The embedded default shape (4 emulated A100-80G per node), one node per IP."""
-    shapes = [ray_local.NodeShape(ip=ip) for ip in ips]
+def start_ray(
+    ips: list[str], state_dir: Path, shapes: list[ray_local.NodeShape] | None = None
+) -> ray_local.LocalRayCluster:
+    """One node per IP, each the embedded default shape (4 emulated A100-80G) unless
+    ``shapes`` says otherwise."""
     cluster = ray_local.LocalRayCluster(
         ips[0],
         bh.free_port(ips[0], 6600, 6699),
         bh.free_port(ips[0], 8600, 8699),
-        shapes,
+        shapes or [ray_local.NodeShape(ip=ip) for ip in ips],
         state_dir,
         job_start_timeout_s=60,
     )
-    return cluster.start(timeout_s=120)
+    return cluster.start(timeout_s=180)
 
 
 def start_cpu_head(ips: list[str], state_dir: Path) -> ray_local.LocalRayCluster:
     """A CPU-only head (4 CPUs) on ``ips[0]`` and a default GPU node on each other IP:
     for tests that mark, drain or kill GPU nodes while the head (and the Jobs API) lives."""
     shapes = [ray_local.NodeShape(ip=ips[0], num_gpus=0, num_cpus=4)]
-    shapes += [ray_local.NodeShape(ip=ip) for ip in ips[1:]]
-    cluster = ray_local.LocalRayCluster(
-        ips[0],
-        bh.free_port(ips[0], 6600, 6699),
-        bh.free_port(ips[0], 8600, 8699),
-        shapes,
-        state_dir,
-        job_start_timeout_s=60,
-    )
-    return cluster.start(timeout_s=180)
+    return start_ray(ips, state_dir, shapes + [ray_local.NodeShape(ip=ip) for ip in ips[1:]])
 
 
 @contextlib.contextmanager

@@ -12,17 +12,12 @@ from taugrid.sdk import injob_artifacts, injob_checkpoint
 
 
 @pytest.fixture
-def record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Attempt 2 of a run, holding fencing token 7."""
-    out = tmp_path / "runs" / "r-1"
-    out.mkdir(parents=True)
-    monkeypatch.setenv("TAU_OUTPUT_DIR", str(out))
-    monkeypatch.setenv("TAU_RUN_ID", "r-1")
+def record(record: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The shared run record (tests/sdk/conftest.py) as attempt 2, holding fencing token 7."""
+    record.mkdir(parents=True)
     monkeypatch.setenv("TAU_ATTEMPT", "2")
     monkeypatch.setenv("TAU_FENCING_TOKEN", "7")
-    for var in ("CHECKPOINT_PATH", "RANK", "WORLD_SIZE"):
-        monkeypatch.delenv(var, raising=False)
-    return out
+    return record
 
 
 def _fence(record: Path, text: str) -> None:
