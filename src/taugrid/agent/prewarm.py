@@ -43,6 +43,7 @@ from pathlib import Path
 from taugrid import errors
 from taugrid import payloads as wire
 from taugrid.backends import base, prewarm_job
+from taugrid.spec import units
 
 __all__ = ["Prewarmer", "RuntimeState", "failure_reason", "target_nodes"]
 
@@ -256,7 +257,7 @@ class Prewarmer:
         if bad:
             return False, failure_reason(prep.pip, bad[0]["node"], bad[0].get("error", "")), True
         if built >= set(targets):
-            return True, f"built on {len(built)} node(s)", False
+            return True, f"built on {units.plural(len(built), 'node')}", False
         tail = "\n".join((job_message or logs).strip().splitlines()[-5:])
         return False, f"runtime preparation job failed: {tail}", False
 

@@ -27,7 +27,7 @@ import typer
 
 from taugrid.cli import app as _app
 from taugrid.spec import errors as spec_errors
-from taugrid.spec import load, models, schema
+from taugrid.spec import load, models, schema, units
 
 __all__ = ["OutputFormat", "schema_command", "summarize", "validate_command"]
 
@@ -41,21 +41,17 @@ class OutputFormat(enum.StrEnum):
     JSON = "json"
 
 
-def _plural(count: float, word: str) -> str:
-    return f"{count:g} {word}" + ("" if count == 1 else "s")
-
-
 def summarize(config: models.TauConfig) -> str:
     """One line describing what a valid tau.yaml asks for."""
     compute = config.compute
     parts = [config.run.workload_kind.value]
     if compute.workers is not None:
-        parts.append(_plural(compute.workers, "worker"))
+        parts.append(units.plural(compute.workers, "worker"))
     if compute.gpus is not None:
         model = f" {compute.gpu_model}" if compute.gpu_model else ""
-        parts.append(f"{_plural(compute.gpus, 'GPU')}{model} per worker")
+        parts.append(f"{units.plural(compute.gpus, 'GPU')}{model} per worker")
     if compute.cpus is not None:
-        parts.append(f"{_plural(compute.cpus, 'CPU')} per worker")
+        parts.append(f"{units.plural(compute.cpus, 'CPU')} per worker")
     if compute.memory is not None:
         parts.append(f"{compute.memory} memory per worker")
     if config.execution.launcher is not models.Launcher.PYTHON:

@@ -287,7 +287,9 @@ def _running(
             ph.Phase.GPU_HEALTHY,
             ph.PhaseStatus.DONE,
             "node health",
-            f"{len(rep.nodes)} node(s) report healthy devices",
+            f"{units.plural(len(rep.nodes), 'node')} "
+            + ("reports" if len(rep.nodes) == 1 else "report")
+            + " healthy devices",
         )
 
 
@@ -383,7 +385,7 @@ def _succeeded(hub: context.Hub, run: dict[str, Any]) -> None:
             ph.Phase.ARTIFACTS_SAVED,
             ph.PhaseStatus.DONE,
             "files",
-            f"{len(files)} file(s) in artifacts/",
+            f"{units.plural(len(files), 'file')} in artifacts/",
         )
     else:
         _phase(

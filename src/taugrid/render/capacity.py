@@ -51,8 +51,8 @@ def _model(
     if spec.gpus_per_worker > 0 and not declared:
         return (
             "gpus_per_worker",
-            f"the run asks for {spec.gpus_per_worker} GPU(s) per worker, but this platform has "
-            "no GPUs",
+            f"the run asks for {units.plural(spec.gpus_per_worker, 'GPU')} per worker, "
+            "but this platform has no GPUs",
             "set compute.gpus: 0 or use a platform with GPUs",
         )
     if spec.gpu_model is not None and pools:
@@ -77,8 +77,8 @@ def _fit(spec: runspec.RunSpec, pools: list[pm.NodePool]) -> Problem | None:
     if not gpu_pools:
         return (
             "gpus_per_worker",
-            f"the run asks for {spec.gpus_per_worker} GPU(s) per worker, but no node pool where "
-            "it may run has GPUs",
+            f"the run asks for {units.plural(spec.gpus_per_worker, 'GPU')} per worker, "
+            "but no node pool where it may run has GPUs",
             "set compute.gpus: 0 or allow regions with GPU node pools",
         )
     fitting = [p for p in gpu_pools if p.gpus_per_node >= spec.gpus_per_worker]

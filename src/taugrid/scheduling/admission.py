@@ -356,7 +356,7 @@ class _Pass:
             self.evictions.append(_eviction(wl, cq, t))
         self.ledger.add(cq, ev.needed.items())  # reserved until the targets are gone
         ids = tuple(t.workload.id for t in targets)
-        reason = f"preempting {len(ids)} workload(s) to make room: {why}"
+        reason = f"preempting {units.plural(len(ids), 'workload')} to make room: {why}"
         self.results.append(
             m.WorkloadResult(wl.id, cq, m.Status.PREEMPTING, reason, ev.assignment, (), ids)
         )

@@ -1,6 +1,7 @@
 """Kubernetes-style quantities (``64Gi``, ``500m``) and durations (``90s``, ``2h``).
 
-Owns parsing and validation of both; used as pydantic field validators by
+Owns parsing and validation of both, and ``plural`` (``1 node``, ``3 nodes``) for the
+counts that messages print; used as pydantic field validators by
 ``spec.models`` and ``platform.models`` and by renderers that need numbers.
 """
 
@@ -15,7 +16,14 @@ __all__ = [
     "check_quantity",
     "parse_duration",
     "parse_quantity_bytes",
+    "plural",
 ]
+
+
+def plural(count: float, word: str) -> str:
+    """``count`` and ``word``, with an ``s`` unless the count is one (``1 GPU``, ``2 GPUs``)."""
+    return f"{count:g} {word}" + ("" if count == 1 else "s")
+
 
 _QUANTITY_RE = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|K|M|G|T|P|k)?$")
 _FACTORS = {
