@@ -37,6 +37,7 @@ class Chart:
     ymax: float
     width: float = WIDTH
     height: float = HEIGHT
+    xlabel: str = "step"
 
 
 def _xy(rows: Sequence[Mapping[str, Any]]) -> list[tuple[float, float]]:
@@ -56,8 +57,11 @@ def _scale(v: float, lo: float, hi: float, size: float, flip: bool) -> float:
     return round(out, 1)
 
 
-def charts(runs: Iterable[tuple[str, Sequence[Mapping[str, Any]]]]) -> list[Chart]:
-    """Charts for ``(label, metric rows)`` pairs, one chart per metric name (sorted)."""
+def charts(
+    runs: Iterable[tuple[str, Sequence[Mapping[str, Any]]]], xlabel: str = "step"
+) -> list[Chart]:
+    """Charts for ``(label, metric rows)`` pairs, one chart per metric name (sorted);
+    ``xlabel`` names what ``step`` is (the chart of utilisation over time: minutes)."""
     by_name: dict[str, list[tuple[str, int, list[tuple[float, float]]]]] = {}
     for slot, (label, rows) in enumerate(runs):
         grouped: dict[str, list[Mapping[str, Any]]] = {}
@@ -84,5 +88,5 @@ def charts(runs: Iterable[tuple[str, Sequence[Mapping[str, Any]]]]) -> list[Char
             )
             for label, slot, pts in lines
         ]
-        out.append(Chart(name, series, x0, x1, y0, y1))
+        out.append(Chart(name, series, x0, x1, y0, y1, xlabel=xlabel))
     return out
