@@ -105,8 +105,36 @@ def test_quickstart_phases_chart_logs_and_artifact_live(platform: HubServer, pag
         page.click("#files a:has-text('model.npz')")
     saved = Path(dl.value.path())
     with platform.http() as c:
-        record = Path(tb.ok(c.get(f"/v1/runs/{run['id']}"))["record_dir"])
+        done = tb.ok(c.get(f"/v1/runs/{run['id']}"))
+        cost = tb.ok(c.get(f"/v1/runs/{run['id']}/cost"))
+    record = Path(done["record_dir"])
     assert saved.read_bytes() == (record / "artifacts" / "model.npz").read_bytes()
+    _attempts_checkpoints_logs_and_cost(page, platform, done, cost)
+
+
+def _attempts_checkpoints_logs_and_cost(
+    page: Any, server: HubServer, run: dict[str, Any], cost: dict[str, Any]
+) -> None:
+    page.reload()  # the finished run as a fresh page shows it (no live update needed)
+    (attempt,) = page.locator("#attempts tbody tr").all_inner_texts()
+    assert attempt.split("\t")[:3] == ["1", "local", "succeeded"]
+    assert attempt.split("\t")[6] != "-"  # the step of its last checkpoint
+    assert page.locator("ul.checkpoints a[download]").count() > 0
+    page.fill("#log-q", "val_accuracy")  # search: only matching lines stay
+    lines = page.inner_text("#log").strip().splitlines()
+    assert lines and all("val_accuracy" in ln for ln in lines)
+    with page.expect_download() as dl:
+        page.click("text=Download full log")
+    full = Path(dl.value.path()).read_text()
+    with server.http() as c:
+        assert full == tb.ok(c.get(f"/v1/runs/{run['id']}/logs"))["text"]
+    assert len(full.splitlines()) > len(lines)
+    head = page.inner_text("#run-cost")
+    assert f"${cost['total']:,.2f}" in head and "\u00d7 $2.50" in head  # the local pool's price
+    page.click("nav >> text=Cost")
+    row = page.locator("table.cost tbody tr", has_text="default").inner_text()
+    assert f"${cost['total']:,.2f}" in row
+    shot(page, "cost")
 
 
 def test_log_html_is_text_and_cancel_from_the_page(

@@ -112,7 +112,6 @@ def test_links_utilisation_quotas_and_cost_views(lab: HubServer, page: Any) -> N
     page.click("nav >> text=Cost")
     assert [r.split("\t")[0] for r in _rows(page, "table.cost")] == ["lone", "speech", "vision"]
     _narrow_and_keyboard(page)
-    shot(page, "cost")
 
 
 def _rows(page: Any, table: str) -> list[str]:

@@ -26,6 +26,12 @@ class Series:
     last: float
     index: int  # colour slot
 
+    @property
+    def end(self) -> tuple[str, str]:
+        """SVG coordinates of the newest point (drawn as a dot: a lone point shows too)."""
+        x, _, y = self.points.rpartition(" ")[2].partition(",")
+        return x, y
+
 
 @dataclasses.dataclass(frozen=True)
 class Chart:
