@@ -14,10 +14,12 @@ import pytest
 import sqlalchemy as sa
 
 from taugrid.backends import ray_local
+from taugrid.sdk import submit
 from tests.hub import region as rg
 from tests.hub import tenancy_builders as tb
 from tests.hub.harness import HubServer, make_hub
 from tests.portal.conftest import login, shot
+from tests.portal.test_portal_submit import upload
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 WAIT_MS = 240_000  # a Ray job's first start is slow on a loaded machine
@@ -77,12 +79,12 @@ def _points(page: Any, metric: str) -> int:
 
 
 def test_quickstart_phases_chart_logs_and_artifact_live(platform: HubServer, page: Any) -> None:
-    with platform.http() as c:
-        run = rg.submit_run(
-            c, rg.quickstart_yaml("--steps 60 --checkpoint-every 20 --step-sleep 0.3")
-        )
     login(page, platform.url, platform.admin_token)
-    page.goto(f"{platform.url}/ui/runs/{run['id']}")
+    yaml_text = rg.quickstart_yaml("--steps 60 --checkpoint-every 20 --step-sleep 0.3")
+    code = submit.zip_dir(rg.QUICKSTART, [])
+    upload(page, yaml_text, code)  # through the Submit page: tau.yaml + a zip of the code
+    run = {"id": page.url.rsplit("/", 1)[-1]}
+    assert "/ui/runs/quickstart-" in page.url
     until = _until(page, platform, run["id"])
     assert page.locator("figure[data-metric='loss']").count() == 0  # nothing logged yet
     until("() => document.querySelector(\"figure[data-metric='loss'] polyline\")")
