@@ -99,9 +99,10 @@ def _section(lags: list[float], period: float, cmd: str) -> str:
     p90 = s[max(0, int(len(s) * 0.9) - 1)]
     return (
         "## Portal: live-update lag from the job to the chart\n\n"
-        f"Command: `{cmd}` (2 cores shared with other sessions; real hub, SQLite, a real Ray\n"
-        "region with its agent at the production cadence — sync 1 s, 0.25 s while a job\n"
-        "runs — and Debian's Chromium with the run's page open, never reloaded).\n\n"
+        f"Command: `{cmd}` (2 cores shared with other sessions; real hub,\n"
+        "SQLite, a real Ray region with its agent at the production cadence — sync 1 s,\n"
+        "0.25 s while a job runs — and Debian's Chromium with the run's page open, never\n"
+        "reloaded).\n\n"
         f"A job logs one point every {period:g} s with `taugrid.log`; for {len(s)} points, the\n"
         "time from the job logging it (its `wall_time`) to the point in the page's SVG chart:\n\n"
         "| p50 | p90 | max |\n|---|---|---|\n"
