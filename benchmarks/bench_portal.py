@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import html
+import os
 import re
 import statistics
 import tempfile
@@ -130,6 +131,7 @@ def measure(n_runs: int, n_req: int, tmp: Path) -> dict[str, float]:
         "plat_p50": statistics.median(plat),
         "plat_p99": plat[max(0, int(len(plat) * 0.99) - 1)],
         "lag_s": statistics.median(lags),
+        "load": os.getloadavg()[0],
     }
 
 
@@ -137,7 +139,8 @@ def _section(r: dict[str, float], cmd: str) -> str:
     lag_total = r["lag_s"] + r["run_p50"] / 1000
     return (
         "## Portal: page load and live-update lag\n\n"
-        f"Command: `{cmd}` (2 cores, shared machine; real hub over HTTP, SQLite, "
+        f"Command: `{cmd}` (2 cores, shared machine, load average {r['load']:.0f} at the end; "
+        "real hub over HTTP, SQLite, "
         f"{r['runs']:,.0f} runs stored; the run has 3 metrics x 1,000 steps).\n\n"
         "| page | p50 | p99 |\n|---|---|---|\n"
         f"| runs list (`/ui/runs`, all {r['runs']:,.0f} runs in the first response) "
