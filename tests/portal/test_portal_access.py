@@ -146,11 +146,14 @@ def test_compare_overlays_runs_metrics(hub: HubServer, page: Any) -> None:
             for s in range(20)
         ]
         hub.hub.runs.add_metrics(run_id, rows)
+    evil = "<img id=evil src=x>"  # a metric name is the job's own string
+    hub.hub.runs.add_metrics(ids[0], [{**rows[0], "name": evil}])
     login(page, hub.url, hub.admin_token)
     for run_id in ids:
         page.check(f"input[name=run][value='{run_id}']")
     page.click("text=Compare selected")
     assert page.locator("figure[data-metric='loss'] polyline").count() == 2
+    assert evil in page.inner_text(".charts") and page.locator("#evil").count() == 0
     legend = page.inner_text("ul.legend")
     assert "lr-small" in legend and "lr-large" in legend
     shot(page, "compare")

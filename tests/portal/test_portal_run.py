@@ -14,10 +14,12 @@ import pytest
 import sqlalchemy as sa
 
 from taugrid.backends import ray_local
+from taugrid.sdk import submit
 from tests.hub import region as rg
 from tests.hub import tenancy_builders as tb
 from tests.hub.harness import HubServer, make_hub
 from tests.portal.conftest import login, shot
+from tests.portal.test_portal_submit import upload
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 WAIT_MS = 240_000  # a Ray job's first start is slow on a loaded machine
@@ -77,12 +79,12 @@ def _points(page: Any, metric: str) -> int:
 
 
 def test_quickstart_phases_chart_logs_and_artifact_live(platform: HubServer, page: Any) -> None:
-    with platform.http() as c:
-        run = rg.submit_run(
-            c, rg.quickstart_yaml("--steps 60 --checkpoint-every 20 --step-sleep 0.3")
-        )
     login(page, platform.url, platform.admin_token)
-    page.goto(f"{platform.url}/ui/runs/{run['id']}")
+    yaml_text = rg.quickstart_yaml("--steps 60 --checkpoint-every 20 --step-sleep 0.3")
+    code = submit.zip_dir(rg.QUICKSTART, [])
+    upload(page, yaml_text, code)  # through the Submit page: tau.yaml + a zip of the code
+    run = {"id": page.url.rsplit("/", 1)[-1]}
+    assert "/ui/runs/quickstart-" in page.url
     until = _until(page, platform, run["id"])
     assert page.locator("figure[data-metric='loss']").count() == 0  # nothing logged yet
     until("() => document.querySelector(\"figure[data-metric='loss'] polyline\")")
@@ -105,8 +107,36 @@ def test_quickstart_phases_chart_logs_and_artifact_live(platform: HubServer, pag
         page.click("#files a:has-text('model.npz')")
     saved = Path(dl.value.path())
     with platform.http() as c:
-        record = Path(tb.ok(c.get(f"/v1/runs/{run['id']}"))["record_dir"])
+        done = tb.ok(c.get(f"/v1/runs/{run['id']}"))
+        cost = tb.ok(c.get(f"/v1/runs/{run['id']}/cost"))
+    record = Path(done["record_dir"])
     assert saved.read_bytes() == (record / "artifacts" / "model.npz").read_bytes()
+    _attempts_checkpoints_logs_and_cost(page, platform, done, cost)
+
+
+def _attempts_checkpoints_logs_and_cost(
+    page: Any, server: HubServer, run: dict[str, Any], cost: dict[str, Any]
+) -> None:
+    page.reload()  # the finished run as a fresh page shows it (no live update needed)
+    (attempt,) = page.locator("#attempts tbody tr").all_inner_texts()
+    assert attempt.split("\t")[:3] == ["1", "local", "succeeded"]
+    assert attempt.split("\t")[6] != "-"  # the step of its last checkpoint
+    assert page.locator("ul.checkpoints a[download]").count() > 0
+    page.fill("#log-q", "val_accuracy")  # search: only matching lines stay
+    lines = page.inner_text("#log").strip().splitlines()
+    assert lines and all("val_accuracy" in ln for ln in lines)
+    with page.expect_download() as dl:
+        page.click("text=Download full log")
+    full = Path(dl.value.path()).read_text()
+    with server.http() as c:
+        assert full == tb.ok(c.get(f"/v1/runs/{run['id']}/logs"))["text"]
+    assert len(full.splitlines()) > len(lines)
+    head = page.inner_text("#run-cost")
+    assert f"${cost['total']:,.2f}" in head and "\u00d7 $2.50" in head  # the local pool's price
+    page.click("nav >> text=Cost")
+    row = page.locator("table.cost tbody tr", has_text="default").inner_text()
+    assert f"${cost['total']:,.2f}" in row
+    shot(page, "cost")
 
 
 def test_log_html_is_text_and_cancel_from_the_page(

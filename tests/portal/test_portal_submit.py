@@ -21,7 +21,8 @@ def _zip(files: dict[str, str]) -> bytes:
     return buf.getvalue()
 
 
-def _upload(page: Any, yaml_text: str, code: bytes | None) -> None:
+def upload(page: Any, yaml_text: str, code: bytes | None) -> None:
+    """Submit ``yaml_text`` (and a zip of code) through the portal's Submit page."""
     page.click("nav >> text=Submit")
     yaml_file = {"name": "tau.yaml", "mimeType": "text/yaml", "buffer": yaml_text.encode()}
     page.set_input_files("#tau_yaml", files=[yaml_file])
@@ -34,7 +35,7 @@ def _upload(page: Any, yaml_text: str, code: bytes | None) -> None:
 def test_invalid_tau_yaml_shows_file_line_errors(hub: HubServer, page: Any) -> None:
     login(page, hub.url, hub.admin_token)
     bad = tb.tau_yaml("bad-run").replace("gpus: 1", "gpus: lots")
-    _upload(page, bad, None)
+    upload(page, bad, None)
     problems = page.inner_text("ul.problems")
     line = next(i for i, ln in enumerate(bad.splitlines(), 1) if "gpus: lots" in ln)
     assert f"tau.yaml:{line}:" in problems and "gpus" in problems
@@ -46,7 +47,7 @@ def test_invalid_tau_yaml_shows_file_line_errors(hub: HubServer, page: Any) -> N
 def test_upload_submits_the_run_with_its_code(hub: HubServer, page: Any) -> None:
     login(page, hub.url, hub.admin_token)
     code = _zip({"train.py": "print('hello from the portal')\n"})
-    _upload(page, tb.tau_yaml("from-portal"), code)
+    upload(page, tb.tau_yaml("from-portal"), code)
     assert "/ui/runs/from-portal-" in page.url
     assert "from-portal" in page.inner_text("h1")
     run_id = page.url.rsplit("/", 1)[-1]
@@ -58,7 +59,7 @@ def test_upload_submits_the_run_with_its_code(hub: HubServer, page: Any) -> None
 
 def test_upload_of_a_non_zip_archive_is_explained(hub: HubServer, page: Any) -> None:
     login(page, hub.url, hub.admin_token)
-    _upload(page, tb.tau_yaml("no-zip"), b"not a zip")
+    upload(page, tb.tau_yaml("no-zip"), b"not a zip")
     assert "is not a zip archive" in page.inner_text("main")
 
 

@@ -98,12 +98,7 @@ def _platform_name(path: pathlib.Path | None) -> str:
 
 def tau_yaml_lines(text: str, filename: str) -> dict[str, int]:
     """Dotted tau.yaml key (``compute.gpus``, ``data.inputs[0]``) → 1-based line of the key."""
-    doc = yamlpos.parse(text, filename)
-    return {
-        yamlpos.format_path(path): (loc.key or loc.value).line
-        for path, loc in doc.positions.items()
-        if path
-    }
+    return yamlpos.key_lines(text, filename)
 
 
 def load_config(path: pathlib.Path) -> tuple[sm.TauConfig, dict[str, int]]:

@@ -20,7 +20,7 @@ import typer
 
 from taugrid.cli import app, views
 from taugrid.sdk import client as sdk_client
-from taugrid.sdk import embedded, submit
+from taugrid.sdk import embedded, submit, usage
 
 __all__: list[str] = []
 
@@ -174,10 +174,27 @@ def status_cmd(
     cli = _client()
     run = _pick(cli, name)
     run = _watch(cli, run["id"], _done) if watch else run
+    cost = usage.run_cost(cli, run["id"])
     if output == "json":
-        views.emit_json(run)
-    elif not watch:
+        views.emit_json({**run, "cost": cost})
+        return
+    if not watch:
         views.console.print(views.phase_tree(run))
+    views.console.print(_cost_line(cost))
+
+
+def _cost_line(cost: dict[str, Any]) -> str:
+    """``cost: $1.25 = 0.50 GPU-hours x $2.50 + egress 0.0 GB ($0.00)``."""
+    cur = cost["currency"]
+    prices = sorted({a["price_per_gpu_hour"] for a in cost["attempts"] if a["priced"]})
+    at = "/".join(usage.money(p, cur) for p in prices) or "-"
+    line = (
+        f"cost: {usage.money(cost['total'], cur)} = {cost['gpu_hours']:.3f} GPU-hours x {at}"
+        f" + egress {cost['egress_gb']:.2f} GB ({usage.money(cost['egress_cost'], cur)})"
+    )
+    if cost["unpriced_clusters"]:
+        line += f"  (no price in platform.yaml for {', '.join(cost['unpriced_clusters'])})"
+    return line
 
 
 @app.run_app.command("logs")

@@ -15,7 +15,7 @@ import typer
 
 from taugrid.cli import app, views
 from taugrid.sdk import client as sdk_client
-from taugrid.sdk import embedded
+from taugrid.sdk import embedded, usage
 from taugrid.sdk import tenancy as sdk
 
 __all__: list[str] = []
@@ -108,6 +108,13 @@ def ws_status(name: str, output: Output = "text") -> None:
     runs = "  ".join(f"{s}: {n}" for s, n in sorted(doc["runs"].items())) or "no runs"
     views.console.print(f"runs: {runs}  (waiting: {doc['waiting']})")
     views.console.print(_quota_table(doc["quotas"]))
+    cost, cur = doc["cost"], doc["cost"]["currency"]
+    views.console.print(
+        f"cost: {usage.money(cost['total'], cur)} (GPU {cost['gpu_hours']:.3f} h "
+        f"{usage.money(cost['gpu_cost'], cur)}, egress {cost['egress_gb']:.2f} GB "
+        f"{usage.money(cost['egress_cost'], cur)})  month to date: "
+        f"{usage.money(cost['month_to_date'], cur)}"
+    )
 
 
 @app.workspace_app.command("members")

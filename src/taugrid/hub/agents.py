@@ -18,7 +18,7 @@ import time
 from typing import Any
 
 from taugrid import payloads as wire
-from taugrid.hub import context, data_view, fencing, prewarm, runs
+from taugrid.hub import context, data_view, fencing, prewarm, runs, util_history
 from taugrid.lifecycle import phases as ph
 from taugrid.lifecycle import reasons
 from taugrid.lifecycle import states as st
@@ -50,6 +50,8 @@ def sync(hub: context.Hub, cluster_id: str, req: wire.AgentSync) -> wire.AgentSy
     if report is not None:
         report["cost_per_gpu_hour"], report["gpu_speed"] = _cost(hub, cluster_id)
     hub.clusters.renew(cluster_id, hub.config.lease_s, report, (report or {}).get("health"))
+    if report is not None:
+        util_history.record(hub)
     prewarm.apply(hub, cluster_id, req.runtimes)
     wake = hub.wakeup(cluster_id)
     wake.clear()

@@ -15,7 +15,7 @@ from fastapi import responses
 
 from taugrid import errors
 from taugrid import payloads as wire
-from taugrid.hub import agents, context, data_ops, runs, tenancy
+from taugrid.hub import agents, context, cost, data_ops, runs, tenancy, util_history
 from taugrid.hub.auth import Principal, principal, require_admin, require_agent, workspaces_of
 from taugrid.spec import errors as spec_errors
 from taugrid.store import record
@@ -150,6 +150,18 @@ def run_file(request: fastapi.Request, ref: str, path: str, p: Auth) -> response
             f"no file '{path}' in the run's record", "list files with: tau run get NAME --list"
         )
     return responses.FileResponse(target)
+
+
+@router.get("/runs/{ref}/cost")
+def run_cost(request: fastapi.Request, ref: str, p: Auth) -> dict[str, Any]:
+    """GPU-hours x the pool's price plus egress, per attempt and copy (``hub.cost``)."""
+    return cost.run_cost(_hub(request), _run(request, ref, p)["id"])
+
+
+@router.get("/admin/utilization")
+def utilization(request: fastapi.Request, p: Admin) -> dict[str, Any]:
+    """GPU utilisation per region over time, as the hub sampled its agents' reports."""
+    return util_history.of(_hub(request)).series()
 
 
 @router.get("/clusters")

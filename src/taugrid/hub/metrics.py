@@ -14,6 +14,7 @@ is about one. Alert rules and dashboards over these: ``taugrid.observability``.
   ``failover`` (an attempt that continues a run in another region than its previous
   attempt) — and their outcome; the ratio is failed / ended over the last
   ``CROSS_REGION_WINDOW_S`` (cancelled or preempted attempts are not outcomes).
+- cost per run, workspace (and month to date) and team: ``hub.metrics_cost``
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import prometheus_client as prom
 from prometheus_client import core as prom_core
 from prometheus_client import registry as prom_registry
 
-from taugrid.hub import metrics_state
+from taugrid.hub import metrics_cost, metrics_state
 from taugrid.lifecycle import states as st
 from taugrid.store import data as store_data
 
@@ -78,6 +79,7 @@ class Metrics:
         self.run_state = metrics_state.RunCollector(hub)
         self.registry.register(self.run_state)
         self.registry.register(metrics_state.ClusterCollector(hub))
+        self.registry.register(metrics_cost.CostCollector(hub))
 
     def observe_scheduling(self, run: dict[str, Any], cluster_id: str) -> None:
         """A run's first placement, on ``cluster_id``, now."""

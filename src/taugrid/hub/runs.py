@@ -23,6 +23,7 @@ from taugrid.render import resolve as rs
 from taugrid.render import runspec
 from taugrid.spec import load as spec_load
 from taugrid.spec import models as sm
+from taugrid.spec import yamlpos
 from taugrid.store import checkpoints, record
 
 __all__ = ["NotFound", "cancel", "close_scheduled", "detail", "record_of", "resume", "submit"]
@@ -67,7 +68,8 @@ def default_workspace(req: SubmitRequest, scoped: list[str] | None) -> SubmitReq
 
 def resolve_request(hub: context.Hub, req: SubmitRequest) -> runspec.RunSpec:
     """Parse, resolve and capacity-check a submission (no side effects)."""
-    spec = rs.resolve(_config(req), hub.platform, source=req.filename)
+    lines = yamlpos.key_lines(req.tau_yaml, req.filename)  # provenance: tau.yaml:LINE
+    spec = rs.resolve(_config(req), hub.platform, source=req.filename, lines=lines)
     _check_capacity(hub, spec)
     return spec
 

@@ -27,7 +27,7 @@ import pydantic
 
 from taugrid import payloads as wire
 from taugrid.errors import UserError
-from taugrid.hub import context
+from taugrid.hub import context, cost
 from taugrid.hub.runs import NotFound
 from taugrid.platform import models as pm
 from taugrid.spec import errors as spec_errors
@@ -44,6 +44,7 @@ __all__ = [
     "request_quota",
     "revoke_token",
     "status",
+    "teams",
     "visible_platform",
     "workspace",
 ]
@@ -164,7 +165,19 @@ def status(hub: context.Hub, name: str) -> Row:
         "runs": hub.tenancy.run_counts(ws.name),
         "quotas": _quota_rows(hub, team, ws.name),
         "waiting": len(hub.tenancy.waiting_runs([ws.name])),
+        "cost": cost.workspace_cost(hub, ws.name),
     }
+
+
+def teams(hub: context.Hub) -> list[Row]:
+    """Each team's cohort and quotas with GPUs held and borrowed beyond the nominal."""
+    out = []
+    for team in hub.platform.teams:
+        rows = _quota_rows(hub, team, None)
+        for q in rows:
+            q["borrowed"] = max(0, q["team_held"] - q["nominal"])
+        out.append({"team": team.name, "cohort": team.cohort, "quotas": rows})
+    return out
 
 
 def quota(hub: context.Hub, name: str) -> Row:

@@ -19,7 +19,7 @@ from typing import Annotated, Any
 import fastapi
 
 from taugrid import payloads as wire
-from taugrid.hub import context, tenancy
+from taugrid.hub import context, cost, tenancy
 from taugrid.hub.auth import (
     Principal,
     principal,
@@ -136,6 +136,18 @@ def reject_quota(
 ) -> dict[str, Any]:
     out: dict[str, Any] = _decide(request, request_id, False, p, body.reason if body else "")
     return out
+
+
+@router.get("/cost")
+def cost_summary(request: fastapi.Request, p: Auth) -> dict[str, Any]:
+    """Cost per workspace and per team (a researcher: its workspaces only)."""
+    return cost.summary(_hub(request), workspaces_of(p))
+
+
+@router.get("/admin/teams")
+def team_quotas(request: fastapi.Request, p: Admin) -> list[dict[str, Any]]:
+    """Every team's quotas with GPUs held and borrowed, and its cohort."""
+    return tenancy.teams(_hub(request))
 
 
 @router.get("/queue")

@@ -1,4 +1,6 @@
-"""Platform pages (admin role): regions and clusters, nodes, queue, quota requests, audit.
+"""Platform pages (admin role): regions and clusters with the measured link matrix and
+GPU utilisation over time, nodes, queue, quotas and borrowing per team/cohort, quota
+requests, audit.
 
 A researcher opening one of these gets a refusal page (403) and no data: the check is
 made on the role the hub reports for the session's token before anything is fetched.
@@ -8,6 +10,7 @@ CLI does and are audited by the hub as the signed-in user.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -15,8 +18,8 @@ import anyio.to_thread
 import fastapi
 from fastapi import responses
 
-from taugrid.portal import pages, render, session
-from taugrid.sdk import client, data, tenancy
+from taugrid.portal import charts, pages, render, session
+from taugrid.sdk import client, data, tenancy, usage
 
 __all__ = ["router"]
 
@@ -40,9 +43,53 @@ def _admin_page(
 @router.get("/platform")
 def platform_page(request: fastapi.Request) -> fastapi.Response:
     def load(c: client.Client) -> dict[str, Any]:
-        return {"regions": data.regions(c), "clusters": c.clusters()}
+        matrix = data.links(c)
+        return {
+            "regions": data.regions(c),
+            "clusters": c.clusters(),
+            "matrix": _matrix(matrix),
+            "util": _util_charts(usage.utilization(c)),
+        }
 
     return _admin_page(request, "platform", load)
+
+
+def _matrix(doc: dict[str, Any]) -> dict[str, Any]:
+    """Rows = source region, columns = destination region, cell = the measured link."""
+    names = sorted({*doc["regions"], *(x["src"] for x in doc["links"])})
+    cells = {(x["src"], x["dst"]): x for x in doc["links"]}
+    return {"regions": names, "cells": {f"{s}>{d}": v for (s, d), v in cells.items()}}
+
+
+def _util_charts(doc: dict[str, Any]) -> list[charts.Chart]:
+    """One chart per source of the figure (nvml / allocation), one line per region;
+    x = minutes before now, y = percent."""
+    now = time.time()
+    series = {
+        region: [
+            {
+                "name": f"GPU utilisation % ({x['source']})",
+                "step": round((x["ts"] - now) / 60, 2),
+                "value": 100 * x["utilization"],
+            }
+            for x in samples
+        ]
+        for region, samples in doc["regions"].items()
+    }
+    return charts.charts(sorted(series.items()), xlabel="min")
+
+
+@router.get("/quotas")
+def quotas_page(request: fastapi.Request) -> fastapi.Response:
+    """Quotas and borrowing per team, grouped by cohort (teams lend within a cohort)."""
+
+    def load(c: client.Client) -> dict[str, Any]:
+        cohorts: dict[str, list[dict[str, Any]]] = {}
+        for team in usage.teams(c):
+            cohorts.setdefault(team["cohort"] or "", []).append(team)
+        return {"cohorts": sorted(cohorts.items())}
+
+    return _admin_page(request, "quotas", load)
 
 
 @router.get("/queue")

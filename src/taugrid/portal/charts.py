@@ -26,6 +26,12 @@ class Series:
     last: float
     index: int  # colour slot
 
+    @property
+    def end(self) -> tuple[str, str]:
+        """SVG coordinates of the newest point (drawn as a dot: a lone point shows too)."""
+        x, _, y = self.points.rpartition(" ")[2].partition(",")
+        return x, y
+
 
 @dataclasses.dataclass(frozen=True)
 class Chart:
@@ -37,6 +43,7 @@ class Chart:
     ymax: float
     width: float = WIDTH
     height: float = HEIGHT
+    xlabel: str = "step"
 
 
 def _xy(rows: Sequence[Mapping[str, Any]]) -> list[tuple[float, float]]:
@@ -56,8 +63,11 @@ def _scale(v: float, lo: float, hi: float, size: float, flip: bool) -> float:
     return round(out, 1)
 
 
-def charts(runs: Iterable[tuple[str, Sequence[Mapping[str, Any]]]]) -> list[Chart]:
-    """Charts for ``(label, metric rows)`` pairs, one chart per metric name (sorted)."""
+def charts(
+    runs: Iterable[tuple[str, Sequence[Mapping[str, Any]]]], xlabel: str = "step"
+) -> list[Chart]:
+    """Charts for ``(label, metric rows)`` pairs, one chart per metric name (sorted);
+    ``xlabel`` names what ``step`` is (the chart of utilisation over time: minutes)."""
     by_name: dict[str, list[tuple[str, int, list[tuple[float, float]]]]] = {}
     for slot, (label, rows) in enumerate(runs):
         grouped: dict[str, list[Mapping[str, Any]]] = {}
@@ -84,5 +94,5 @@ def charts(runs: Iterable[tuple[str, Sequence[Mapping[str, Any]]]]) -> list[Char
             )
             for label, slot, pts in lines
         ]
-        out.append(Chart(name, series, x0, x1, y0, y1))
+        out.append(Chart(name, series, x0, x1, y0, y1, xlabel=xlabel))
     return out

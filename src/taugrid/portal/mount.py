@@ -14,7 +14,7 @@ import anyio.to_thread
 import fastapi
 from fastapi import responses, staticfiles
 
-from taugrid.portal import admin_views, render, runs_views, session, submit_views
+from taugrid.portal import admin_views, cost_views, render, runs_views, session, submit_views
 from taugrid.sdk import client, tenancy
 
 __all__ = ["install"]
@@ -64,7 +64,13 @@ async def login(request: fastapi.Request) -> fastapi.Response:
         why = "agent tokens cannot sign in" if role else "the hub does not know this token"
         return _login_page(f"{why}; check it with `tau admin token list`", 401)
     page = responses.RedirectResponse("/ui/runs", status_code=303)
-    page.set_cookie(session.COOKIE, token, secure=request.url.scheme == "https", **_COOKIE)  # type: ignore[arg-type]
+    page.set_cookie(
+        session.COOKIE,
+        session.cookie_value(token),
+        max_age=int(session.SESSION_S),
+        secure=request.url.scheme == "https",
+        **_COOKIE,  # type: ignore[arg-type]
+    )
     page.delete_cookie(session.LOGIN_COOKIE, path="/ui")
     return page
 
@@ -121,4 +127,5 @@ def install(app: fastapi.FastAPI) -> None:
     app.include_router(runs_views.router)
     app.include_router(admin_views.router)
     app.include_router(submit_views.router)
+    app.include_router(cost_views.router)
     _install_errors(app)

@@ -16,6 +16,8 @@ import fastapi
 import jinja2
 from fastapi import responses
 
+from taugrid.sdk import usage
+
 __all__ = ["SECURITY_HEADERS", "html", "template"]
 
 _ENV = jinja2.Environment(
@@ -59,7 +61,7 @@ def _num(v: Any) -> str:
     return str(v)
 
 
-_ENV.filters.update(when=_when, ago=_ago, num=_num)
+_ENV.filters.update(when=_when, ago=_ago, num=_num, money=usage.money)
 
 
 def template(name: str, **ctx: Any) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from typing import Annotated, Any
 from urllib.parse import quote
 
@@ -18,7 +19,8 @@ import fastapi
 from fastapi import responses
 
 from taugrid.portal import charts, pages, render, session
-from taugrid.sdk import client, data, tenancy
+from taugrid.render import plan, runspec
+from taugrid.sdk import client, data, tenancy, usage
 
 __all__ = ["router"]
 
@@ -103,7 +105,9 @@ def run_page(request: fastapi.Request, ref: str, log_q: Q = "") -> fastapi.Respo
         files = c.files(ref, "artifacts")
         checkpoints = c.files(ref, "checkpoints")
         log, offset, cut = _log(c, ref, log_q)
-        placement = _placement(c, ref)
+        placement = _side(lambda: data.explain_placement(c, ref))
+        cost = _side(lambda: usage.run_cost(c, ref))
+        rendered = c.files(ref, "rendered")
     return render.html(
         "run.html",
         **ctx,
@@ -116,20 +120,42 @@ def run_page(request: fastapi.Request, ref: str, log_q: Q = "") -> fastapi.Respo
         log_cut=cut,
         log_q=log_q,
         placement=placement,
+        cost=cost,
         config=_config(run),
+        manifests=_manifests(run),
+        rendered=rendered,
         fp=_run_fp(run, len(metrics)),
     )
 
 
-def _placement(c: client.Client, ref: str) -> Any:
+def _side(load: Callable[[], Any]) -> Any:
+    """A side panel's data; its failure is shown in the panel, never fails the page."""
     try:
-        return data.explain_placement(c, ref)
-    except (client.ApiError, client.HubUnreachable) as exc:  # a side panel: never the page
+        return load()
+    except (client.ApiError, client.HubUnreachable) as exc:
         return {"unavailable": exc.message}
 
 
-def _config(run: dict[str, Any]) -> str:
-    return json.dumps(run.get("spec") or {}, indent=2, sort_keys=True, default=str)
+def _config(run: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """The resolved config: ``(field, value, where it came from)`` per field."""
+    spec = dict(run.get("spec") or {})
+    prov: dict[str, str] = spec.pop("provenance", None) or {}
+    rows = []
+    for key, value in spec.items():
+        src = prov.get(key) or ", ".join(
+            sorted({v for k, v in prov.items() if k.startswith(f"{key}.")})
+        )
+        rows.append((key, json.dumps(value, default=str), src or "-"))
+    return rows
+
+
+def _manifests(run: dict[str, Any]) -> str:
+    """The Kubernetes objects this run renders to (what a Kubernetes region applies)."""
+    try:
+        spec = runspec.RunSpec.model_validate(run.get("spec") or {})
+    except ValueError as exc:  # a run stored by an older hub: its spec predates a field
+        return f"# cannot render this run's stored spec: {exc}".splitlines()[0]
+    return plan.to_yaml(plan.render_manifests(spec, str(run["id"])))
 
 
 @router.get("/runs/{ref}/stream")

@@ -2,9 +2,12 @@
 
 The session cookie (``tau_session``, HttpOnly, SameSite=Strict, path ``/ui``) holds the
 user's hub token, so a token revoked in the hub fails the next page at once (the page
-sends the user back to the login form). A token never appears in a URL. Every POST
-carries a CSRF token derived from the session (HMAC of the token) that a foreign site
-cannot read, and a POST whose ``Origin`` is not this server is refused. The login form
+sends the user back to the login form). The cookie is stamped with its sign-in time
+(``ISSUED.MAC.TOKEN``, the MAC keyed by the token) and expires after ``SESSION_S``
+(``TAU_PORTAL_SESSION_S``, default 12 h): an expired or altered stamp is signed out.
+A token never appears in a URL. Every POST carries a CSRF token derived from the
+session (HMAC of the token) that a foreign site cannot read, and a POST whose
+``Origin`` is not this server is refused. The login form
 itself uses a double-submit cookie (``tau_login_csrf``).
 """
 
@@ -13,8 +16,10 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import hmac
+import os
 import secrets
 import threading
+import time
 import urllib.parse
 from collections.abc import Iterator
 
@@ -26,10 +31,12 @@ from taugrid.sdk import client
 __all__ = [
     "COOKIE",
     "LOGIN_COOKIE",
+    "SESSION_S",
     "LoggedOut",
     "Refused",
     "api",
     "check_csrf",
+    "cookie_value",
     "csrf_token",
     "form",
     "token_of",
@@ -37,6 +44,7 @@ __all__ = [
 
 COOKIE = "tau_session"
 LOGIN_COOKIE = "tau_login_csrf"
+SESSION_S = float(os.environ.get("TAU_PORTAL_SESSION_S") or 12 * 3600)
 _POOL = httpx.HTTPTransport(retries=0)
 # Pages call the hub's API in the hub's own thread pool; bound how many do at once so
 # portal pages can never take every worker thread the API calls they make need.
@@ -51,9 +59,27 @@ class Refused(Exception):
     """A POST without a valid CSRF token or from another origin."""
 
 
+def _stamp(token: str, issued: int) -> str:
+    return hmac.new(token.encode(), f"session:{issued}".encode(), hashlib.sha256).hexdigest()[:32]
+
+
+def cookie_value(token: str, issued: float | None = None) -> str:
+    """The session cookie of ``token`` signed in at ``issued`` (now)."""
+    at = int(time.time() if issued is None else issued)
+    return f"{at}.{_stamp(token, at)}.{token}"
+
+
 def token_of(request: fastapi.Request) -> str:
-    token = request.cookies.get(COOKIE, "")
-    if not token:
+    """The session's hub token; ``LoggedOut`` without one, or when it expired."""
+    issued, _, rest = request.cookies.get(COOKIE, "").partition(".")
+    mac, _, token = rest.partition(".")
+    if (
+        not token
+        or not issued.isdigit()
+        or not hmac.compare_digest(mac, _stamp(token, int(issued)))
+    ):
+        raise LoggedOut()
+    if time.time() - int(issued) > SESSION_S:
         raise LoggedOut()
     return token
 

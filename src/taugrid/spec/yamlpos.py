@@ -26,7 +26,7 @@ from ruamel.yaml import nodes as _ynodes
 
 from taugrid.spec import errors
 
-__all__ = ["Document", "Located", "Mark", "Path", "format_path", "parse"]
+__all__ = ["Document", "Located", "Mark", "Path", "format_path", "key_lines", "parse"]
 
 Path = tuple[str | int, ...]
 
@@ -331,3 +331,13 @@ def describe(value: Any) -> str:
         shown = value if len(value) <= 60 else value[:57] + "..."
         return f"the string '{shown}'"
     return f"a {type(value).__name__} ({str(value)[:40]})"
+
+
+def key_lines(text: str, filename: str) -> dict[str, int]:
+    """Dotted key (``compute.gpus``, ``data.inputs[0]``) → 1-based line of the key."""
+    doc = parse(text, filename)
+    return {
+        format_path(path): (loc.key or loc.value).line
+        for path, loc in doc.positions.items()
+        if path
+    }

@@ -11,6 +11,7 @@
   var search = document.getElementById("log-q");
   var logText = logEl ? logEl.textContent : "";
   var es = null, broken = false, planned = false, busy = false, again = false;
+  var FOCUSABLE = "a[href],button,input,select,textarea,summary,[tabindex]";
 
   function say(text) { if (status) status.textContent = text; }
 
@@ -33,6 +34,12 @@
       if (!html) return;
       var doc = new DOMParser().parseFromString(html, "text/html");
       var focused = document.activeElement && document.activeElement.id;
+      var within = null;  // a focused control inside a swapped section: where it was
+      document.querySelectorAll("[data-live]").forEach(function (el) {
+        if (!focused && el.contains(document.activeElement)) {
+          within = [el.id, Array.prototype.indexOf.call(el.querySelectorAll(FOCUSABLE), document.activeElement)];
+        }
+      });
       var ticked = {};  // keep what the user ticked (compare boxes) across the swap
       document.querySelectorAll("[data-live] input[type=checkbox]:checked").forEach(function (c) { ticked[c.value] = true; });
       document.querySelectorAll("[data-live]").forEach(function (el) {
@@ -41,6 +48,10 @@
       });
       document.querySelectorAll("[data-live] input[type=checkbox]").forEach(function (c) { if (ticked[c.value]) c.checked = true; });
       if (focused && document.getElementById(focused)) document.getElementById(focused).focus();
+      else if (within && document.getElementById(within[0])) {  // keyboard users keep their place
+        var target = document.getElementById(within[0]).querySelectorAll(FOCUSABLE)[within[1]];
+        if (target) target.focus();
+      }
     }).catch(function () {}).then(function () {
       busy = false;
       if (again) { again = false; refresh(); }
