@@ -28,13 +28,15 @@ import threading
 import time
 import zipfile
 from pathlib import Path
+from typing import Any
 
 from taugrid import errors
 from taugrid import payloads as wire
-from taugrid.agent import datasync, health, hubclient, prewarm, strays, tracker
+from taugrid.agent import datasync, health, hubclient, nodecheck, prewarm, strays, tracker
 from taugrid.backends import base, ray_cordon
 from taugrid.backends import errors as berr
 from taugrid.dataplane import runtimes
+from taugrid.health import signals
 from taugrid.lifecycle import states as st
 from taugrid.render import rayjobs, runspec
 
@@ -65,6 +67,10 @@ class AgentConfig:
     """The region's data root when no data-plane sidecar runs (the sidecar's wins)."""
     expected_nodes: int | None = None
     """How many Ray nodes the cluster has; fewer alive reports it ``degraded``."""
+    health: nodecheck.CheckerConfig | None = dataclasses.field(
+        default_factory=nodecheck.CheckerConfig
+    )
+    """The node health checker (``agent.nodecheck``); None turns it off."""
 
 
 class Agent:
@@ -90,6 +96,13 @@ class Agent:
         self.prewarm = prewarm.Prewarmer(backend, config.state_dir) if config.prewarm else None
         self._waiting: dict[int, tuple[str, float]] = {}  # token -> (runtime key, deadline)
         self._reaped: dict[int, int] = {}  # token -> stray sweeps done after the job ended
+        self.checker = (
+            nodecheck.NodeChecker(
+                config.health, config.state_dir, config.data_root, hub, signals.NvmlReader()
+            )
+            if config.health is not None
+            else None
+        )
 
     # -- one iteration ----------------------------------------------------------
     def step(self, wait_s: float = 0.0) -> bool:
@@ -299,6 +312,8 @@ class Agent:
     def _cordon(self, faulty: dict[str, str]) -> None:
         """Keep GPU work off nodes marked faulty; give a cleared node its GPUs back."""
         self.faulty = faulty
+        if self.checker is not None:
+            self.checker.cleared(faulty)
         if self.cordon is None:
             return
         for node in sorted(set(self.cordon.jobs) - set(faulty)):
@@ -343,7 +358,7 @@ class Agent:
             avg_gpu_usage=inv.gpu_usage,
             last_heartbeat=time.time(),
             emulated_gpus=inv.emulated_gpus,
-            nodes=health.node_rows(inv, self.faulty, self.config.expected_nodes),
+            nodes=self._node_rows(inv),
             running_attempts=[
                 t for t, x in self.trackers.items() if x.state in st.ACTIVE_ATTEMPT_STATES
             ],
@@ -352,6 +367,17 @@ class Agent:
             cached_runtimes=self.prewarm.warm_keys(inv) if self.prewarm else [],
             endpoint=self.sidecar.endpoint() if self.sidecar else None,
         )
+
+    def _node_rows(self, inv: base.ClusterInventory) -> list[dict[str, Any]]:
+        """The report's nodes, with the health checker's conditions (a round when due)."""
+        rows = health.node_rows(inv, self.faulty, self.config.expected_nodes)
+        if self.checker is not None:
+            root = self.config.data_root or (self.sidecar.cfg.data_root if self.sidecar else None)
+            self.checker.roots["data"] = root
+            self.checker.maybe_check(inv, [r["node_id"] for r in rows])
+            for r in rows:
+                r.update(self.checker.row(r["node_id"]))
+        return rows
 
     # -- loop -----------------------------------------------------------------------
     def register(self) -> None:

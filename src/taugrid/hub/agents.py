@@ -18,7 +18,7 @@ import time
 from typing import Any
 
 from taugrid import payloads as wire
-from taugrid.hub import context, data_view, fencing, prewarm, runs
+from taugrid.hub import context, data_view, fencing, nodehealth, prewarm, runs
 from taugrid.lifecycle import phases as ph
 from taugrid.lifecycle import reasons
 from taugrid.lifecycle import states as st
@@ -162,6 +162,18 @@ def _apply(hub: context.Hub, rep: wire.AttemptReport) -> None:
             f"ray-job-submission-a{a['number']}.json", json.dumps(rep.submission, indent=2)
         )
     _metrics(hub, run, a, rep)
+    if rep.progress_warning:
+        hub.runs.add_event(
+            run["id"], "stalled", {"attempt": a["number"], "why": rep.progress_warning}
+        )
+        _phase(
+            hub,
+            run["id"],
+            ph.Phase.PROGRESSING,
+            ph.PhaseStatus.WARNING,
+            "stall detector",
+            rep.progress_warning,
+        )
     if rep.state != a["state"]:
         _transition(hub, run, a, rep)
         runs.write_run_json(hub, run["id"])
@@ -274,6 +286,7 @@ def _running(
     )
     faulty = {m["node_id"]: m["kind"] for m in hub.clusters.open_marks(a["cluster_id"])}
     bad = [f"{n} ({faulty[n]})" for n in rep.nodes if n in faulty]
+    unknown = nodehealth.unknown(hub, a["cluster_id"], rep.nodes)
     if bad:
         _phase(
             hub,
@@ -283,6 +296,8 @@ def _running(
             "node health",
             f"faulty: {bad}",
         )
+    elif unknown:  # a crashing checker is never taken as healthy
+        _phase(hub, run["id"], ph.Phase.GPU_HEALTHY, ph.PhaseStatus.WARNING, "node health", unknown)
     elif rep.nodes:
         _phase(
             hub,
@@ -309,6 +324,8 @@ def end_attempt(
         state, kind = st.AttemptState.FAILED, st.FailureKind.PREEMPTION
         message = a["reason"] or message
     revoked_at = fencing.revoke(hub, a)  # before anything else: the token stops being valid
+    if state is st.AttemptState.FAILED:  # a log that blames the node: suspect it, retry
+        kind = nodehealth.suspect(hub, a, message, kind)
     hub.runs.update_attempt(
         a["token"],
         state=state.value,
@@ -447,6 +464,10 @@ def _failed(
     left = int(spec.get("max_retries", 0)) - (run["attempts_used"] - 1)
     if kind is st.FailureKind.PREEMPTION:  # Kueue semantics: eviction never uses up retries
         retry_on, left = [kind.value], max(left, 1)
+    if kind is st.FailureKind.STALL:  # restart_after asked for a restart: from a checkpoint only
+        retry_on = [*retry_on, kind.value]
+        if runs.latest_checkpoint(hub, run) is None:
+            left, message = 0, f"{message}\nno checkpoint to restart from: the run is failed"
     lost = _lost_steps(hub, a)
     if st.is_retryable(kind, retry_on, left):
         delay = 0.0 if kind is st.FailureKind.PREEMPTION else _backoff(spec, run["attempts_used"])
