@@ -340,7 +340,7 @@ class Agent:
                 health="unavailable",
                 health_reason=f"Ray does not answer: {exc}",
             )
-        state, why = health.health(inv, self.config.expected_nodes)
+        state, why = health.health(inv, self.config.expected_nodes, self.faulty)
         free, busy, cordoned = health.capacity(inv, self.faulty)
         return wire.StateReport(
             cluster_id=self.config.cluster_id,
