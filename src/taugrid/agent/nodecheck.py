@@ -76,12 +76,12 @@ class NodeChecker:
         if now - self._last < self.cfg.every_s:
             return
         self._last = now
-        host, crash = self._host(inv)
+        host, failed = self._host(inv)
         by_id = {n.node_id: n for n in inv.nodes}
         for node_id in nodes:
             n = by_id.get(node_id)
             if n is not None:
-                self._check(n, host, crash, now)
+                self._check(n, host, failed, now)
         self._save()
 
     def row(self, node_id: str) -> dict[str, Any]:
@@ -102,24 +102,34 @@ class NodeChecker:
                 self.debounce.forget(node)
 
     # -- one node -----------------------------------------------------------------
-    def _host(self, inv: base.ClusterInventory) -> tuple[signals.NodeSample, str | None]:
+    def _host(self, inv: base.ClusterInventory) -> tuple[signals.NodeSample, dict[str, str]]:
+        """This host's sample (GPUs through NVML where they are real), and what failed:
+        ``{"host": why}`` (disks, memory) and/or ``{"gpu": why}`` (NVML)."""
+        failed: dict[str, str] = {}
+        host = signals.NodeSample()
         try:
-            roots = {k: v for k, v in self.roots.items() if v is not None}
-            host = signals.host_sample(roots)
-            if self.nvml is not None and not inv.emulated_gpus:
+            host = signals.host_sample({k: v for k, v in self.roots.items() if v is not None})
+        except OSError as exc:
+            failed["host"] = str(exc)
+        real_gpus = not inv.emulated_gpus and any(n.gpu_total > 0 for n in inv.alive_nodes)
+        if self.nvml is not None and real_gpus:
+            try:
                 host = dataclasses.replace(host, gpus=tuple(self.nvml.read()), source="nvml")
-            return host, None
-        except (signals.CheckerCrashed, OSError) as exc:
-            return signals.NodeSample(), str(exc)
+            except signals.CheckerCrashed as exc:
+                failed["gpu"] = str(exc)
+        return host, failed
 
     def _check(
-        self, n: base.NodeInventory, host: signals.NodeSample, crash: str | None, now: float
+        self, n: base.NodeInventory, host: signals.NodeSample, failed: dict[str, str], now: float
     ) -> None:
         local = n.ip in self._local or n.ip.startswith("127.")
         try:
-            sample = host if local else signals.NodeSample(source="remote")
-            if local and crash is not None:
+            crash = failed.get("host") or (failed.get("gpu") if n.gpu_total else None)
+            if local and crash:
                 raise signals.CheckerCrashed(crash)
+            sample = host if local else signals.NodeSample(source="remote")
+            if not n.gpu_total:
+                sample = dataclasses.replace(sample, gpus=())
             doc = signals.injected(self.injection_dir, [n.node_id, n.ip])
             if doc is not None:
                 sample = signals.apply_injection(sample, doc, int(n.gpu_total))
