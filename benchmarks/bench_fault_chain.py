@@ -9,7 +9,7 @@ a GPU node the fault is injected:
 - ``xid``, ``ecc``, ``disk``: the node's fault-injection file (what NVML or the disk
   check would read);
 - ``log-xid``: the job prints an Xid line and hangs (the log monitor);
-- ``stall``: the job hangs silently (``resilience.stall``: interval 1 s, restart after 5);
+- ``stall``: the job hangs silently (``resilience.stall``: interval 2 s, restart after 8);
 - ``node-loss``: the node's Ray processes are killed (last: it takes a node away).
 
 Times (from the run's events and metrics, hub clock): **detection** = fault → the
@@ -49,7 +49,7 @@ CHECK_S = 1.0
 SLOW = "--steps 150 --checkpoint-every 20 --step-sleep 0.08"
 HANG = "--steps 60 --checkpoint-every 20 --fail-at-step 30 --fail-mode hang"
 XID = "NVRM: Xid (PCI:0000:3b:00): 79, pid=4242, GPU has fallen off the bus."
-STALL = "  stall:\n    interval: 1s\n    warn_after: 2\n    restart_after: 5\n"
+STALL = "  stall:\n    interval: 2s\n    warn_after: 3\n    restart_after: 8\n"
 INJECTED = {
     "xid": {"xid": [79]},
     "ecc": {"ecc_uncorrected": 4},

@@ -176,7 +176,7 @@ def test_a_crashing_checker_is_reported_never_healthy(lab: Lab) -> None:
 
 
 def test_a_stalled_run_restarts_from_its_checkpoint(lab: Lab) -> None:
-    stall = "  stall:\n    interval: 1s\n    warn_after: 3\n    restart_after: 6\n"
+    stall = "  stall:\n    interval: 2s\n    warn_after: 3\n    restart_after: 8\n"
     args = "--steps 60 --checkpoint-every 20 --fail-at-step 30 --fail-mode hang"
     text = rg.quickstart_yaml(args, name="stall").replace("resilience:\n", "resilience:\n" + stall)
     with lab.server.http() as c:

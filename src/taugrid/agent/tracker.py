@@ -112,6 +112,8 @@ class AttemptTracker:
             self.fault = f"node {bad[0]} marked faulty ({faulty[bad[0]]}); attempt stopped"
             backend.stop(self.submission_id)
         changed = _STATE[status.state] is not self.state or status.state.terminal
+        if changed and _STATE[status.state] is st.AttemptState.RUNNING:
+            self.stall.progress(time.time())  # the stall clock starts when the job runs
         self.state = _STATE[status.state]
         due = changed or time.monotonic() - self._logs_at >= LOGS_EVERY_S
         report = wire.AttemptReport(
