@@ -221,6 +221,13 @@ def test_log_errors_quarantine_a_node_and_the_last_healthy_node_makes_runs_wait(
     with lab.server.http() as c:
         fault = {"cluster_id": "local", "node_id": spare, "kind": "cordon"}
         assert c.post("/v1/admin/nodes/fault", json=fault).status_code == 200
+        bh.wait_for(  # what `tau admin node fault` waits for: the agent has cordoned it
+            lambda: any(
+                n["node_id"] == spare and n.get("fault") for n in _cluster(c)["report"]["nodes"]
+            ),
+            timeout=60,
+            what="the cordon reported",
+        )
         run = rg.submit_run(c, text)
         bh.wait_for(
             lambda: any(m["kind"] == "quarantine" for m in _node(c, target)["marks"]),

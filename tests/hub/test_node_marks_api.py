@@ -6,6 +6,7 @@ seam the agent's node health checker uses.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -78,3 +79,55 @@ def test_node_list_shows_conditions_from_the_report(hub: HubServer) -> None:
     with hub.http() as c:
         (row,) = [n for n in c.get("/v1/admin/nodes").json() if n["node_id"] == "a-n0"]
     assert row["health"] == "unknown" and row["conditions"][0]["reason"] == "crashed"
+
+
+XID = "NVRM: Xid (PCI:0000:3b:00): 79, pid=4242, GPU has fallen off the bus."
+RUN = """\
+schema_version: 1
+name: xid
+run:
+  entrypoint: train.py
+compute: {gpus: 1, cpus: 1, memory: 1Gi}
+resilience:
+  max_retries: 3
+  retry_on: [node_failure]
+  backoff: {initial: 1s}
+"""
+
+
+def _attempt_fails_with_xid(hub: HubServer, known: set[int]) -> None:
+    deadline = time.time() + 60
+    while True:
+        new = [
+            x
+            for x in ab.sync(hub, "a", ab.report("a", 4))["assignments"]
+            if x["token"] not in known
+        ]
+        if new:
+            break
+        assert time.time() < deadline, "no assignment"
+        time.sleep(0.1)
+    token = new[0]["token"]
+    known.add(token)
+    running = {"token": token, "state": "running", "submission_id": f"s{token}", "nodes": ["a-n0"]}
+    ab.sync(hub, "a", ab.report("a", 4), attempts=[running])
+    end = {"token": token, "state": "failed", "released": True, "exit_code": 1}
+    end |= {"failure_kind": "exit_nonzero", "message": f"step 30\n{XID}\nTraceback: boom"}
+    ab.sync(hub, "a", ab.report("a", 4), attempts=[end])
+
+
+def test_two_attempts_blaming_a_node_quarantine_it_and_the_run_waits(hub: HubServer) -> None:
+    known: set[int] = set()
+    with hub.http() as c:
+        run_id = c.post("/v1/runs", json={"tau_yaml": RUN}).json()["id"]
+        _attempt_fails_with_xid(hub, known)
+        assert _marks(hub, "a-n0") == []  # one attempt: suspect only
+        _attempt_fails_with_xid(hub, known)
+        assert _marks(hub, "a-n0") == [("quarantine", "log_monitor")]
+        run = c.get(f"/v1/runs/{run_id}").json()
+        assert [a["failure_kind"] for a in run["attempts"]] == ["node_failure"] * 2
+        assert run["state"] in ("queued", "admitted")  # waits for a healthy node
+        hist = c.get("/v1/admin/nodes/a-n0/history", params={"cluster": "a"}).json()
+        assert [e["event"] for e in hist] == ["node_suspect", "node_suspect", "node_marked"]
+        events = [e["kind"] for e in c.get(f"/v1/runs/{run_id}/events").json()]
+        assert events.count("node_suspect") == 2

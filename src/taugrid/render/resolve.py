@@ -318,6 +318,7 @@ def _file_fields(r: _Resolver) -> dict[str, Any]:
     )
     out["stall_interval_s"] = units.parse_duration(stall.interval)
     out["stall_warn_after"], out["stall_restart_after"] = stall.warn_after, stall.restart_after
+    r.prov["stall_warn_after"] = r.prov["stall_restart_after"] = r.prov["stall_interval_s"]
     return out
 
 
