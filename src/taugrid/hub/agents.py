@@ -163,17 +163,7 @@ def _apply(hub: context.Hub, rep: wire.AttemptReport) -> None:
         )
     _metrics(hub, run, a, rep)
     if rep.progress_warning:
-        hub.runs.add_event(
-            run["id"], "stalled", {"attempt": a["number"], "why": rep.progress_warning}
-        )
-        _phase(
-            hub,
-            run["id"],
-            ph.Phase.PROGRESSING,
-            ph.PhaseStatus.WARNING,
-            "stall detector",
-            rep.progress_warning,
-        )
+        nodehealth.stalled(hub, run["id"], a["number"], rep.progress_warning)
     if rep.state != a["state"]:
         _transition(hub, run, a, rep)
         runs.write_run_json(hub, run["id"])
@@ -464,10 +454,8 @@ def _failed(
     left = int(spec.get("max_retries", 0)) - (run["attempts_used"] - 1)
     if kind is st.FailureKind.PREEMPTION:  # Kueue semantics: eviction never uses up retries
         retry_on, left = [kind.value], max(left, 1)
-    if kind is st.FailureKind.STALL:  # restart_after asked for a restart: from a checkpoint only
-        retry_on = [*retry_on, kind.value]
-        if runs.latest_checkpoint(hub, run) is None:
-            left, message = 0, f"{message}\nno checkpoint to restart from: the run is failed"
+    if kind is st.FailureKind.STALL:
+        retry_on, left, message = nodehealth.stall_retry(hub, run, retry_on, left, message)
     lost = _lost_steps(hub, a)
     if st.is_retryable(kind, retry_on, left):
         delay = 0.0 if kind is st.FailureKind.PREEMPTION else _backoff(spec, run["attempts_used"])

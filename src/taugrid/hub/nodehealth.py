@@ -12,6 +12,9 @@ Owns the hub's side of health-driven recovery (DESIGN §1 GPU healthy, §4):
   lost GPU, an NCCL timeout: ``health.logscan``) makes each of its nodes *suspect*
   (no mark: it still runs work); a node suspected by ``QUARANTINE_AFTER`` different
   attempts since its last clear is quarantined (a ``quarantine`` mark) until cleared.
+- ``stalled`` / ``stall_retry``: an attempt that stopped making progress (the agent's
+  stall detector) warns on the run's Progressing phase; one stopped as ``stall`` is
+  restarted from its last checkpoint, and a run without one fails with that reason.
 """
 
 from __future__ import annotations
@@ -20,10 +23,21 @@ import time
 from typing import Any
 
 from taugrid.health import logscan
-from taugrid.hub import context
+from taugrid.hub import context, runs
+from taugrid.lifecycle import phases as ph
 from taugrid.lifecycle import states as st
 
-__all__ = ["QUARANTINE_AFTER", "clear", "history", "mark", "node_list", "suspect", "unknown"]
+__all__ = [
+    "QUARANTINE_AFTER",
+    "clear",
+    "history",
+    "mark",
+    "node_list",
+    "stall_retry",
+    "stalled",
+    "suspect",
+    "unknown",
+]
 
 QUARANTINE_AFTER = 2
 """Distinct attempts that must point at a node before it is quarantined."""
@@ -154,3 +168,23 @@ def node_list(hub: context.Hub) -> list[dict[str, Any]]:
                 }
             )
     return out
+
+
+def stalled(hub: context.Hub, run_id: str, attempt: int, why: str) -> None:
+    """The agent saw no progress for ``warn_after`` intervals: a Progressing warning."""
+    hub.runs.add_event(run_id, "stalled", {"attempt": attempt, "why": why})
+    rec = ph.PhaseRecord(
+        ph.Phase.PROGRESSING, ph.PhaseStatus.WARNING, "stall detector", why, time.time()
+    )
+    hub.runs.set_phase(run_id, rec)
+
+
+def stall_retry(
+    hub: context.Hub, run: dict[str, Any], retry_on: list[str], left: int, message: str
+) -> tuple[list[str], int, str]:
+    """``(retry_on, retries left, message)`` for a ``stall``: restart_after asked for a
+    restart, which only a checkpoint makes possible (never from scratch, never forever)."""
+    retry_on = [*retry_on, st.FailureKind.STALL.value]
+    if runs.latest_checkpoint(hub, run) is None:
+        return retry_on, 0, f"{message}\nno checkpoint to restart from: the run is failed"
+    return retry_on, left, message
