@@ -97,7 +97,11 @@ def _one(
         t0 = max(m["wall_time"] for m in metrics if m["attempt"] == 1)
     failed = next(e["ts"] for e in events if e["kind"] == "attempt_failed")
     running = [e["ts"] for e in events if e["kind"] == "attempt_running"][1]
-    first = min(m["wall_time"] for m in metrics if m["attempt"] == 2)
+    last = done["attempts"][-1]["number"]
+    first = min((m["wall_time"] for m in metrics if m["attempt"] == last), default=None)
+    if first is None:
+        seen = sorted({(m["attempt"], m["step"] is not None) for m in metrics})
+        raise AssertionError(f"{kind}: no metric of attempt {last}; attempts seen: {seen}")
     return {"detect": failed - t0, "replace": running - failed, "resume": first - running}
 
 
