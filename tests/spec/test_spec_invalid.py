@@ -352,7 +352,7 @@ CASES: dict[str, Case] = {
     ),
     "stall order": Case(
         add("resilience:\n  stall:\n    interval: 10s\n    warn_after: 5\n    restart_after: 2\n"),
-        20,
+        19,
         20,
         "resilience.stall.restart_after (2) is smaller than warn_after (5)",
         "make restart_after at least warn_after",
