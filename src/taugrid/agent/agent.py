@@ -49,6 +49,8 @@ _REAP_POLLS = 5
 
 
 SETTLE_S = 2.0
+CORDON_WAIT_S = 30.0
+"""How long new submissions wait for a fresh cordon to hold its node's GPUs."""
 """How long a state report after a change waits for Ray's resource view to show it."""
 
 
@@ -96,6 +98,7 @@ class Agent:
         self.prewarm = prewarm.Prewarmer(backend, config.state_dir) if config.prewarm else None
         self._waiting: dict[int, tuple[str, float]] = {}  # token -> (runtime key, deadline)
         self._reaped: dict[int, int] = {}  # token -> stray sweeps done after the job ended
+        self._unsettled: dict[str, float] = {}  # fresh cordons not holding yet -> deadline
         self.checker = (
             nodecheck.NodeChecker(
                 config.health, config.state_dir, config.data_root, hub, signals.NvmlReader()
@@ -189,8 +192,9 @@ class Agent:
         if self.sidecar is not None and reply.peers:
             self.sidecar.announce(reply.peers)
         wanted = {a.token for a in reply.assignments}
-        for a in reply.assignments:
-            if a.token not in self.trackers:
+        fresh = [a for a in reply.assignments if a.token not in self.trackers]
+        if fresh and self._cordons_hold():  # else offered again on the next sync
+            for a in fresh:
                 self._start(a)
         for order in reply.stop:
             self._stop(order)
@@ -324,9 +328,28 @@ class Agent:
                 log.warning("uncordon of %s failed: %s", node, exc)
         for node, kind in faulty.items():
             try:
+                if node not in self.cordon.jobs:
+                    self._unsettled[node] = time.monotonic() + CORDON_WAIT_S
                 self.cordon.cordon(node, f"marked faulty: {kind}")
             except errors.TauError as exc:
                 log.warning("cordon of %s failed: %s", node, exc)
+
+    def _cordons_hold(self) -> bool:
+        """Whether new jobs may be submitted: Ray places jobs by free resources, so a job
+        sent before a fresh cordon holds its node's GPUs could land on that node. New
+        submissions wait (``CORDON_WAIT_S`` at most) until every fresh cordon holds."""
+        if not self._unsettled:
+            return True
+        try:
+            nodes = {n.node_id: n for n in self.backend.inventory().alive_nodes}
+        except errors.TauError:
+            return True
+        now = time.monotonic()
+        for node, deadline in list(self._unsettled.items()):
+            n = nodes.get(node)
+            if n is None or n.gpu_available == 0 or now > deadline or node not in self.faulty:
+                del self._unsettled[node]
+        return not self._unsettled
 
     # -- state report -------------------------------------------------------------
     def _state_report(self) -> wire.StateReport:
