@@ -2,8 +2,10 @@
 
 One ``step``: poll every tracked attempt → sync (attempt reports every step, a full
 ``StateReport`` every ``report_s``) → act on the reply: start new assignments, stop
-what the hub says to stop, cordon nodes newly marked faulty. Nothing dials in: the
-hub answers each sync with the work.
+what the hub says to stop, cordon nodes newly marked faulty (new submissions wait
+until a fresh cordon holds its node's GPUs). Nothing dials in: the hub answers each
+sync with the work. The node health checker (``agent.nodecheck``) runs with the state
+report.
 
 Runtime pre-warm (``agent.prewarm``): an assignment whose pip runtime is not warm
 here waits (``AgentConfig.prewarm_wait_s`` at most) while the runtime is built on the
