@@ -18,7 +18,7 @@ another node (includes the retry backoff of 2 s and Ray's job start); **resume**
 the new attempt's first metric line (it loaded the checkpoint). For ``stall`` and
 ``log-xid`` the fault starts at the attempt's last metric line.
 
-    python -m benchmarks.bench_fault_chain [--quick] [--no-write]
+    python -m benchmarks.bench_fault_chain [--quick] [--no-write] [--kinds KIND ...]
 
 ``--quick`` (CI): the ``xid`` kind only, nothing written.
 """
@@ -174,9 +174,13 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true")
     p.add_argument("--no-write", action="store_true")
+    p.add_argument("--kinds", nargs="*", choices=KINDS, default=KINDS)
     args = p.parse_args(argv)
-    result = measure(["xid"] if args.quick else KINDS)
+    kinds = ["xid"] if args.quick else args.kinds
+    result = measure(kinds)
     cmd = "python -m benchmarks.bench_fault_chain" + (" --quick" if args.quick else "")
+    if not args.quick and kinds != KINDS:
+        cmd += " --kinds " + " ".join(kinds)
     section = _section(result, cmd)
     print(section)
     if not (args.no_write or args.quick):
