@@ -148,6 +148,17 @@ def measure(kinds: list[str]) -> dict[str, dict[str, float]]:
     return out
 
 
+_NOTE = (
+    "\n"
+    "Detection of the injected kinds is two checker rounds plus the sync that carries the\n"
+    "mark and Ray stopping the job; `stall` detection is what `resilience.stall` asks for\n"
+    "(8 intervals of 2 s) plus the stop; `log-xid` and `node-loss` are seen at the next log\n"
+    "read or job poll. Replacement includes the 2 s retry backoff, placement, the cordon\n"
+    "taking the node's GPUs and Ray starting the job; resume is the job's own start-up and\n"
+    "checkpoint load.\n"
+)
+
+
 def _section(r: dict[str, dict[str, float]], cmd: str) -> str:
     rows = []
     for kind, t in r.items():
@@ -166,7 +177,7 @@ def _section(r: dict[str, dict[str, float]], cmd: str) -> str:
         "node; resume: → its first metric line (checkpoint loaded). See the module\n"
         "docstring for how each fault is made.\n\n"
         "| fault | fault → resumed | detection | replacement | resume | share (d / r / r) |\n"
-        "|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n"
+        "|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n" + _NOTE
     )
 
 
