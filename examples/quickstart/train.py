@@ -9,10 +9,11 @@ What it shows of the in-job API (``import taugrid as tau``):
 - ``tau.save_artifact`` of ``model.npz`` and ``metrics.json`` at the end.
 
 Knobs for recovery tests: ``--fail-at-step K`` makes the first ``--fail-attempts``
-attempts die (exit 3) or hang right after step K; ``--step-sleep S`` slows every step so
-a node can be killed mid-run. Every flag also reads an environment variable
+attempts die (exit 3) or hang right after step K (printing ``--fail-message`` first, to
+emulate a device error in the log); ``--step-sleep S`` slows every step so a node can
+be killed mid-run. Every flag also reads an environment variable
 (``TRAIN_STEPS``, ``CHECKPOINT_EVERY``, ``FAIL_AT_STEP``, ``FAIL_ATTEMPTS``,
-``FAIL_MODE``, ``STEP_SLEEP``, ``SEED``).
+``FAIL_MODE``, ``FAIL_MESSAGE``, ``STEP_SLEEP``, ``SEED``).
 
 The data split, initialisation and every minibatch are functions of the seed and the
 step, so a resumed run trains on exactly the batches the uninterrupted run would have.
@@ -51,6 +52,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--fail-at-step", type=int, default=int(env("FAIL_AT_STEP", "0")))
     p.add_argument("--fail-attempts", type=int, default=int(env("FAIL_ATTEMPTS", "1")))
     p.add_argument("--fail-mode", choices=("exit", "hang"), default=env("FAIL_MODE", "exit"))
+    p.add_argument("--fail-message", default=env("FAIL_MESSAGE", ""))
     p.add_argument("--step-sleep", type=float, default=float(env("STEP_SLEEP", "0")))
     p.add_argument("--seed", type=int, default=int(env("SEED", "0")))
     return p.parse_args(argv)
@@ -134,6 +136,8 @@ def maybe_fail(args: argparse.Namespace, step: int) -> None:
     if args.fail_at_step != step or tau.attempt() > args.fail_attempts:
         return
     print(f"attempt {tau.attempt()}: failing at step {step} ({args.fail_mode})", flush=True)
+    if args.fail_message:
+        print(args.fail_message, file=sys.stderr, flush=True)
     if args.fail_mode == "hang":
         while True:
             time.sleep(3600)

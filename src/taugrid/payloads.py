@@ -55,12 +55,20 @@ class SubmitRequest(_Payload):
 
 
 class NodeFault(_Payload):
-    """``POST /v1/admin/nodes/fault``: mark a node faulty (what a health checker sends)."""
+    """``POST /v1/admin/nodes/fault|clear``: mark a node faulty (admin or health checker).
+
+    ``source`` is who marks: an admin token always records ``admin``; an agent token
+    (its own cluster only) records ``checker`` or ``log_monitor``. A clear with an
+    agent token clears only marks of its ``source``.
+    """
 
     cluster_id: str
     node_id: str
-    kind: str = pydantic.Field(pattern=r"^(ecc|disk|lost|cordon)$")
-    reason: str = ""
+    kind: str = pydantic.Field(
+        default="cordon", pattern=r"^(ecc|xid|thermal|disk|memory|lost|gpu|quarantine|cordon)$"
+    )
+    reason: str = pydantic.Field(default="", max_length=2000)
+    source: Literal["admin", "checker", "log_monitor"] = "admin"
 
 
 class AgentRegister(_Payload):
@@ -136,6 +144,8 @@ class AttemptReport(_Payload):
     checkpoint_step: Count32 | None = None
     released: bool = False
     submission: dict[str, Any] | None = None
+    progress_warning: str = pydantic.Field(default="", max_length=2000)
+    """Set once when the attempt stops showing progress (``resilience.stall``)."""
 
 
 # Agent text that the hub stores in JSON columns: no NUL (PostgreSQL cannot hold it).

@@ -69,9 +69,36 @@ def test_fault_on_the_head_then_clear(env: dict[str, str], tmp_path: Path) -> No
     cluster = _cluster(env)
     assert cluster["state"] == "ready", cluster["report"].get("health_reason")
     assert cluster["report"]["gpu_faulty"] == 4 and _gpus(env) == (4, 0)
+    listed = tau(env, "admin", "node", "list")
+    assert "ecc (admin)" in listed.stdout, listed.stdout + listed.stderr
     out = tau(env, "admin", "node", "clear", head[:12])
     assert out.returncode == 0, out.stderr + out.stdout
     assert _gpus(env) == (8, 0)  # the head's GPUs are back when clear returns
+    hist = json.loads(tau(env, "admin", "node", "history", head[:12], "-o", "json").stdout)
+    assert [(e["event"], e["source"]) for e in hist] == [
+        ("node_marked", "admin"),
+        ("node_cleared", "all"),
+    ]
+
+
+def test_the_checker_marks_an_injected_fault_and_clears_it(env: dict[str, str]) -> None:
+    """The embedded agent's checker reads the documented fault-injection file."""
+    worker = _cluster(env)["report"]["nodes"][1]["node_id"]
+    inject = Path(env["TAU_HOME"]) / "agents" / "local" / "health" / "nodes"
+    inject.mkdir(parents=True, exist_ok=True)
+    (inject / f"{worker}.json").write_text(json.dumps({"xid": [79]}))
+
+    def marks() -> list[tuple[str, str]]:
+        out = tau(env, "admin", "node", "list", "-o", "json")
+        (row,) = [n for n in json.loads(out.stdout) if n["node_id"] == worker]
+        return [(m["kind"], m["source"]) for m in row["marks"]]
+
+    bh.wait_for(lambda: marks() == [("xid", "checker")], timeout=120, what="checker's mark")
+    assert "Xid 79" in tau(env, "admin", "node", "list").stdout
+    (inject / f"{worker}.json").unlink()
+    bh.wait_for(lambda: marks() == [], timeout=120, what="the checker's clear")
+    hist = tau(env, "admin", "node", "history", worker[:12])
+    assert hist.returncode == 0 and "checker" in hist.stdout, hist.stdout + hist.stderr
 
 
 def test_cluster_list_follows_a_run_and_its_cancel(env: dict[str, str], tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 
-from taugrid.agent import agent, hubclient
+from taugrid.agent import agent, hubclient, nodecheck
 from taugrid.backends import ray_cordon, ray_local
 from taugrid.sdk import submit
 from taugrid.store import db
@@ -91,6 +91,7 @@ class AgentThread:
         data_root: Path | None = None,
         expected_nodes: int | None = None,
         report_s: float = 1.0,
+        health: nodecheck.CheckerConfig | None = None,
     ) -> None:
         self.backend = cluster.backend()
         self.hub = hubclient.HubClient(server.url, server.agent_token(cluster_id), cluster_id)
@@ -102,6 +103,7 @@ class AgentThread:
             report_s=report_s,
             data_root=data_root,
             expected_nodes=expected_nodes,
+            **({"health": health} if health is not None else {}),
         )
         cordon = ray_cordon.GpuCordon(self.backend, state_dir / "cordons.json")
         self.agent = agent.Agent(cfg, self.backend, self.hub, cordon)

@@ -350,6 +350,19 @@ CASES: dict[str, Case] = {
         14,
         "backoff initial 10m is longer than backoff max 1m",
     ),
+    "stall order": Case(
+        add("resilience:\n  stall:\n    interval: 10s\n    warn_after: 5\n    restart_after: 2\n"),
+        19,
+        20,
+        "resilience.stall.restart_after (2) is smaller than warn_after (5)",
+        "make restart_after at least warn_after",
+    ),
+    "stall interval": Case(
+        add("resilience:\n  stall:\n    interval: soon\n"),
+        17,
+        15,
+        "resilience.stall.interval: 'soon' is not a duration",
+    ),
     "retry without retries": Case(
         add("resilience:\n  max_retries: 0\n  retry_on: [preemption]\n"),
         17,

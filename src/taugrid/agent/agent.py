@@ -2,8 +2,10 @@
 
 One ``step``: poll every tracked attempt → sync (attempt reports every step, a full
 ``StateReport`` every ``report_s``) → act on the reply: start new assignments, stop
-what the hub says to stop, cordon nodes newly marked faulty. Nothing dials in: the
-hub answers each sync with the work.
+what the hub says to stop, cordon nodes newly marked faulty (new submissions wait
+until a fresh cordon holds its node's GPUs). Nothing dials in: the hub answers each
+sync with the work. The node health checker (``agent.nodecheck``) runs with the state
+report.
 
 Runtime pre-warm (``agent.prewarm``): an assignment whose pip runtime is not warm
 here waits (``AgentConfig.prewarm_wait_s`` at most) while the runtime is built on the
@@ -28,13 +30,15 @@ import threading
 import time
 import zipfile
 from pathlib import Path
+from typing import Any
 
 from taugrid import errors
 from taugrid import payloads as wire
-from taugrid.agent import datasync, health, hubclient, prewarm, strays, tracker
+from taugrid.agent import datasync, health, hubclient, nodecheck, prewarm, strays, tracker
 from taugrid.backends import base, ray_cordon
 from taugrid.backends import errors as berr
 from taugrid.dataplane import runtimes
+from taugrid.health import signals
 from taugrid.lifecycle import states as st
 from taugrid.render import rayjobs, runspec
 
@@ -47,6 +51,8 @@ _REAP_POLLS = 5
 
 
 SETTLE_S = 2.0
+CORDON_WAIT_S = 30.0
+"""How long new submissions wait for a fresh cordon to hold its node's GPUs."""
 """How long a state report after a change waits for Ray's resource view to show it."""
 
 
@@ -65,6 +71,10 @@ class AgentConfig:
     """The region's data root when no data-plane sidecar runs (the sidecar's wins)."""
     expected_nodes: int | None = None
     """How many Ray nodes the cluster has; fewer alive reports it ``degraded``."""
+    health: nodecheck.CheckerConfig | None = dataclasses.field(
+        default_factory=nodecheck.CheckerConfig
+    )
+    """The node health checker (``agent.nodecheck``); None turns it off."""
 
 
 SUBMIT_TRIES = 4
@@ -96,6 +106,14 @@ class Agent:
         self._waiting: dict[int, tuple[str, float]] = {}  # token -> (runtime key, deadline)
         self._submit_tries: dict[int, int] = {}  # token -> submissions that timed out
         self._reaped: dict[int, int] = {}  # token -> stray sweeps done after the job ended
+        self._unsettled: dict[str, float] = {}  # fresh cordons not holding yet -> deadline
+        self.checker = (
+            nodecheck.NodeChecker(
+                config.health, config.state_dir, config.data_root, hub, signals.NvmlReader()
+            )
+            if config.health is not None
+            else None
+        )
 
     # -- one iteration ----------------------------------------------------------
     def step(self, wait_s: float = 0.0) -> bool:
@@ -182,8 +200,9 @@ class Agent:
         if self.sidecar is not None and reply.peers:
             self.sidecar.announce(reply.peers)
         wanted = {a.token for a in reply.assignments}
-        for a in reply.assignments:
-            if a.token not in self.trackers:
+        fresh = [a for a in reply.assignments if a.token not in self.trackers]
+        if fresh and self._cordons_hold():  # else offered again on the next sync
+            for a in fresh:
                 self._start(a)
         for order in reply.stop:
             self._stop(order)
@@ -328,6 +347,8 @@ class Agent:
     def _cordon(self, faulty: dict[str, str]) -> None:
         """Keep GPU work off nodes marked faulty; give a cleared node its GPUs back."""
         self.faulty = faulty
+        if self.checker is not None:
+            self.checker.cleared(faulty)
         if self.cordon is None:
             return
         for node in sorted(set(self.cordon.jobs) - set(faulty)):
@@ -338,9 +359,28 @@ class Agent:
                 log.warning("uncordon of %s failed: %s", node, exc)
         for node, kind in faulty.items():
             try:
+                if node not in self.cordon.jobs:
+                    self._unsettled[node] = time.monotonic() + CORDON_WAIT_S
                 self.cordon.cordon(node, f"marked faulty: {kind}")
             except errors.TauError as exc:
                 log.warning("cordon of %s failed: %s", node, exc)
+
+    def _cordons_hold(self) -> bool:
+        """Whether new jobs may be submitted: Ray places jobs by free resources, so a job
+        sent before a fresh cordon holds its node's GPUs could land on that node. New
+        submissions wait (``CORDON_WAIT_S`` at most) until every fresh cordon holds."""
+        if not self._unsettled:
+            return True
+        try:
+            nodes = {n.node_id: n for n in self.backend.inventory().alive_nodes}
+        except errors.TauError:
+            return True
+        now = time.monotonic()
+        for node, deadline in list(self._unsettled.items()):
+            n = nodes.get(node)
+            if n is None or n.gpu_available == 0 or now > deadline or node not in self.faulty:
+                del self._unsettled[node]
+        return not self._unsettled
 
     # -- state report -------------------------------------------------------------
     def _state_report(self) -> wire.StateReport:
@@ -354,7 +394,7 @@ class Agent:
                 health="unavailable",
                 health_reason=f"Ray does not answer: {exc}",
             )
-        state, why = health.health(inv, self.config.expected_nodes)
+        state, why = health.health(inv, self.config.expected_nodes, self.faulty)
         free, busy, cordoned = health.capacity(inv, self.faulty)
         return wire.StateReport(
             cluster_id=self.config.cluster_id,
@@ -372,7 +412,7 @@ class Agent:
             avg_gpu_usage=inv.gpu_usage,
             last_heartbeat=time.time(),
             emulated_gpus=inv.emulated_gpus,
-            nodes=health.node_rows(inv, self.faulty, self.config.expected_nodes),
+            nodes=self._node_rows(inv),
             running_attempts=[
                 t for t, x in self.trackers.items() if x.state in st.ACTIVE_ATTEMPT_STATES
             ],
@@ -381,6 +421,17 @@ class Agent:
             cached_runtimes=self.prewarm.warm_keys(inv) if self.prewarm else [],
             endpoint=self.sidecar.endpoint() if self.sidecar else None,
         )
+
+    def _node_rows(self, inv: base.ClusterInventory) -> list[dict[str, Any]]:
+        """The report's nodes, with the health checker's conditions (a round when due)."""
+        rows = health.node_rows(inv, self.faulty, self.config.expected_nodes)
+        if self.checker is not None:
+            root = self.config.data_root or (self.sidecar.cfg.data_root if self.sidecar else None)
+            self.checker.roots["data"] = root
+            self.checker.maybe_check(inv, [r["node_id"] for r in rows])
+            for r in rows:
+                r.update(self.checker.row(r["node_id"]))
+        return rows
 
     # -- loop -----------------------------------------------------------------------
     def register(self) -> None:

@@ -4,7 +4,8 @@ Owns three rules of the state report:
 
 - *health*: ``unavailable`` when Ray cannot run jobs (its inventory cannot be read, or
   the head node — GCS, dashboard, job agent — is down), ``degraded`` when fewer nodes
-  are alive than the cluster has (``expected``), else ``ready``; each with a reason;
+  are alive than the cluster has (``expected``) or when every GPU node is marked faulty
+  (runs wait for a node to be cleared), else ``ready``; each with a reason;
 - *nodes*: alive nodes, plus dead ones only while they are missing (a node that Ray
   restarted gets a new ID; its old, dead ID is not listed next to it);
 - *capacity*: GPUs of alive nodes marked faulty are cordoned (``faulty``), counted
@@ -20,7 +21,9 @@ from taugrid.backends import base
 __all__ = ["capacity", "health", "node_rows"]
 
 
-def health(inv: base.ClusterInventory, expected: int | None) -> tuple[str, str]:
+def health(
+    inv: base.ClusterInventory, expected: int | None, faulty: dict[str, str] | None = None
+) -> tuple[str, str]:
     """``(state, reason)`` of the cluster (see the module docstring)."""
     heads = [n for n in inv.nodes if n.is_head]
     if heads and not any(n.alive for n in heads):
@@ -28,6 +31,17 @@ def health(inv: base.ClusterInventory, expected: int | None) -> tuple[str, str]:
     alive = len(inv.alive_nodes)
     if expected is not None and alive < expected:
         return "degraded", f"{expected - alive} of {expected} Ray nodes down"
+    gpu_nodes = [n for n in inv.alive_nodes if n.gpu_total > 0]
+    marked = [
+        f"{n.node_id[:12]} ({(faulty or {})[n.node_id]})"
+        for n in gpu_nodes
+        if n.node_id in (faulty or {})
+    ]
+    if gpu_nodes and len(marked) == len(gpu_nodes):
+        why = (
+            f"every GPU node is marked faulty: {', '.join(marked)}; runs wait until one is cleared"
+        )
+        return "degraded", why
     return "ready", ""
 
 

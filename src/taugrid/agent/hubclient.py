@@ -1,4 +1,4 @@
-"""The agent's HTTP client to the hub: register, sync, fetch code. Agents dial out.
+"""The agent's HTTP client to the hub: register, sync, fetch code, mark nodes. Agents dial out.
 
 Errors: ``HubUnreachable`` (retryable: the agent keeps its attempts running and tries
 again) and ``HubRefused`` (the hub answered 4xx: a configuration problem such as a
@@ -54,6 +54,18 @@ class HubClient:
     def sync(self, req: wire.AgentSync) -> wire.AgentSyncReply:
         data = self._post(f"/v1/agents/{self.cluster_id}/sync", req.model_dump(mode="json"))
         return wire.AgentSyncReply.model_validate(data)
+
+    def mark_node(self, node_id: str, kind: str, reason: str, source: str = "checker") -> None:
+        """Mark a node of this cluster through the admin API (as ``source``)."""
+        body = wire.NodeFault(
+            cluster_id=self.cluster_id, node_id=node_id, kind=kind, reason=reason, source=source
+        )
+        self._post("/v1/admin/nodes/fault", body.model_dump())
+
+    def clear_node(self, node_id: str, source: str = "checker") -> None:
+        """Clear this agent's own (``source``) marks of a node."""
+        body = wire.NodeFault(cluster_id=self.cluster_id, node_id=node_id, source=source)
+        self._post("/v1/admin/nodes/clear", body.model_dump())
 
     def code(self, run_id: str) -> bytes:
         try:

@@ -8,6 +8,13 @@ checkpoint step, and whether Ray has given back every resource (release line).
 
 A job on a node that the hub marks faulty is stopped and reported FAILED with failure
 kind ``node_failure``; a job whose driver died with its node is classified the same.
+
+Log and progress monitor: each new log chunk is scanned (``health.logscan``); a fatal
+error that points at a node (Xid, ECC, a lost GPU, an NCCL timeout) stops the job as
+``node_failure`` with the offending line (the hub then suspects its nodes). Any new
+log text, metric line or heartbeat file is progress (``health.stall``): past
+``warn_after`` idle intervals the report carries ``progress_warning`` once; past
+``restart_after`` the job is stopped as ``stall``.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from taugrid import errors
 from taugrid import payloads as wire
 from taugrid.backends import base
 from taugrid.backends import errors as berr
+from taugrid.health import logscan, stall
 from taugrid.lifecycle import states as st
 
 __all__ = ["AttemptTracker"]
@@ -60,12 +68,16 @@ class AttemptTracker:
         self.metrics_offset = 0
         self.last_step: int | None = None
         self.fault: str | None = None
+        self.fault_kind = st.FailureKind.NODE_FAILURE
         self.state: st.AttemptState = st.AttemptState.STARTING
         self.released = False
         self.submission: dict[str, Any] | None = None
         self.log_tail = ""
         self._nodes_seen: set[str] = set()
         self._nodes_at = self._logs_at = 0.0
+        self.stall = stall.StallDetector(stall.Settings.from_spec(assignment.spec), time.time())
+        self._stall_level = stall.Level.OK
+        self._beat = 0.0
 
     _SAVED = ("log_offset", "metrics_offset", "last_step", "log_tail")
 
@@ -100,6 +112,8 @@ class AttemptTracker:
             self.fault = f"node {bad[0]} marked faulty ({faulty[bad[0]]}); attempt stopped"
             backend.stop(self.submission_id)
         changed = _STATE[status.state] is not self.state or status.state.terminal
+        if changed and _STATE[status.state] is st.AttemptState.RUNNING:
+            self.stall.progress(time.time())  # the stall clock starts when the job runs
         self.state = _STATE[status.state]
         due = changed or time.monotonic() - self._logs_at >= LOGS_EVERY_S
         report = wire.AttemptReport(
@@ -113,7 +127,40 @@ class AttemptTracker:
             submission=self.submission,
         )
         self.submission = None  # sent once
+        if self.state is st.AttemptState.RUNNING:
+            self._watch(backend, report, due)
         return self._finish(backend, status, report)
+
+    def _watch(self, backend: base.Backend, r: wire.AttemptReport, read_logs: bool) -> None:
+        """The log and progress monitor (see the module docstring)."""
+        now = time.time()
+        if r.log_chunk or r.metrics or (read_logs and self._heartbeat()):
+            self.stall.progress(now)
+        finding = next((f for f in logscan.scan(r.log_chunk) if f.node and f.fatal), None)
+        level = self.stall.level(now)
+        if finding is not None and self.fault is None:
+            where = ", ".join(n[:12] for n in r.nodes) or "its node"
+            self._stop(backend, f"log monitor: {finding.kind} on {where}: {finding.line}")
+        elif level is stall.Level.RESTART and self.fault is None:
+            self.fault_kind = st.FailureKind.STALL
+            self._stop(backend, f"stalled: {self.stall.describe(now)}; attempt stopped")
+        elif level is stall.Level.WARN and self._stall_level is stall.Level.OK:
+            r.progress_warning = f"stalled: {self.stall.describe(now)}"
+        self._stall_level = level
+
+    def _stop(self, backend: base.Backend, why: str) -> None:
+        self.fault = why
+        try:
+            backend.stop(self.submission_id)
+        except errors.TauError:
+            self.fault = None  # try again on the next poll
+
+    def _heartbeat(self) -> bool:
+        """A heartbeat file (``tau.heartbeat()``) changed since the last look."""
+        beats = (self.run_dir / "metrics").glob("heartbeat-rank-*.json")
+        newest = max((p.stat().st_mtime for p in beats), default=0.0)
+        fresh, self._beat = newest > self._beat, max(self._beat, newest)
+        return fresh
 
     def _reported_state(self) -> st.AttemptState:
         if self.fault and self.state in (st.AttemptState.STOPPED, st.AttemptState.FAILED):
@@ -128,7 +175,9 @@ class AttemptTracker:
             return r
         r.exit_code = status.exit_code
         r.message = self.fault or status.message or ""
-        if self.fault or (status.state is base.JobState.FAILED and _NODE_DEATH.search(r.message)):
+        if self.fault:
+            r.failure_kind = self.fault_kind.value
+        elif status.state is base.JobState.FAILED and _NODE_DEATH.search(r.message):
             r.failure_kind = st.FailureKind.NODE_FAILURE.value
         elif status.state is base.JobState.FAILED:
             r.failure_kind = st.FailureKind.EXIT_NONZERO.value

@@ -1,4 +1,4 @@
-"""``tau up | down``, ``tau cluster list`` and ``tau admin node fault|clear``.
+"""``tau up | down``, ``tau cluster list`` and ``tau admin node fault|clear|list|history``.
 
 Operate the embedded platform and read/mark the clusters of any hub (through the SDK).
 """
@@ -126,7 +126,10 @@ app.admin_app.add_typer(node_app, name="node")
 @views.guard
 def node_fault(
     node: str,
-    kind: Annotated[str, typer.Option("--kind", help="ecc | disk | lost | cordon")] = "ecc",
+    kind: Annotated[
+        str,
+        typer.Option("--kind", help="ecc | xid | thermal | disk | memory | lost | gpu | cordon"),
+    ] = "ecc",
     cluster: Annotated[str, typer.Option("--cluster")] = "local",
     reason: str = "",
 ) -> None:
@@ -151,6 +154,60 @@ def node_clear(node: str, cluster: Annotated[str, typer.Option("--cluster")] = "
     )
     views.console.print(f"node {full} of {cluster} cleared")
     _await_report(cli, cluster, full, faulty=False)
+
+
+@node_app.command("list")
+@views.guard
+def node_list(output: Output = "text") -> None:
+    """Every node with its health checks and its marks (who set them: admin, checker,
+    log_monitor)."""
+    cli = embedded.ensure_client(_progress)
+    nodes: list[dict[str, Any]] = cli.request("GET", "/v1/admin/nodes")
+    if output == "json":
+        views.emit_json(nodes)
+        return
+    rows = [
+        (
+            n["cluster"],
+            n["node_id"][:12],
+            n.get("ip") or "-",
+            "yes" if n.get("alive") else "no",
+            n.get("health", "unknown"),
+            ", ".join(f"{m['kind']} ({m['source']})" for m in n["marks"]) or "-",
+            "; ".join(f"{c['type']}: {c['reason']}" for c in n["conditions"] if c["status"] != "ok")
+            or "-",
+        )
+        for n in nodes
+    ]
+    cols = ["CLUSTER", "NODE", "IP", "ALIVE", "HEALTH", "MARKS", "CONDITIONS"]
+    views.console.print(views.table(cols, rows))
+
+
+@node_app.command("history")
+@views.guard
+def node_history(
+    node: str, cluster: Annotated[str, typer.Option("--cluster")] = "local", output: Output = "text"
+) -> None:
+    """Marks, clears and suspicions of NODE, oldest first, with who caused each."""
+    cli = embedded.ensure_client(_progress)
+    full = _node_id(cli.clusters(), cluster, node)
+    events: list[dict[str, Any]] = cli.request(
+        "GET", f"/v1/admin/nodes/{full}/history", params={"cluster": cluster}
+    )
+    if output == "json":
+        views.emit_json(events)
+        return
+    rows = [
+        (
+            time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(e["ts"])),
+            e["event"].removeprefix("node_"),
+            e.get("kind") or e.get("finding") or "-",
+            e.get("source") or ("log_monitor" if e["event"] == "node_suspect" else "-"),
+            e.get("reason") or e.get("line") or (f"run {e['run']}" if e.get("run") else ""),
+        )
+        for e in events
+    ]
+    views.console.print(views.table(["TIME", "EVENT", "KIND", "SOURCE", "DETAIL"], rows))
 
 
 def _await_report(

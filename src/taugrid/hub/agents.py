@@ -18,7 +18,7 @@ import time
 from typing import Any
 
 from taugrid import payloads as wire
-from taugrid.hub import context, data_view, fencing, prewarm, runs, util_history
+from taugrid.hub import context, data_view, fencing, nodehealth, prewarm, runs, util_history
 from taugrid.lifecycle import phases as ph
 from taugrid.lifecycle import reasons
 from taugrid.lifecycle import states as st
@@ -164,6 +164,8 @@ def _apply(hub: context.Hub, rep: wire.AttemptReport) -> None:
             f"ray-job-submission-a{a['number']}.json", json.dumps(rep.submission, indent=2)
         )
     _metrics(hub, run, a, rep)
+    if rep.progress_warning:
+        nodehealth.stalled(hub, run["id"], a["number"], rep.progress_warning)
     if rep.state != a["state"]:
         _transition(hub, run, a, rep)
         runs.write_run_json(hub, run["id"])
@@ -273,6 +275,7 @@ def _running(
     )
     faulty = {m["node_id"]: m["kind"] for m in hub.clusters.open_marks(a["cluster_id"])}
     bad = [f"{n} ({faulty[n]})" for n in rep.nodes if n in faulty]
+    unknown = nodehealth.unknown(hub, a["cluster_id"], rep.nodes)
     if bad:
         _phase(
             hub,
@@ -282,6 +285,8 @@ def _running(
             "node health",
             f"faulty: {bad}",
         )
+    elif unknown:  # a crashing checker is never taken as healthy
+        _phase(hub, run["id"], ph.Phase.GPU_HEALTHY, ph.PhaseStatus.WARNING, "node health", unknown)
     elif rep.nodes:
         _phase(
             hub,
@@ -310,6 +315,8 @@ def end_attempt(
         state, kind = st.AttemptState.FAILED, st.FailureKind.PREEMPTION
         message = a["reason"] or message
     revoked_at = fencing.revoke(hub, a)  # before anything else: the token stops being valid
+    if state is st.AttemptState.FAILED:  # a log that blames the node: suspect it, retry
+        kind = nodehealth.suspect(hub, a, message, kind)
     hub.runs.update_attempt(
         a["token"],
         state=state.value,
@@ -448,6 +455,8 @@ def _failed(
     left = int(spec.get("max_retries", 0)) - (run["attempts_used"] - 1)
     if kind is st.FailureKind.PREEMPTION:  # Kueue semantics: eviction never uses up retries
         retry_on, left = [kind.value], max(left, 1)
+    if kind is st.FailureKind.STALL:
+        retry_on, left, message = nodehealth.stall_retry(hub, run, retry_on, left, message)
     lost = _lost_steps(hub, a)
     if st.is_retryable(kind, retry_on, left):
         delay = 0.0 if kind is st.FailureKind.PREEMPTION else _backoff(spec, run["attempts_used"])

@@ -188,30 +188,6 @@ def get_platform(request: fastapi.Request, p: Auth) -> dict[str, Any]:
     return tenancy.visible_platform(_hub(request).platform, allowed).model_dump(mode="json")
 
 
-@router.post("/admin/nodes/fault")
-def mark_node(request: fastapi.Request, body: wire.NodeFault, p: Admin) -> dict[str, Any]:
-    hub = _hub(request)
-    if hub.clusters.get(body.cluster_id) is None:
-        raise runs.NotFound(
-            f"no cluster '{body.cluster_id}'", "list clusters with: tau cluster list"
-        )
-    if body.node_id not in _node_ids(hub.clusters.get(body.cluster_id) or {}):
-        raise runs.NotFound(
-            f"cluster '{body.cluster_id}' has no node '{body.node_id}'",
-            "see node IDs with: tau cluster list",
-        )
-    row = hub.clusters.mark_node(body.cluster_id, body.node_id, body.kind, body.reason or body.kind)
-    hub.auth.audit(p.name, "node.fault", f"{body.cluster_id}/{body.node_id}", body.model_dump())
-    return row
-
-
-@router.post("/admin/nodes/clear")
-def clear_node(request: fastapi.Request, body: wire.NodeFault, p: Admin) -> dict[str, Any]:
-    n = _hub(request).clusters.clear_node(body.cluster_id, body.node_id)
-    _hub(request).auth.audit(p.name, "node.clear", f"{body.cluster_id}/{body.node_id}", {})
-    return {"cleared": n}
-
-
 @router.post("/agents/{cluster_id}/register")
 def agent_register(
     request: fastapi.Request, cluster_id: str, body: wire.AgentRegister, p: Agent

@@ -31,7 +31,7 @@ import sqlalchemy as sa
 import swagger_ui_bundle
 from fastapi import responses
 
-from taugrid.hub import api, auth, context, data_api, scheduler, tenancy_api
+from taugrid.hub import api, auth, context, data_api, nodes_api, scheduler, tenancy_api
 
 __all__ = ["DEFAULT_EXTENSIONS", "create_app", "install_extensions"]
 
@@ -59,6 +59,7 @@ def create_app(hub: context.Hub) -> fastapi.FastAPI:
     _install_docs(app)
     app.include_router(api.router)
     app.include_router(tenancy_api.router)
+    app.include_router(nodes_api.router)
     data_api.install(app, hub)
     api.install_error_handlers(app)
 

@@ -78,6 +78,7 @@ class FailureKind(enum.StrEnum):
     RUNTIME_ENV = "runtime_env"  # its runtime (pip requirements) could not be prepared
     TIMEOUT = "timeout"
     DATA_STAGING = "data_staging"
+    STALL = "stall"  # no progress for resilience.stall.restart_after intervals
 
 
 def is_retryable(kind: FailureKind, retry_on: list[str], retries_left: int) -> bool:

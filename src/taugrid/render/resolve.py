@@ -313,6 +313,12 @@ def _file_fields(r: _Resolver) -> dict[str, Any]:
     )
     runtime = r.pick("max_runtime_s", r.file("resilience.max_runtime"), (None, BUILTIN))
     out["max_runtime_s"] = None if runtime is None else units.parse_duration(runtime)
+    stall: sm.StallSpec = r.pick(
+        "stall_interval_s", r.file("resilience.stall"), (sm.StallSpec(), BUILTIN)
+    )
+    out["stall_interval_s"] = units.parse_duration(stall.interval)
+    out["stall_warn_after"], out["stall_restart_after"] = stall.warn_after, stall.restart_after
+    r.prov["stall_warn_after"] = r.prov["stall_restart_after"] = r.prov["stall_interval_s"]
     return out
 
 

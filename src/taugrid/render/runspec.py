@@ -88,6 +88,9 @@ class RunSpec(pydantic.BaseModel):
     checkpoint_path: str | None = None
     max_runtime_s: float | None = None
     backoff: spec_models.Backoff = pydantic.Field(default_factory=spec_models.Backoff)
+    stall_interval_s: float = 60.0
+    stall_warn_after: int = 5
+    stall_restart_after: int | None = None
 
     # provenance
     config_hash: str

@@ -48,6 +48,7 @@ __all__ = [
     "RuntimeSpec",
     "SecretRef",
     "ServeSpec",
+    "StallSpec",
     "StorageSpec",
     "TauConfig",
     "WorkloadKind",
@@ -109,6 +110,7 @@ class RetryOn(enum.StrEnum):
     LOST_CONTACT = "lost_contact"
     EXIT_NONZERO = "exit_nonzero"
     DATA_STAGING = "data_staging"
+    STALL = "stall"
 
 
 class RunSection(_Model):
@@ -351,8 +353,37 @@ class Backoff(_Model):
         return self
 
 
+class StallSpec(_Model):
+    """``resilience.stall``: when a run that makes no progress is flagged and restarted.
+
+    Progress is any metric line, heartbeat or log line. ``warn_after`` intervals
+    without any make the Progressing phase a warning; ``restart_after`` intervals
+    restart the attempt from its last checkpoint (a run without one fails instead).
+    """
+
+    interval: str = "60s"
+    """How often a run is expected to show progress (a duration: 30s, 5m)."""
+    warn_after: int = pydantic.Field(default=5, ge=1, le=10_000)
+    """Intervals without progress before the Progressing phase warns."""
+    restart_after: int | None = pydantic.Field(default=None, ge=1, le=10_000)
+    """Intervals without progress before the attempt is restarted (default: never)."""
+
+    _check = pydantic.field_validator("interval")(units.check_duration)
+
+    @pydantic.model_validator(mode="after")
+    def _order(self) -> StallSpec:
+        if self.restart_after is not None and self.restart_after < self.warn_after:
+            raise errors.FieldError(
+                f"resilience.stall.restart_after ({self.restart_after}) is smaller than "
+                f"warn_after ({self.warn_after})",
+                loc=("restart_after",),
+                hint="make restart_after at least warn_after",
+            )
+        return self
+
+
 class ResilienceSpec(_Model):
-    """``resilience``: retries, checkpoint location and runtime limit."""
+    """``resilience``: retries, checkpoint location, runtime limit and stall detection."""
 
     max_retries: int | None = pydantic.Field(default=None, ge=0, le=100)
     """Attempts after the first (default: the profile's)."""
@@ -364,6 +395,8 @@ class ResilienceSpec(_Model):
     """Wall-clock limit of one attempt (a duration: 90m, 12h, 2d)."""
     backoff: Backoff = pydantic.Field(default_factory=Backoff)
     """Delay between attempts."""
+    stall: StallSpec = pydantic.Field(default_factory=StallSpec)
+    """When a run that shows no progress is flagged and restarted."""
 
     _check_runtime = pydantic.field_validator("max_runtime")(units.check_duration)
 

@@ -75,30 +75,56 @@ class ClusterStore:
                 dict(r._mapping) for r in c.execute(sa.select(t.clusters).order_by(t.clusters.c.id))
             ]
 
-    def mark_node(self, cluster_id: str, node_id: str, kind: str, reason: str) -> Row:
-        row = {
-            "cluster_id": cluster_id,
-            "node_id": node_id,
-            "kind": kind,
-            "reason": reason,
-            "marked_at": time.time(),
-            "cleared_at": None,
-        }
+    def mark_node(
+        self, cluster_id: str, node_id: str, kind: str, reason: str, source: str = "admin"
+    ) -> Row:
+        """Open a mark (``source``: admin, checker, log_monitor); the open mark of the
+        same kind and source is returned instead of a second one."""
         with self.engine.begin() as c:
+            same = c.execute(
+                sa.select(t.node_marks).where(
+                    t.node_marks.c.cluster_id == cluster_id,
+                    t.node_marks.c.node_id == node_id,
+                    t.node_marks.c.kind == kind,
+                    t.node_marks.c.source == source,
+                    t.node_marks.c.cleared_at.is_(None),
+                )
+            ).first()
+            if same is not None:
+                return dict(same._mapping)
+            row = {
+                "cluster_id": cluster_id,
+                "node_id": node_id,
+                "kind": kind,
+                "reason": reason,
+                "source": source,
+                "marked_at": time.time(),
+                "cleared_at": None,
+            }
             row["id"] = c.execute(t.node_marks.insert().values(**row)).inserted_primary_key[0]  # type: ignore[index]
         return row
 
-    def clear_node(self, cluster_id: str, node_id: str) -> int:
+    def clear_node(self, cluster_id: str, node_id: str, source: str | None = None) -> int:
+        """Clear the node's open marks (only those of ``source`` when given)."""
+        where = [
+            t.node_marks.c.cluster_id == cluster_id,
+            t.node_marks.c.node_id == node_id,
+            t.node_marks.c.cleared_at.is_(None),
+        ]
+        if source is not None:
+            where.append(t.node_marks.c.source == source)
         with self.engine.begin() as c:
             return c.execute(
-                t.node_marks.update()
-                .where(
-                    t.node_marks.c.cluster_id == cluster_id,
-                    t.node_marks.c.node_id == node_id,
-                    t.node_marks.c.cleared_at.is_(None),
-                )
-                .values(cleared_at=time.time())
+                t.node_marks.update().where(*where).values(cleared_at=time.time())
             ).rowcount
+
+    def marks(self, cluster_id: str, node_id: str) -> list[Row]:
+        """Every mark the node ever had, open or cleared, oldest first."""
+        q = sa.select(t.node_marks).where(
+            t.node_marks.c.cluster_id == cluster_id, t.node_marks.c.node_id == node_id
+        )
+        with self.engine.connect() as c:
+            return [dict(r._mapping) for r in c.execute(q.order_by(t.node_marks.c.id))]
 
     def open_marks(self, cluster_id: str | None = None) -> list[Row]:
         q = sa.select(t.node_marks).where(t.node_marks.c.cleared_at.is_(None))

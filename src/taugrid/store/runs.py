@@ -338,6 +338,17 @@ class RunStore:
         with self.engine.connect() as c:
             return _rows(c.execute(q))
 
+    def node_events(self, limit: int = 10_000) -> list[Row]:
+        """The newest platform events about nodes (``node_*`` kinds, no run), oldest first."""
+        q = (
+            sa.select(t.events)
+            .where(t.events.c.run_id.is_(None), t.events.c.kind.like("node\\_%", escape="\\"))
+            .order_by(t.events.c.id.desc())
+            .limit(limit)
+        )
+        with self.engine.connect() as c:
+            return list(reversed(_rows(c.execute(q))))
+
     def add_metrics(self, run_id: str, rows: list[Row]) -> None:
         if rows:
             with self.engine.begin() as c:

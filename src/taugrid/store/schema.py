@@ -144,6 +144,7 @@ node_marks = sa.Table(
     sa.Column("reason", sa.Text, nullable=False),
     sa.Column("marked_at", sa.Float, nullable=False),
     sa.Column("cleared_at", sa.Float, nullable=True),
+    sa.Column("source", sa.String(16), nullable=False, server_default="admin"),
 )
 
 tokens = sa.Table(
