@@ -132,7 +132,7 @@ def _assignment(hub: context.Hub, run: dict[str, Any], a: dict[str, Any]) -> wir
         attempt=a["number"],
         workspace=run["workspace"],
         spec=run["spec"],
-        run_dir=str(runs.record_of(hub, run).dir),
+        run_dir=runs.record_of(hub, run).location,
         submission_id=a["submission_id"],
         resumed_from=a["resumed_from"],
         inputs=data_view.local_inputs(hub, run, a["cluster_id"]),

@@ -142,13 +142,19 @@ def run_files(request: fastapi.Request, ref: str, p: Auth, sub: str = "") -> lis
 
 
 @router.get("/runs/{ref}/file")
-def run_file(request: fastapi.Request, ref: str, path: str, p: Auth) -> responses.FileResponse:
+def run_file(request: fastapi.Request, ref: str, path: str, p: Auth) -> fastapi.Response:
     rec = runs.record_of(_hub(request), _run(request, ref, p))
+    missing = runs.NotFound(
+        f"no file '{path}' in the run's record", "list files with: tau run get NAME --list"
+    )
+    if rec.dir is None:  # an object store: the object, fetched by the hub
+        data = rec.read_bytes(path)
+        if data is None:
+            raise missing
+        return fastapi.Response(data, media_type="application/octet-stream")
     target = record.resolve_inside(rec.dir, path)
     if not target.is_file():
-        raise runs.NotFound(
-            f"no file '{path}' in the run's record", "list files with: tau run get NAME --list"
-        )
+        raise missing
     return responses.FileResponse(target)
 
 
@@ -225,7 +231,5 @@ def agent_code(
     run = hub.runs.get_run(run_id)
     if run is None or run["cluster_id"] != cluster_id:
         raise runs.NotFound(f"run {run_id} is not assigned to cluster {cluster_id}")
-    code = runs.record_of(hub, run).dir / "rendered" / "code.zip"
-    return fastapi.Response(
-        code.read_bytes() if code.exists() else b"", media_type="application/zip"
-    )
+    code = runs.record_of(hub, run).read_bytes("rendered/code.zip")
+    return fastapi.Response(code or b"", media_type="application/zip")
