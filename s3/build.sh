@@ -13,6 +13,7 @@
 # Each cold build's wall time goes to <cache>/times.txt ("weed <seconds>").
 # TAU_S3_CACHE overrides ~/.cache/taugrid/seaweedfs.
 set -euo pipefail
+command -v go >/dev/null || { echo "s3/build.sh needs the Go toolchain (go) on PATH" >&2; exit 1; }
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=versions.env

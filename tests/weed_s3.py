@@ -15,6 +15,7 @@ own), then SIGKILLs the process group and reaps it: no process is left behind.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -176,12 +177,8 @@ class WeedS3:
             return
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGTERM)
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(GRACE_S)
-            except subprocess.TimeoutExpired:
-                pass
-        try:  # the group too: nothing weed started may outlive it
+        with contextlib.suppress(ProcessLookupError):  # the group: nothing may outlive weed
             os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         proc.wait(30)

@@ -14,6 +14,7 @@ import secrets
 import time
 from typing import Any
 
+from taugrid.dataplane import recordstore
 from taugrid.errors import UserError
 from taugrid.hub import context
 from taugrid.lifecycle import phases as ph
@@ -23,7 +24,7 @@ from taugrid.render import resolve as rs
 from taugrid.render import runspec
 from taugrid.spec import load as spec_load
 from taugrid.spec import models as sm
-from taugrid.store import checkpoints, record, recordstore
+from taugrid.store import checkpoints, record
 
 __all__ = ["NotFound", "cancel", "close_scheduled", "detail", "record_of", "resume", "submit"]
 

@@ -1,7 +1,8 @@
 """The evidence record: ``<workspace>/runs/<run-id>/`` in a record store (DESIGN §2).
 
-The store (``store.recordstore``) is the data root directory in the embedded platform
-(``<data_root>/<workspace>/runs/<run-id>/`` on disk, as always) or an object store.
+The store (``dataplane.recordstore``, seen here through the ``Store`` protocol) is the
+data root directory in the embedded platform (``<data_root>/<workspace>/runs/<run-id>/``
+on disk, as always) or an object store.
 Owns the layout and every write the hub makes into it: ``run.json`` (rewritten as the
 run progresses), ``tau.yaml`` (as submitted), ``rendered/``, ``logs/`` (appended from
 agent log chunks), ``events.jsonl`` (append-only), ``FENCE`` (the authoritative
@@ -17,12 +18,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from taugrid.errors import UserError
-from taugrid.store import recordstore
 
-__all__ = ["RunRecord", "resolve_inside"]
+__all__ = ["RunRecord", "Store", "resolve_inside"]
 
 SUBDIRS = ("rendered", "logs", "metrics", "checkpoints", "artifacts")
 
@@ -44,10 +44,26 @@ def resolve_inside(root: Path, rel: str) -> Path:
     return target
 
 
+class Store(Protocol):
+    """What a record needs of its record store (``dataplane.recordstore.RecordStore``);
+    every operation refuses keys that leave the store's root (``..``)."""
+
+    url: str
+
+    def write(self, key: str, data: bytes) -> None: ...
+    def read(self, key: str) -> bytes | None: ...
+    def read_text(self, key: str) -> str | None: ...
+    def append(self, key: str, data: bytes) -> None: ...
+    def exists(self, key: str) -> bool: ...
+    def delete(self, key: str) -> None: ...
+    def list(self, prefix: str) -> list[tuple[str, int]]: ...
+    def local_path(self, key: str) -> Path | None: ...
+
+
 class RunRecord:
     """One run's record: keys ``<workspace>/runs/<run-id>/...`` of a record store."""
 
-    def __init__(self, store: recordstore.RecordStore, workspace: str, run_id: str) -> None:
+    def __init__(self, store: Store, workspace: str, run_id: str) -> None:
         self.store = store
         self.prefix = f"{workspace}/runs/{run_id}"
 
@@ -63,7 +79,8 @@ class RunRecord:
         return str(local) if local is not None else f"{self.store.url}/{self.prefix}"
 
     def key(self, rel: str) -> str:
-        return f"{self.prefix}/{recordstore.check_key(rel)}"
+        """The store key of ``rel`` (the store refuses one that leaves the root)."""
+        return f"{self.prefix}/{rel.lstrip('/')}"
 
     def create(self, tau_yaml: str) -> None:
         local = self.dir
@@ -121,9 +138,7 @@ class RunRecord:
 
     def missing_outputs(self, outputs: list[dict[str, Any]]) -> list[str]:
         """Declared required outputs that do not exist under ``artifacts/``."""
-        return [
-            o["path"] for o in outputs if o.get("required", True) and not self._has(o["path"])
-        ]
+        return [o["path"] for o in outputs if o.get("required", True) and not self._has(o["path"])]
 
     def _has(self, rel: str) -> bool:
         """A file, or a folder with at least one file, at ``artifacts/<rel>``."""

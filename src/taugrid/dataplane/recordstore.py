@@ -1,5 +1,8 @@
 """Record stores: where run records live (DESIGN §2), behind one interface.
 
+(Here rather than in ``store``, which is the hub's database: the CLI may reach this
+module through the SDK to check a platform's stores, never the database.)
+
     RecordStore              keys are '/'-separated paths under the store's root,
     ├── LocalRecordStore     e.g. ``<ws>/runs/<run-id>/run.json``; a directory
     │                        (``$TAU_HOME/data`` in the embedded platform): the layout

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from taugrid.dataplane import recordstore
 from taugrid.errors import UserError
 from taugrid.platform import models as pm
-from taugrid.store import record, recordstore
+from taugrid.store import record
 from tests import weed_s3 as ws
 
 BUCKET = "records"
@@ -78,9 +79,7 @@ def test_list_is_relative_sorted_and_hides_dot_names(store: recordstore.RecordSt
     assert store.list("ws/runs/nothing-here") == []
 
 
-def test_put_and_get_file_verify_sha256(
-    store: recordstore.RecordStore, tmp_path: Path
-) -> None:
+def test_put_and_get_file_verify_sha256(store: recordstore.RecordStore, tmp_path: Path) -> None:
     import hashlib
 
     src = tmp_path / "model.bin"
@@ -171,9 +170,7 @@ def test_check_wrong_credentials_is_a_user_error(
     assert "secret_key_env" in err.value.hint
 
 
-def test_check_unreachable_is_retryable(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+def test_check_unreachable_is_retryable(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("TAU_TEST_S3_KEY", ws.KEY)
     monkeypatch.setenv("TAU_TEST_S3_SECRET", ws.SECRET)
     spec = pm.RecordStoreSpec(
