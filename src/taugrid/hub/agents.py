@@ -18,7 +18,7 @@ import time
 from typing import Any
 
 from taugrid import payloads as wire
-from taugrid.hub import context, data_view, fencing, prewarm, runs
+from taugrid.hub import context, data_view, fencing, prewarm, results, runs
 from taugrid.lifecycle import phases as ph
 from taugrid.lifecycle import reasons
 from taugrid.lifecycle import states as st
@@ -379,6 +379,8 @@ def _succeeded(hub: context.Hub, run: dict[str, Any]) -> None:
             "files",
             f"missing outputs: {missing}",
         )
+    elif url := results.output_url(hub, run["workspace"], run["id"], run["spec"]):
+        results.save(hub, run, url)
     elif files:
         _phase(
             hub,

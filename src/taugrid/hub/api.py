@@ -15,7 +15,7 @@ from fastapi import responses
 
 from taugrid import errors
 from taugrid import payloads as wire
-from taugrid.hub import agents, context, data_ops, runs, tenancy
+from taugrid.hub import agents, context, data_ops, results, runs, tenancy
 from taugrid.hub.auth import Principal, principal, require_admin, require_agent, workspaces_of
 from taugrid.spec import errors as spec_errors
 from taugrid.store import record
@@ -58,6 +58,7 @@ def submit_run(request: fastapi.Request, body: wire.SubmitRequest, p: Auth) -> d
     if not p.can_see(spec.workspace):
         raise fastapi.HTTPException(403, f"you are not a member of workspace {spec.workspace}")
     data_ops.check_inputs(hub, spec.workspace, [i.dataset for i in spec.inputs])
+    results.check(hub, spec.workspace, spec.model_dump(mode="json"))
     if body.dry_run:
         return {"dry_run": True, "spec": spec.model_dump(mode="json")}
     row = runs.submit(hub, body, p.name)

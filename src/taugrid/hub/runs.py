@@ -263,12 +263,15 @@ def latest_checkpoint(hub: context.Hub, run: dict[str, Any]) -> str | None:
 
 
 def finish_record(hub: context.Hub, run_id: str) -> None:
-    """Final ``run.json`` then ``COMPLETE`` (written last: the record is whole)."""
+    """Final ``run.json`` then ``COMPLETE`` (written last: the record is whole) — not while
+    *Artifacts saved* is active (an upload waits for the object store: ``hub.results``)."""
     run = hub.runs.get_run(run_id)
     if run is None:
         return
     write_run_json(hub, run_id)
-    record_of(hub, run).complete()
+    saved = hub.runs.phases(run_id).get(ph.Phase.ARTIFACTS_SAVED)
+    if saved is None or saved.status is not ph.PhaseStatus.ACTIVE:
+        record_of(hub, run).complete()
 
 
 def close_scheduled(hub: context.Hub, run_id: str, state: st.RunState) -> None:
