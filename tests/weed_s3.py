@@ -133,6 +133,8 @@ class WeedS3:
             "-s3",
             f"-s3.port={p['s3']}",
             f"-s3.config={identities}",
+            "-s3.port.iceberg=0",  # fixed default ports (8181, 9101): off, never shared
+            "-s3.port.lance=0",
             "-master.volumeSizeLimitMB=64",
             "-volume.max=16",
         ]

@@ -153,8 +153,8 @@ def test_check_missing_bucket_is_a_user_error(
 ) -> None:
     monkeypatch.setenv("TAU_TEST_S3_KEY", ws.KEY)
     monkeypatch.setenv("TAU_TEST_S3_SECRET", ws.SECRET)
-    st = recordstore.open_store(_spec(weed_s3, "s3://no-such-bucket-x1/p"), tmp_path)
-    with pytest.raises(recordstore.RecordStoreConfigError, match="no-such-bucket-x1"):
+    st = recordstore.open_store(_spec(weed_s3, "s3://no-such-bucket-x2/p"), tmp_path)
+    with pytest.raises(recordstore.RecordStoreConfigError, match="no-such-bucket-x2"):
         st.check()
 
 

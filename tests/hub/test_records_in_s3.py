@@ -100,7 +100,7 @@ def test_submitted_record_lands_in_the_bucket_and_is_served(
 @pytest.mark.parametrize(
     ("url", "key_env", "says"),
     [
-        ("s3://no-such-bucket-7/p", "TAU_TEST_S3_KEY", "bucket 'no-such-bucket-7' does not exist"),
+        ("s3://no-such-bucket-8/p", "TAU_TEST_S3_KEY", "bucket 'no-such-bucket-8' does not exist"),
         (f"s3://{BUCKET}/p", "TAU_TEST_S3_WRONG_KEY", "refused the credentials"),
     ],
 )

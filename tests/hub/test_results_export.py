@@ -131,6 +131,6 @@ def test_missing_output_bucket_is_refused_at_submit(
     weed_s3: ws.WeedS3, env: None, tmp_path: Path, engine: sa.Engine
 ) -> None:
     hub = _hub(weed_s3, tmp_path, engine)
-    spec = runs.resolve_request(hub, SubmitRequest(tau_yaml=tau_yaml("s3://no-bucket-out/x")))
-    with pytest.raises(UserError, match="bucket 'no-bucket-out' does not exist"):
+    spec = runs.resolve_request(hub, SubmitRequest(tau_yaml=tau_yaml("s3://no-bucket-out2/x")))
+    with pytest.raises(UserError, match="bucket 'no-bucket-out2' does not exist"):
         results.check(hub, "default", spec.model_dump(mode="json"))

@@ -346,10 +346,13 @@ class ObjectRecordStore(RecordStore):
         return True
 
     def check(self) -> None:
-        """Write, read back and delete a probe object: proves bucket and credentials."""
+        """HEAD the bucket, then write and delete a probe object: proves bucket and
+        credentials (some S3 servers create a missing bucket on the first PUT)."""
         probe = f".tau-probe-{os.getpid()}-{threading.get_ident()}"
         try:
             fs, path = self._key(probe)
+            if hasattr(fs, "call_s3"):  # s3fs: HeadBucket (404 → FileNotFoundError)
+                fs.call_s3("head_bucket", Bucket=path.split("/")[0])
             fs.pipe_file(path, b"probe")
             fs.rm_file(path)
         except RecordStoreConfigError:
@@ -378,7 +381,7 @@ def _classify(url: str, exc: BaseException) -> UserError | SystemFault:
         return RecordStoreConfigError(
             f"record store {url}: the object store refused the credentials ({text[:200]})",
             "set the access key and secret in the environment variables named by "
-            "records.access_key_env / records.secret_key_env",
+            "records.access_key_env / records.secret_key_env (platform.yaml)",
         )
     return RecordStoreError(
         f"record store {url} does not answer: {text[:300]}",
