@@ -13,7 +13,6 @@
 # Each cold build's wall time goes to <cache>/times.txt ("weed <seconds>").
 # TAU_S3_CACHE overrides ~/.cache/taugrid/seaweedfs.
 set -euo pipefail
-command -v go >/dev/null || { echo "s3/build.sh needs the Go toolchain (go) on PATH" >&2; exit 1; }
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=versions.env
@@ -33,6 +32,7 @@ if [ -x "$bin/weed" ]; then
     echo "$bin/weed"
     exit 0
 fi
+command -v go >/dev/null || { echo "s3/build.sh needs the Go toolchain (go) on PATH" >&2; exit 1; }
 mkdir -p "$bin" "$root/logs"
 log="$root/logs/weed.log"
 echo "build weed ($SEAWEEDFS_MODULE@$SEAWEEDFS_VERSION) -> $bin/weed; log $log" >&2
