@@ -200,3 +200,16 @@ def test_records_spec_per_workspace() -> None:
         pm.RecordStoreSpec(url="s3:///x")
     with pytest.raises(ValueError, match="use a directory"):
         pm.RecordStoreSpec(url="ftp://host/x")
+
+
+def test_weed_binary_skips_outside_ci_and_fails_in_ci(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """No binary: a skip that says how to build it; CI (TAU_TEST_WEED) fails instead."""
+    monkeypatch.delenv("TAU_TEST_WEED", raising=False)
+    monkeypatch.setenv("TAU_S3_CACHE", str(tmp_path / "empty-cache"))
+    with pytest.raises(pytest.skip.Exception, match=r"s3/build\.sh"):
+        ws.weed_binary()
+    monkeypatch.setenv("TAU_TEST_WEED", str(tmp_path / "no-weed"))
+    with pytest.raises(pytest.fail.Exception, match="TAU_TEST_WEED"):
+        ws.weed_binary()
