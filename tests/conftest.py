@@ -15,6 +15,7 @@ import pytest
 import sqlalchemy as sa
 
 from taugrid.store import db
+from tests import weed_s3 as weed_s3_server
 
 PG_URL = os.environ.get("TAU_TEST_POSTGRES_URL")
 
@@ -54,3 +55,12 @@ def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[sa.Engine
     db.migrate(eng)
     yield eng
     eng.dispose()
+
+
+@pytest.fixture(scope="session")
+def weed_s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[weed_s3_server.WeedS3]:
+    """A real S3-compatible server (SeaweedFS) for the session; see tests/weed_s3.py."""
+    server = weed_s3_server.WeedS3(weed_s3_server.weed_binary(), tmp_path_factory.mktemp("weed"))
+    server.start()
+    yield server
+    server.stop()

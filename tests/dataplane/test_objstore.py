@@ -1,4 +1,4 @@
-"""fsspec replicas against a real S3-compatible server (moto's server on loopback, read
+"""fsspec replicas against a real S3-compatible server (SeaweedFS, tests/weed_s3.py, read
 through s3fs): scan, sha256-verified copy, resume after interruption, corruption caught,
 and replication of an s3:// dataset into a region through the real hub and data agents."""
 
@@ -17,27 +17,16 @@ import sqlalchemy as sa
 
 from taugrid.agent import datasync
 from taugrid.dataplane import manifest, objstore, transfer
-from tests.backends import backend_helpers as bh
+from tests import weed_s3 as weed
 from tests.dataplane import test_data_api as api
 from tests.hub.harness import HubServer, make_hub
 
-IP = "127.0.0.94"
 BUCKET = "corpora"
 
 
 @pytest.fixture(scope="module")
-def s3() -> Iterator[objstore.StorageOptions]:
-    from moto.server import ThreadedMotoServer
-
-    port = bh.free_port(IP, 8950, 8999)
-    server = ThreadedMotoServer(ip_address=IP, port=port, verbose=False)
-    server.start()
-    opts = {"endpoint_url": f"http://{IP}:{port}", "key": "test", "secret": "test"}
-    options: objstore.StorageOptions = {
-        "s3": {**opts, "client_kwargs": {"region_name": "eu-west-1"}}
-    }
-    yield options
-    server.stop()
+def s3(weed_s3: weed.WeedS3) -> objstore.StorageOptions:
+    return {"s3": weed_s3.storage_options()}
 
 
 @pytest.fixture

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import render_builders as rb
 
+from taugrid import errors
 from taugrid.render import rayjobs, resolve, runspec
 
 
@@ -45,6 +47,23 @@ def test_environment_and_ids() -> None:
 def test_checkpoint_path_override() -> None:
     sub = _submit(_spec(resilience={"checkpoint_path": "/ckpt/x"}))
     assert sub.runtime_env["env_vars"]["CHECKPOINT_PATH"] == "/ckpt/x"  # type: ignore[index]
+
+
+def test_object_store_output_leaves_the_job_writing_its_record() -> None:
+    """``storage.output: s3://...`` is filled by the hub (hub.results): the job still
+    writes into its record, never into a directory named like the URL."""
+    sub = _submit(_spec(storage={"output": "s3://results/run1"}))
+    assert sub.runtime_env["env_vars"]["TAU_OUTPUT_DIR"] == "/tau/data/nlp/runs/run1"  # type: ignore[index]
+    local = _submit(_spec(storage={"output": "/mnt/out"}))
+    assert local.runtime_env["env_vars"]["TAU_OUTPUT_DIR"] == "/mnt/out"  # type: ignore[index]
+
+
+def test_a_record_in_an_object_store_is_refused_with_the_fix() -> None:
+    with pytest.raises(errors.UserError, match="object store") as err:
+        rayjobs.render_submission(
+            _spec(), "run1", attempt=1, run_dir="s3://rec/p/nlp/runs/run1", working_dir="/src"
+        )
+    assert "records.url" in err.value.hint
 
 
 def test_multi_worker_uses_the_launcher_with_a_small_driver() -> None:

@@ -4,7 +4,8 @@ Owns the commands that read platform.yaml and show how a tau.yaml resolves again
 without a hub:
 
 - ``tau platform validate [-f FILE] [-o text|json]``: exit 0 and a summary, or every
-  problem as ``file:line:col`` and exit 2;
+  problem as ``file:line:col`` and exit 2; object record stores (``records``) are
+  opened and probed: a missing bucket or refused credentials is a problem too;
 - ``tau platform show [-f FILE] [-o text|json|yaml]``: regions/clusters/pools with GPU
   counts and cost, GPU types, priority classes, profiles, teams/quotas, workspaces;
 - ``tau platform manifests [-f FILE] [-o yaml|json]``: the Kueue, workspace and
@@ -37,6 +38,7 @@ from taugrid.platform import crds
 from taugrid.platform import load as platform_load
 from taugrid.platform import models as pm
 from taugrid.render import kueue, plan, resolve, runspec
+from taugrid.sdk import records
 from taugrid.spec import load as spec_load
 from taugrid.spec import models as sm
 from taugrid.spec import yamlpos
@@ -168,6 +170,15 @@ def validate_command(
             sys.stdout.write(json.dumps(doc, indent=2) + "\n")
             raise typer.Exit(_USER_ERROR_EXIT) from None
         raise _fail(exc) from None
+    stores = records.check_platform(platform)
+    if stores:
+        if output is TextOrJson.JSON:
+            doc = {"valid": False, "file": _platform_name(file), "record_stores": stores}
+            sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        else:
+            for line in stores:
+                sys.stderr.write(f"{_platform_name(file)}: {line}\n")
+        raise typer.Exit(_USER_ERROR_EXIT)
     summary = _summary(platform)
     if output is TextOrJson.JSON:
         doc = {"valid": True, "file": _platform_name(file), "summary": summary}

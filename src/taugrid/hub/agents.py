@@ -18,7 +18,16 @@ import time
 from typing import Any
 
 from taugrid import payloads as wire
-from taugrid.hub import context, data_view, fencing, nodehealth, prewarm, runs, util_history
+from taugrid.hub import (
+    context,
+    data_view,
+    fencing,
+    nodehealth,
+    prewarm,
+    results,
+    runs,
+    util_history,
+)
 from taugrid.lifecycle import phases as ph
 from taugrid.lifecycle import reasons
 from taugrid.lifecycle import states as st
@@ -134,7 +143,7 @@ def _assignment(hub: context.Hub, run: dict[str, Any], a: dict[str, Any]) -> wir
         attempt=a["number"],
         workspace=run["workspace"],
         spec=run["spec"],
-        run_dir=str(runs.record_of(hub, run).dir),
+        run_dir=runs.record_of(hub, run).location,
         submission_id=a["submission_id"],
         resumed_from=a["resumed_from"],
         inputs=data_view.local_inputs(hub, run, a["cluster_id"]),
@@ -387,6 +396,8 @@ def _succeeded(hub: context.Hub, run: dict[str, Any]) -> None:
             "files",
             f"missing outputs: {missing}",
         )
+    elif url := results.output_url(hub, run["workspace"], run["id"], run["spec"]):
+        results.save(hub, run, url)
     elif files:
         _phase(
             hub,

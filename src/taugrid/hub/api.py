@@ -15,7 +15,7 @@ from fastapi import responses
 
 from taugrid import errors
 from taugrid import payloads as wire
-from taugrid.hub import agents, context, cost, data_ops, runs, tenancy, util_history
+from taugrid.hub import agents, context, cost, data_ops, results, runs, tenancy, util_history
 from taugrid.hub.auth import Principal, principal, require_admin, require_agent, workspaces_of
 from taugrid.spec import errors as spec_errors
 from taugrid.store import record
@@ -58,6 +58,7 @@ def submit_run(request: fastapi.Request, body: wire.SubmitRequest, p: Auth) -> d
     if not p.can_see(spec.workspace):
         raise fastapi.HTTPException(403, f"you are not a member of workspace {spec.workspace}")
     data_ops.check_inputs(hub, spec.workspace, [i.dataset for i in spec.inputs])
+    results.check(hub, spec.workspace, spec.model_dump(mode="json"))
     if body.dry_run:
         return {"dry_run": True, "spec": spec.model_dump(mode="json")}
     row = runs.submit(hub, body, p.name)
@@ -142,13 +143,19 @@ def run_files(request: fastapi.Request, ref: str, p: Auth, sub: str = "") -> lis
 
 
 @router.get("/runs/{ref}/file")
-def run_file(request: fastapi.Request, ref: str, path: str, p: Auth) -> responses.FileResponse:
+def run_file(request: fastapi.Request, ref: str, path: str, p: Auth) -> fastapi.Response:
     rec = runs.record_of(_hub(request), _run(request, ref, p))
+    missing = runs.NotFound(
+        f"no file '{path}' in the run's record", "list files with: tau run get NAME --list"
+    )
+    if rec.dir is None:  # an object store: the object, fetched by the hub
+        data = rec.read_bytes(path)
+        if data is None:
+            raise missing
+        return fastapi.Response(data, media_type="application/octet-stream")
     target = record.resolve_inside(rec.dir, path)
     if not target.is_file():
-        raise runs.NotFound(
-            f"no file '{path}' in the run's record", "list files with: tau run get NAME --list"
-        )
+        raise missing
     return responses.FileResponse(target)
 
 
@@ -213,7 +220,5 @@ def agent_code(
     run = hub.runs.get_run(run_id)
     if run is None or run["cluster_id"] != cluster_id:
         raise runs.NotFound(f"run {run_id} is not assigned to cluster {cluster_id}")
-    code = runs.record_of(hub, run).dir / "rendered" / "code.zip"
-    return fastapi.Response(
-        code.read_bytes() if code.exists() else b"", media_type="application/zip"
-    )
+    code = runs.record_of(hub, run).read_bytes("rendered/code.zip")
+    return fastapi.Response(code or b"", media_type="application/zip")

@@ -31,7 +31,7 @@ import sqlalchemy as sa
 import swagger_ui_bundle
 from fastapi import responses
 
-from taugrid.hub import api, auth, context, data_api, nodes_api, scheduler, tenancy_api
+from taugrid.hub import api, auth, context, data_api, nodes_api, results, scheduler, tenancy_api
 
 __all__ = ["DEFAULT_EXTENSIONS", "create_app", "install_extensions"]
 
@@ -47,9 +47,12 @@ def create_app(hub: context.Hub) -> fastapi.FastAPI:
         sched = scheduler.Scheduler(hub)
         app.state.scheduler = sched
         sched.start()
+        exports = results.ResultsThread(hub)
+        exports.start()
         try:
             yield
         finally:
+            exports.stop()
             sched.stop()
 
     app = fastapi.FastAPI(

@@ -43,9 +43,10 @@ def adopt(
     hub: context.Hub, run: dict[str, Any], a: dict[str, Any], revoked_at: float
 ) -> checkpoints.Adoption:
     """Commit the checkpoints ``a`` wrote (up to ``revoked_at``) but never committed."""
-    root = checkpoints.checkpoint_root(
-        runs.record_of(hub, run).dir, run["spec"].get("checkpoint_path")
-    )
+    local = runs.record_of(hub, run).dir
+    if local is None:  # an object store: only committed checkpoints are uploaded
+        return checkpoints.Adoption()
+    root = checkpoints.checkpoint_root(local, run["spec"].get("checkpoint_path"))
     try:
         return checkpoints.adopt(
             root,

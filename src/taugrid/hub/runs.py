@@ -14,6 +14,7 @@ import secrets
 import time
 from typing import Any
 
+from taugrid.dataplane import recordstore
 from taugrid.errors import UserError
 from taugrid.hub import context
 from taugrid.lifecycle import phases as ph
@@ -85,10 +86,12 @@ def submit(hub: context.Hub, req: SubmitRequest, actor: str) -> dict[str, Any]:
         )
     now = time.time()
     run_id = f"{spec.name}-{secrets.token_hex(3)}"
-    rec = record.RunRecord(hub.data_root, spec.workspace, run_id)
+    store = record_store(hub, spec.workspace)
+    store.check()  # a missing bucket or refused credentials: a clear error, nothing stored
+    rec = record.RunRecord(store, spec.workspace, run_id)
     rec.create(req.tau_yaml)
     if code:
-        (rec.dir / "rendered" / "code.zip").write_bytes(code)
+        rec.write_bytes("rendered/code.zip", code)
     row = {
         "id": run_id,
         "name": spec.name,
@@ -127,8 +130,13 @@ def find(hub: context.Hub, ref: str, workspaces: list[str] | None) -> dict[str, 
     return run
 
 
+def record_store(hub: context.Hub, workspace: str) -> recordstore.RecordStore:
+    """The record store of ``workspace`` (platform.yaml ``records``, or the workspace's)."""
+    return recordstore.cached_store(hub.platform.records_for(workspace), hub.data_root)
+
+
 def record_of(hub: context.Hub, run: dict[str, Any]) -> record.RunRecord:
-    return record.RunRecord(hub.data_root, run["workspace"], run["id"])
+    return record.RunRecord(record_store(hub, run["workspace"]), run["workspace"], run["id"])
 
 
 def detail(hub: context.Hub, run: dict[str, Any]) -> dict[str, Any]:
@@ -148,7 +156,7 @@ def detail(hub: context.Hub, run: dict[str, Any]) -> dict[str, Any]:
         if p in phases
     ]
     out["attempts"] = hub.runs.attempts_for_run(run["id"])
-    out["record_dir"] = str(record_of(hub, run).dir)
+    out["record_dir"] = record_of(hub, run).location
     return out
 
 
@@ -240,8 +248,7 @@ def resume(hub: context.Hub, run: dict[str, Any], actor: str) -> dict[str, Any]:
         not_before=0.0,
         event="resumed",
     )
-    rec = record_of(hub, run)
-    (rec.dir / "COMPLETE").unlink(missing_ok=True)
+    record_of(hub, run).reopen()
     for p in (ph.Phase.ADMITTED, *ph.ATTEMPT_PHASES):
         _set(hub, run["id"], p, ph.PhaseStatus.PENDING, "user", f"resumed by {actor}", reset=True)
     write_run_json(hub, run["id"])
@@ -250,17 +257,23 @@ def resume(hub: context.Hub, run: dict[str, Any], actor: str) -> dict[str, Any]:
 
 def latest_checkpoint(hub: context.Hub, run: dict[str, Any]) -> str | None:
     """The highest complete ``step-*`` folder of the run's checkpoints, if any."""
-    root = checkpoints.checkpoint_root(record_of(hub, run).dir, run["spec"].get("checkpoint_path"))
+    local = record_of(hub, run).dir
+    if local is None:  # an object store: the agents keep checkpoints there (not yet read)
+        return None
+    root = checkpoints.checkpoint_root(local, run["spec"].get("checkpoint_path"))
     return checkpoints.latest_name(root)
 
 
 def finish_record(hub: context.Hub, run_id: str) -> None:
-    """Final ``run.json`` then ``COMPLETE`` (written last: the record is whole)."""
+    """Final ``run.json`` then ``COMPLETE`` (written last: the record is whole) — not while
+    *Artifacts saved* is active (an upload waits for the object store: ``hub.results``)."""
     run = hub.runs.get_run(run_id)
     if run is None:
         return
     write_run_json(hub, run_id)
-    record_of(hub, run).complete()
+    saved = hub.runs.phases(run_id).get(ph.Phase.ARTIFACTS_SAVED)
+    if saved is None or saved.status is not ph.PhaseStatus.ACTIVE:
+        record_of(hub, run).complete()
 
 
 def close_scheduled(hub: context.Hub, run_id: str, state: st.RunState) -> None:

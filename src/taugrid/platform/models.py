@@ -33,6 +33,7 @@ __all__ = [
     "Quota",
     "QuotaRequestSpec",
     "QuotaRequestState",
+    "RecordStoreSpec",
     "RegionSpec",
     "Scheduling",
     "TeamSpec",
@@ -145,6 +146,33 @@ class ProfileSpec(_Model):
     _check_memory = pydantic.field_validator("memory_per_worker")(units.check_quantity)
 
 
+class RecordStoreSpec(_Model):
+    """``records``: where run records live (DESIGN §2), per platform or per workspace.
+
+    No ``url``: the platform's data root (``$TAU_HOME/data`` embedded). A directory or
+    ``file://`` path: that directory. ``s3://bucket/prefix``: an S3-compatible object
+    store, the same layout under the prefix; its credentials are read from the named
+    environment variables of each process that opens it (hub, agents), never from here.
+    """
+
+    url: str | None = None
+    endpoint_url: str | None = pydantic.Field(
+        default=None, description="S3 endpoint, e.g. http://127.0.0.1:8333 (None: AWS)."
+    )
+    region: str | None = None
+    access_key_env: str = "AWS_ACCESS_KEY_ID"
+    secret_key_env: str = "AWS_SECRET_ACCESS_KEY"
+
+    @pydantic.field_validator("url")
+    @classmethod
+    def _url(cls, v: str | None) -> str | None:
+        if v and "://" in v and not v.startswith(("s3://", "file://", "memory://")):
+            raise ValueError(f"records.url {v!r}: use a directory, file://, or s3://bucket/prefix")
+        if v and v.startswith("s3://") and not v[5:].split("/")[0]:
+            raise ValueError(f"records.url {v!r} names no bucket; use s3://bucket/prefix")
+        return v
+
+
 class WorkspaceDefaults(_Model):
     """Values a workspace fills in when tau.yaml leaves them unset."""
 
@@ -179,6 +207,9 @@ class WorkspaceSpec(_Model):
     members: list[str] = pydantic.Field(default_factory=list)
     defaults: WorkspaceDefaults = pydantic.Field(default_factory=WorkspaceDefaults)
     data: WorkspaceData = pydantic.Field(default_factory=WorkspaceData)
+    records: RecordStoreSpec | None = pydantic.Field(
+        default=None, description="This workspace's record store (None: the platform's)."
+    )
 
     @property
     def effective_namespace(self) -> str:
@@ -305,6 +336,7 @@ class Platform(_Model):
     workspaces: list[WorkspaceSpec] = pydantic.Field(default_factory=list)
     default_workspace: str | None = None
     scheduling: Scheduling = pydantic.Field(default_factory=Scheduling)
+    records: RecordStoreSpec = pydantic.Field(default_factory=RecordStoreSpec)
 
     @pydantic.model_validator(mode="after")
     def _references(self) -> Platform:
@@ -315,6 +347,11 @@ class Platform(_Model):
 
     def workspace(self, name: str) -> WorkspaceSpec | None:
         return next((w for w in self.workspaces if w.name == name), None)
+
+    def records_for(self, workspace: str) -> RecordStoreSpec:
+        """The record store of ``workspace``: its own ``records``, else the platform's."""
+        ws = self.workspace(workspace)
+        return ws.records if ws is not None and ws.records is not None else self.records
 
     def team(self, name: str) -> TeamSpec | None:
         return next((t for t in self.teams if t.name == name), None)

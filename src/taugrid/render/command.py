@@ -130,7 +130,10 @@ def run_env(
     env = {
         "TAU_RUN_ID": run_id,
         "TAU_WORKSPACE": spec.workspace,
-        "TAU_OUTPUT_DIR": spec.output_dir or run_dir,
+        # an object-store output is filled by the hub from the record (hub.results)
+        "TAU_OUTPUT_DIR": run_dir
+        if not spec.output_dir or "://" in spec.output_dir
+        else spec.output_dir,
         "CHECKPOINT_PATH": spec.checkpoint_path or checkpoint_default,
         "TAU_WORKERS": str(spec.workers),
         "TAU_GPUS_PER_WORKER": str(spec.gpus_per_worker),

@@ -325,7 +325,8 @@ class StorageSpec(_Model):
     """``storage``: overrides of where outputs and checkpoints go (default: the run record)."""
 
     output: str | None = None
-    """Where outputs go instead of the run record's artifacts/ (a path or fsspec URL)."""
+    """Where outputs go instead of the run record's artifacts/: a path, or an s3:// URL that
+    receives the artifacts and a MANIFEST.json, verified, when the run succeeds."""
     checkpoint: str | None = None
     """Where checkpoints go instead of the run record's checkpoints/."""
 

@@ -1,0 +1,186 @@
+"""A real S3-compatible server for tests: SeaweedFS's ``weed server -s3`` on loopback.
+
+The binary comes from ``s3/build.sh`` (built from the Go module, cached in
+``~/.cache/taugrid/seaweedfs/<key>/bin/weed``); ``TAU_TEST_WEED`` names it explicitly.
+Where it is missing the tests that need it skip, saying how to build it — except in CI
+(``TAU_TEST_WEED`` set, as ``.ci/run`` does), where a missing binary is a failure.
+
+``WeedS3.start`` runs master, volume, filer and S3 gateway in one process on
+``IP`` with ports of its own (each gRPC port is the HTTP port + 10000), with an S3
+identities file: only ``KEY``/``SECRET`` may act, so wrong credentials are refused.
+It returns once the gateway answers an authenticated ListBuckets (bounded wait).
+``stop`` sends SIGTERM, waits ``GRACE_S`` (weed takes more than 15 s to stop on its
+own), then SIGKILLs the process group and reaps it: no process is left behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.backends import backend_helpers as bh
+
+IP = "127.0.20.1"
+KEY = "tau-test-key"
+SECRET = "tau-test-secret-0123456789"
+GRACE_S = 3.0
+READY_TIMEOUT_S = 120.0
+REPO = Path(__file__).resolve().parents[1]
+BUILD_SCRIPT = REPO / "s3" / "build.sh"
+
+
+def weed_binary() -> Path:
+    """The weed binary to use; skips (outside CI) or fails (CI) when it is not built."""
+    named = os.environ.get("TAU_TEST_WEED")
+    if named:
+        if not os.access(named, os.X_OK):
+            pytest.fail(f"TAU_TEST_WEED={named} is not an executable weed binary (s3/build.sh)")
+        return Path(named)
+    out = subprocess.run(
+        [str(BUILD_SCRIPT), "--print-bin"], check=True, capture_output=True, text=True
+    )
+    path = Path(out.stdout.strip())
+    if not os.access(path, os.X_OK):
+        pytest.skip(
+            f"the S3 test server is not built ({path} missing): run s3/build.sh "
+            "(about 3-10 minutes; cached outside the repo), or make s3-build"
+        )
+    return path
+
+
+def _ports() -> dict[str, int]:
+    """HTTP ports whose gRPC twins (+10000) are free too."""
+    names = ("master", "volume", "filer", "s3")
+    ports: dict[str, int] = {}
+    while len(ports) < len(names):
+        port = bh.free_port(IP, 20000, 29999)
+        if port not in ports.values() and _free(port + 10000):
+            ports[names[len(ports)]] = port
+    return ports
+
+
+def _free(port: int) -> bool:
+    try:
+        return bh.free_port(IP, port, port) == port
+    except RuntimeError:
+        return False
+
+
+class WeedS3:
+    """One running ``weed server -s3``; ``endpoint`` is its S3 URL."""
+
+    def __init__(self, binary: Path, workdir: Path) -> None:
+        self.binary, self.workdir = binary, workdir
+        self.ports = _ports()
+        self.endpoint = f"http://{IP}:{self.ports['s3']}"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log = workdir / "weed.log"
+
+    def storage_options(self, key: str = KEY, secret: str = SECRET) -> dict[str, Any]:
+        """s3fs keyword arguments for this server (``key``/``secret`` to try wrong ones)."""
+        return {
+            "endpoint_url": self.endpoint,
+            "key": key,
+            "secret": secret,
+            "client_kwargs": {"region_name": "us-east-1"},
+        }
+
+    def filesystem(self) -> Any:
+        import s3fs
+
+        return s3fs.S3FileSystem(skip_instance_cache=True, **self.storage_options())
+
+    def make_bucket(self, name: str) -> None:
+        fs = self.filesystem()
+        if not fs.exists(name):
+            fs.mkdir(name)
+
+    def start(self) -> None:
+        data = self.workdir / "data"
+        data.mkdir(parents=True, exist_ok=True)
+        identities = self.workdir / "s3.json"
+        identities.write_text(
+            json.dumps(
+                {
+                    "identities": [
+                        {
+                            "name": "tau",
+                            "credentials": [{"accessKey": KEY, "secretKey": SECRET}],
+                            "actions": ["Admin", "Read", "Write", "List", "Tagging"],
+                        }
+                    ]
+                }
+            )
+        )
+        p = self.ports
+        cmd = [
+            str(self.binary),
+            "server",
+            f"-dir={data}",
+            f"-ip={IP}",
+            f"-ip.bind={IP}",
+            f"-master.port={p['master']}",
+            f"-volume.port={p['volume']}",
+            f"-filer.port={p['filer']}",
+            "-s3",
+            f"-s3.port={p['s3']}",
+            f"-s3.config={identities}",
+            "-s3.port.iceberg=0",  # fixed default ports (8181, 9101): off, never shared
+            "-s3.port.lance=0",
+            "-master.volumeSizeLimitMB=64",
+            "-volume.max=16",
+        ]
+        with self.log.open("ab") as log:
+            self.proc = subprocess.Popen(
+                cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        try:
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _wait_ready(self) -> None:
+        import s3fs
+
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        last = ""
+        while time.monotonic() < deadline:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"weed exited with {self.proc.returncode}:\n{self._tail()}")
+            try:
+                fs = s3fs.S3FileSystem(skip_instance_cache=True, **self.storage_options())
+                fs.ls("")  # authenticated ListBuckets
+                return
+            except Exception as exc:  # not up yet (connection refused, 503, ...)
+                last = f"{type(exc).__name__}: {exc}"
+            time.sleep(0.5)
+        raise RuntimeError(
+            f"weed S3 at {self.endpoint} not ready in {READY_TIMEOUT_S:.0f} s ({last}):\n"
+            f"{self._tail()}"
+        )
+
+    def _tail(self) -> str:
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-20:])
+
+    def stop(self) -> None:
+        """SIGTERM, ``GRACE_S`` to exit, then SIGKILL the whole group; always reaped."""
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(GRACE_S)
+        with contextlib.suppress(ProcessLookupError):  # the group: nothing may outlive weed
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(30)
