@@ -236,7 +236,7 @@ class QuotaRequestSpec(_Model):
 
 
 DEFAULT_OBJECTIVE = "balanced"
-SCORES = ("data", "idle_gpu", "cost", "wait", "warm", "interconnect")
+SCORES = ("data", "idle_gpu", "cost", "wait", "warm", "interconnect", "finish")
 """Names of the placement scores a weight may be given to (``scheduling.plugins*``)."""
 OBJECTIVE_PRESETS: dict[str, dict[str, float]] = {
     "balanced": {"data": 0.5, "idle_gpu": 0.3, "cost": 0.2},  # data-first (the seed's mix)
