@@ -28,7 +28,7 @@ Policies (``make_policy`` names):
   A low quantile (q = 0.15) is optimistic — a job is ranked by how soon it *could*
   finish — which keeps short jobs fast like LAS while ranking jobs of groups that
   lately ran long behind fresh jobs of short-running groups. Preemption guard: a job
-  that (re)started less than ``min_run_s`` (default 30 min) ago ranks first, so it
+  that (re)started less than ``min_run_s`` (default 1 h) ago ranks first, so it
   keeps its GPUs: ranks move at every arrival and, unguarded, TauGrid suspended
   Philly jobs ~10 times each (787k preemptions for 82k jobs), each one a restart
   and lost work on a real cluster.
@@ -250,7 +250,7 @@ class DurationHistory:
         return np.asarray(np.where(np.isnan(left) | (left <= 0), fallback, left), dtype=np.float64)
 
 
-MIN_RUN_S = 1800.0
+MIN_RUN_S = 3600.0
 """TauGrid's preemption guard: a job that (re)started less than this ago keeps its GPUs."""
 
 

@@ -3,10 +3,11 @@
     python -m taugrid.sim openb  [--workload default] [--policy TauGrid] [--seeds 42 43]
                                  [--stop 1.0] [--tie-break first] [-o json]
     python -m taugrid.sim philly [--policy TauGrid] [--start 0] [--jobs N] [--load 0.9]
-                                 [--gpu-power 1.35] [--quantile 0.15] [--min-run-s 1800]
+                                 [--gpu-power 1.35] [--quantile 0.15] [--min-run-s 3600]
                                  [--restart-s 60] [--checkpoint-s 600] [-o json]
     python -m taugrid.sim multiregion [--policy all] [--seeds 1 2 3] [--regions 4]
-                                 [--jobs 300] [--datasets 16] [--load 1.0] [-o json]
+                                 [--jobs 300] [--datasets 16] [--load 0.8]
+                                 [--data-scale 1.0] [--link-gbps 0.5 10] [-o json]
 
 Traces come from ``$TAU_TRACES_DIR`` or ``../shared/traces``; a missing trace is an
 error message with the path to fix, exit status 2.
@@ -78,7 +79,18 @@ def _parser() -> argparse.ArgumentParser:
     mr.add_argument("--regions", type=int, default=4)
     mr.add_argument("--jobs", type=int, default=300)
     mr.add_argument("--datasets", type=int, default=16)
-    mr.add_argument("--load", type=float, default=1.0, help="offered GPU load / capacity")
+    mr.add_argument("--load", type=float, default=0.8, help="offered GPU load / capacity")
+    mr.add_argument(
+        "--data-scale", type=float, default=1.0, help="multiplies every dataset size class"
+    )
+    mr.add_argument(
+        "--link-gbps",
+        type=float,
+        nargs=2,
+        default=(0.5, 10.0),
+        metavar=("LO", "HI"),
+        help="range inter-region links are drawn from, Gbit/s",
+    )
     for p in (ob, ph, mr):
         p.add_argument("-o", "--output", choices=("text", "json"), default="text")
     return parser
@@ -131,6 +143,8 @@ def _multiregion(args: argparse.Namespace) -> list[dict[str, object]]:
         "jobs": args.jobs,
         "datasets": args.datasets,
         "load": args.load,
+        "data_scale": args.data_scale,
+        "link_gbps": tuple(args.link_gbps),
     }
     out: list[dict[str, object]] = []
     for policy, results in mr_sim.compare(args.seeds, policies, **shape).items():
