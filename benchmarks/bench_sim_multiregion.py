@@ -15,7 +15,10 @@ Writes "## Scheduling: multi-region scenarios" with a table and a PNG.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
+import os
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -108,7 +111,7 @@ def _plot(families: dict[str, Results]) -> str:
 
 
 _SPEED_RANK = {"H100": 0, "A100": 1, "L4": 2}
-ORDERS = {
+ORDERS: dict[str, Callable[[mr_scenario.Pool], Any]] = {
     "as generated (each region's H100 pool first)": lambda p: 0,
     "each region's L4 pool first": lambda p: -_SPEED_RANK.get(p.gpu_model, 1),
     "each region's pools by name": lambda p: p.cluster_id,
@@ -116,18 +119,24 @@ ORDERS = {
 """first-to-admit's fixed cluster order: region-major, then by this key within a region."""
 
 
+def _ordered(task: tuple[str, int, int]) -> mr_sim.Result:
+    label, seed, jobs = task
+    s = mr_scenario.generate(seed, jobs=jobs)
+    region = {r: i for i, r in enumerate(s.regions)}
+    pools = sorted(s.pools, key=lambda p: (region[p.region], ORDERS[label](p)))
+    policy = policies_baseline.first_to_admit(tuple(p.cluster_id for p in pools))
+    return mr_sim.simulate(s, "first-to-admit", policy)
+
+
 def order_sensitivity(seeds: list[int], jobs: int) -> list[list[str]]:
     """first-to-admit on the 16-dataset family under the orders of ``ORDERS``."""
+    tasks = [(label, seed, jobs) for label in ORDERS for seed in seeds]
+    workers = max(1, min(len(tasks), os.cpu_count() or 1, 4))
+    with concurrent.futures.ProcessPoolExecutor(max_workers=workers) as pool:
+        done = dict(zip(tasks, pool.map(_ordered, tasks), strict=True))
     rows = []
-    for label, key in ORDERS.items():
-        results = []
-        for seed in seeds:
-            s = mr_scenario.generate(seed, jobs=jobs)
-            region = {r: i for i, r in enumerate(s.regions)}
-            pools = sorted(s.pools, key=lambda p: (region[p.region], key(p)))
-            policy = policies_baseline.first_to_admit(tuple(p.cluster_id for p in pools))
-            results.append(mr_sim.simulate(s, "first-to-admit", policy))
-        m = mr_sim.mean(results)
+    for label in ORDERS:
+        m = mr_sim.mean([done[(label, seed, jobs)] for seed in seeds])
         run = m["avg_jct"] - m["avg_wait"] - m["avg_transfer"]
         rows.append(
             [
@@ -146,6 +155,23 @@ def _wins(results: dict[str, list[mr_sim.Result]], ours: str) -> str:
             n = sum(a.avg_jct < b.avg_jct for a, b in zip(results[ours], results[p], strict=True))
             parts.append(f"{p} {n}/{len(results[p])}")
     return ", ".join(parts)
+
+
+def _one(task: tuple[str, int, int]) -> tuple[str, int, Results]:
+    family, seed, jobs = task
+    return family, seed, mr_sim.compare([seed], POLICIES, jobs=jobs, **FAMILIES[family])
+
+
+def _compare_all(seeds: list[int], jobs: int) -> dict[str, Results]:
+    """``mr_sim.compare`` per family, one process per (family, seed), seeds in order."""
+    tasks = [(family, seed, jobs) for family in FAMILIES for seed in seeds]
+    workers = max(1, min(len(tasks), os.cpu_count() or 1, 4))
+    with concurrent.futures.ProcessPoolExecutor(max_workers=workers) as pool:
+        done = {(f, s): r for f, s, r in pool.map(_one, tasks)}
+    return {
+        family: {p: [done[(family, s)][p][0] for s in seeds] for p in POLICIES}
+        for family in FAMILIES
+    }
 
 
 def summary(families: dict[str, Results]) -> list[list[str]]:
@@ -184,8 +210,8 @@ def main(argv: list[str] | None = None) -> None:
     jobs = 40 if args.quick else args.jobs
     started = time.perf_counter()
     families = {}
-    for family, shape in FAMILIES.items():
-        families[family] = results = mr_sim.compare(seeds, POLICIES, jobs=jobs, **shape)
+    for family, results in _compare_all(seeds, jobs).items():
+        families[family] = results
         for p, m in _means(results).items():
             print(
                 f"multiregion {family} {p}: avg JCT {m['avg_jct'] / 3600:.2f} h, "
@@ -264,48 +290,55 @@ NOTES = """\
 its own $/GPU-hour: H100 $3-4.5, A100 $1.6-2.6, L4 $0.5-0.9); every pool is one member
 cluster. Links are drawn per direction, 0.5-10 Gbit/s, egress $0.02-0.12/GB. 16
 datasets: half 1-20 GB, 30 % 50-500 GB, 20 % 1-4 TB, the first region twice as likely
-a home. Jobs: Poisson arrivals at offered load 1.0; 1x1, 1x2, 1x4 (async), 1x8 and 2x8
+a home. Jobs: Poisson arrivals at offered load 0.8; 1x1, 1x2, 1x4 (async), 1x8 and 2x8
 and 4x8 (sync), 4x1 (async) GPUs; 60 % ask a GPU model; 80 % read a dataset (Zipf
 popularity); durations log-uniform 10 min-8 h on A100 (H100 does the work in half the
-time, L4 in 2.5x); each declares a runtime limit 1-3x its A100 duration.
+time, L4 in 2.5x); each declares a runtime limit 1-3x its A100 duration. Families:
+64 datasets (more of them cold); data-heavy (every dataset size class x2, links
+0.2-2 Gbit/s); queue-heavy (offered load 1.6).
 
 **Model.** Every decision is a `scheduling.cycle.schedule` call on a snapshot built like
-the hub's (free GPUs per node, price, inbound links as a probe measures them now —
-bandwidth / (transfers on the link + 1) —, replicas per region, GPU releases from the
-declared limits, `wait_near_data_s`); quota is unlimited. A job placed away from its
-data holds its GPUs while the dataset is copied (fair share of the link, egress billed
-once), and the region keeps the replica. JCT = finish - submit. A job runs in one
-cluster, so sync jobs never span regions (no policy splits a job). GPU $ is GPU time
-held (placement to finish) at each pool's price; utilisation is GPU-seconds of work /
-(all GPUs x first submission to last finish).
+the hub's (free GPUs per node, price, GPU speed, inbound links as a probe measures them
+now — bandwidth / (transfers on the link + 1) —, replicas per region, GPU releases from
+the declared limits, `wait_near_data_s`, each run's declared limit as `runtime_s`);
+quota is unlimited. A job placed away from its data holds its GPUs while the dataset
+is copied (fair share of the link, egress billed once), and the region keeps the
+replica. JCT = finish - submit. A job runs in one cluster, so sync jobs never span
+regions (no policy splits a job). GPU $ is GPU time held (placement to finish) at each
+pool's price; utilisation is GPU-seconds of work / (all GPUs x first submission to
+last finish).
 
 **Policies** (plugin sets for the same cycle; `scheduling/policies_baseline.py`):
 first-to-admit (MultiKueue-like: first cluster in a fixed order that fits now);
 cheapest (SkyPilot-like: lowest price x (1 h default runtime + transfer at a fixed
 10 Gbit/s) + egress); static-weights (the seed's 0.5 data + 0.3 idle GPU + 0.2 cost,
-data score 100 where the replica is, else 0); TauGrid (`cycle.default_policy()`:
-transfer-time data score from the measured links, move-vs-wait filter, idle GPU, cost
-per unit of work).
+data score 100 where the replica is, else 0); TauGrid (`cycle.default_policy()`, the
+`balanced` preset: 0.8 expected finish time + 0.2 transfer-time data affinity, and the
+move-vs-wait filter).
 
-**Where TauGrid's default stands, and why.** On data it does what it should: it moves
-the fewest bytes, pays the least egress and its jobs wait least for data in both
-families; it beats cheapest on every seed and static-weights on most. On average JCT
-it is the best policy in both families, but only narrowly ahead of first-to-admit —
-within the seed-to-seed spread, and first-to-admit still wins about half the seeds.
-The split of JCT shows why: queueing is about the same, TauGrid's data waits are
-lower, and what is left is *running* time.
+**What made TauGrid's default earn its keep.** Before, it scored idle *share*, data
+and price (0.3 / 0.5 / 0.2) and was within noise of first-to-admit (4.42 vs 4.45 h on
+16 datasets, 4/10 seeds won): the idle share sent any-model jobs to the emptiest pool
+whatever its speed — often an L4 pool doing 0.4 of an A100's work per hour. Now the
+main term is the *expected finish time* (`plugins_data.FinishTimeScore`): transfer
+time of the inputs over the measured links + expected wait + the declared run time
+over the cluster's GPU speed, scored `100 R / (R + finish)` with `R` the run's own
+declared time (scale-free: a 1-hour copy costs a 10-minute run far more than a day-long
+one). `idle_gpu` is now free GPUs x speed (`100 W / (W + GPUs asked)`) and stays in
+the `cost` and `time` presets; the default no longer weighs price (`objective: cost`
+does), so equal-finish clusters tie-break on cluster ID. Weights were chosen on seeds
+1-4 (300 jobs) among three candidates (finish/data 0.8/0.2; finish/data/cost
+0.7/0.2/0.1; finish/data/idle 0.6/0.3/0.1), all within 2 points of each other on
+every family.
 
-1. The cost score prices work, not GPU-hours: `$/GPU-hour / speed` of the cluster's
-   slowest GPU model (`gpu_types[].speed` in platform.yaml; here H100 2.0, A100 1.0,
-   L4 0.4). Priced per GPU-hour, any-model jobs were steered to the cheap L4 pools,
-   which do 0.4 of an A100's work per hour, and TauGrid lost to first-to-admit on
-   average JCT (4.58 vs 4.45 h and 4.90 vs 4.78 h before this change, same seeds).
-2. first-to-admit's order, as generated, lists each region's H100 pool first, so
-   any-model jobs land on the fastest GPUs. That is luck of the order, not a decision:
-   with each region's L4 pool first (or pools by name) its JCT rises above TauGrid's
-   (order table above). TauGrid's `idle_gpu` score still spreads any-model jobs to the
-   emptiest pool whatever its speed; a speed-aware idle score (free GPUs x speed) is
-   the next step.
+**What is not met, and why.** Placement only chooses among clusters that fit *now*;
+most of a data-heavy job's JCT is queueing (first-to-admit ~60 %), and a job placed
+away from its data holds its GPUs while the copy runs, so every move also delays the
+queue. A policy that holds a job back for a faster or nearer cluster that frees up
+soon, or stages data before the GPUs are taken, would attack that; neither is built.
+The expected wait comes from declared limits (1-3x the true run time), so waits near
+the data look longer than they are and the move-vs-wait filter still lets some large
+datasets move.
 
 Not modelled: jobs split across regions (no policy does; async jobs could), dataset
 eviction, link failures, preemption; quota never holds a job back.
