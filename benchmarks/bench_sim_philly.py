@@ -129,10 +129,11 @@ knobs chosen on the first half alone do as well on the second half as the defaul
 tuned on all of it (1.132 vs 1.136), and the first-half grid is flat. The whole
 trace is harder than any part of it replayed alone (1.198 against at most 1.136):
 over 110 days long jobs pile up, and the whole gap is in how those are ordered.
-Preemption is free in this simulator
+Preemption is free in this section's replay
 (a suspended job keeps its progress, no restart cost), so TauGrid's many preemptions
 cost nothing here; damping them costs JCT (halved rank before: 1.243), but x 0.9
-costs only 0.5 % for 8.5 x fewer preemptions: the rule to take where they cost.
+costs only 0.5 % for 8.5 x fewer preemptions. Where they cost (next section: a restart
+and the work since the last checkpoint per preemption) TauGrid now has a guard instead.
 The trace carries no user IDs (columns: submission time, duration, GPUs, GPU time,
 virtual cluster), so user-level history is not possible. Recent jobs predict better
 than all past ones: the

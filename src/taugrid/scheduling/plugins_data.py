@@ -1,5 +1,6 @@
 """Data-aware placement plugins: transfer-time data affinity, expected wait, expected
-finish time, warm runtime, and the move-vs-wait rule. Pure: functions of ``(run, cluster)`` views only.
+finish time, warm runtime, and the move-vs-wait rule. Pure: functions of ``(run, cluster)``
+views only.
 
 Vocabulary:
 - *transfer estimate*: seconds to bring every input dataset of a run into a cluster's
@@ -20,9 +21,9 @@ Vocabulary:
   (``PendingRun.wait_near_data_s``, computed with ``wait_near_data`` by the caller).
 
 Scores are in [0, 100]: ``data`` and ``wait`` are ``100 * ref / (ref + seconds)`` (half
-score at ``ref_s``), ``finish`` the same with ``ref`` the run's own run time, ``warm`` is 100 when the run's runtime is warm there (or it has
-none), else 0. A run without datasets scores 100 on ``data`` everywhere, so the score
-never reorders clusters for it.
+score at ``ref_s``), ``finish`` the same with ``ref`` the run's own run time, ``warm``
+is 100 when the run's runtime is warm there (or it has none), else 0. A run without
+datasets scores 100 on ``data`` everywhere, so the score never reorders clusters for it.
 """
 
 from __future__ import annotations
