@@ -37,6 +37,7 @@ profiles: [{name: default}]
 teams: [{name: research, quotas: [{gpu_model: A100-80G, nominal: 8}]}]
 workspaces: [{name: default, team: research, defaults: {priority: normal, profile: default}}]
 default_workspace: default
+scheduling: {presets: {balanced: {data: 0.4, cost: 0.6}}}
 """
 
 RUN = """\
@@ -144,8 +145,9 @@ def _explain(c: httpx.Client, name: str) -> dict[str, Any]:
 
 def test_explain_placement_by_estimated_transfer_time(hub: HubServer) -> None:
     # a holds corpus (250 MB) but costs 3/GPU-h and has 2 of 4 GPUs free;
-    # b is 20 s away at 100 Mbit/s, costs 1 and is idle:
-    #   a: .5*100 + .3*50  + .2*70 = 79.0      b: .5*75 + .3*100 + .2*90 = 85.5
+    # b is 20 s away at 100 Mbit/s, costs 1 and is idle. Weights from PLATFORM
+    # (data 0.4, cost 0.6), so a lower price can pay for a short move:
+    #   a: .4*100 + .6*70 = 82.0      b: .4*75 + .6*90 = 84.0
     probes = {"a": {"throughput_mbps": 100.0, "rtt_ms": 0.0, "measured_at": time.time()}}
     _agent(hub, "a", {}, gpus_free=2)
     _agent(hub, "b", probes)
@@ -159,7 +161,7 @@ def test_explain_placement_by_estimated_transfer_time(hub: HubServer) -> None:
             time.sleep(0.2)
         doc = _explain(c, "needs-data")
         totals = {v["cluster_id"]: v["total"] for v in doc["verdicts"]}
-        assert totals == {"a": 79.0, "b": 85.5}
+        assert totals == {"a": 82.0, "b": 84.0}
         assert doc["cluster"] == "b"
         assert doc["data"]["b"]["seconds"] == pytest.approx(20.0)
         # a run too big for any cluster waits; its verdicts are computed now

@@ -1,6 +1,7 @@
 """Lost contact on real Ray: two regions, one agent goes silent; never run twice.
 
-Regions ``east`` (cheaper, so runs go there first) and ``west``, each a one-node Ray
+Regions ``east`` (cheaper, so runs go there first: the platform's default objective is
+``cost``) and ``west``, each a one-node Ray
 cluster with 4 emulated A100-80G. Lease 2 s, grace 8 s. A silence shorter than the
 grace leaves the attempt alone; a longer one revokes it and re-places the run in
 ``west`` from its checkpoint, and the revoked attempt can no longer write.
@@ -42,6 +43,7 @@ profiles: [{name: default}]
 teams: [{name: research, quotas: [{gpu_model: A100-80G, nominal: 8}]}]
 workspaces: [{name: default, team: research, defaults: {priority: normal, profile: default}}]
 default_workspace: default
+scheduling: {default_objective: cost}
 """
 
 

@@ -11,9 +11,11 @@ from tests.scheduling.test_plugins_data import cluster, run
 
 
 def test_a_full_cluster_is_still_the_likely_one_when_it_scores_best() -> None:
-    # a: busy now (0/4 free) but cheap; b: idle but ten times the price. With every GPU
-    # free, a scores .3*100 + .2*(1-1/10)*100 = 48 and b .3*100 + .2*0 = 30 -> a.
-    a, b = cluster("a", free=0, cost=1.0), cluster("b", free=4, cost=10.0)
+    # a: busy now (0/4 free) but twice as fast; b: idle, reference speed. With every GPU
+    # free, a 1 h run finishes on a in 1,800 s (finish score 66.7) and on b in 3,600 s
+    # (50); both hold no data to move (data 100) -> a.
+    a = dataclasses.replace(cluster("a", free=0), gpu_speed=2.0)
+    b = cluster("b", free=4)
     s = snap.Snapshot(0.0, (a, b), ())
     waiting = run(gpus=2, admitted=False, not_before=50.0)
     assert likely.likely_cluster(waiting, s, cycle.default_policy()) == "a"

@@ -53,19 +53,20 @@ CHEAP, IDLE = cluster("cheap", free=2, cost=1.0), cluster("idle", free=8, cost=8
 
 
 def test_objective_picks_its_preset_and_the_decision_names_it() -> None:
-    # cost-first (cost 0.6, data 0.2, idle 0.2): cheap = 0.6*90 + 0.2*100 + 0.2*25 = 79,
-    # idle = 0.6*20 + 20 + 20 = 52 -> cheap.
+    # idle_gpu = 100 * free / (free + 2) (speed 1, 2 GPUs asked): cheap 50, idle 80.
+    # cost-first (cost 0.6, data 0.2, idle 0.2): cheap = 0.6*90 + 0.2*100 + 0.2*50 = 84,
+    # idle = 0.6*20 + 20 + 0.2*80 = 48 -> cheap.
     d = place(run(objective="cost"), CHEAP, IDLE)
     assert (d.cluster_id, d.objective) == ("cheap", "cost")
     assert d.weights["cost"] == pytest.approx(0.6)
-    # utilisation-first (idle 0.4, wait 0.4, data 0.2): cheap = 10 + 40 + 20 = 70,
-    # idle = 40 + 40 + 20 = 100 -> idle.
+    # utilisation-first (idle 0.4, wait 0.4, data 0.2): cheap = 20 + 40 + 20 = 80,
+    # idle = 32 + 40 + 20 = 92 -> idle.
     d = place(run(objective="time"), CHEAP, IDLE)
     assert (d.cluster_id, d.objective) == ("idle", "time")
     assert d.weights["cost"] == 0.0 and d.weights["wait"] == pytest.approx(0.4)
-    # no objective: the default preset (balanced, data-first: data 0.5 idle 0.3 cost 0.2)
+    # no objective: the default preset (balanced, finish-first: finish 0.8 data 0.2)
     d = place(run(), CHEAP, IDLE)
-    assert d.objective == "balanced" and d.weights["data"] == pytest.approx(0.5)
+    assert d.objective == "balanced" and d.weights["finish"] == pytest.approx(0.8)
 
 
 def test_runs_with_different_objectives_in_one_cycle_get_their_own_weights() -> None:
@@ -107,16 +108,19 @@ SLOW = cluster("slow", cost=1.0, gbps=10.0, nodes=2)
 
 
 def test_sync_runs_prefer_the_fastest_interconnect_async_the_cheaper_capacity() -> None:
-    # 2 workers x 8 GPUs: one per node. sync adds interconnect 0.2 to balanced (total 1.2):
-    # fast = (0.5*100 + 0.3*100 + 0.2*40 + 0.2*80) / 1.2 = 86.7,
-    # slow = (50 + 30 + 0.2*90 + 0.2*9.09) / 1.2 = 83.2 -> fast.
+    # 2 workers x 8 GPUs: one per node. sync adds interconnect 0.2 to balanced (finish 0.8,
+    # data 0.2; total 1.2). Same speed and data, so finish (50) and data (100) are equal:
+    # fast = (40 + 20 + 0.2*80) / 1.2 = 63.3, slow = (40 + 20 + 0.2*9.09) / 1.2 = 51.5.
     d = place(run(workers=2, gpus=8, communication="sync"), FAST, SLOW)
     assert d.cluster_id == "fast"
     assert d.verdicts[0].scores["interconnect"] == pytest.approx(80.0)
-    # async/none carry no interconnect term: fast = 50+30+8 = 88, slow = 50+30+18 = 98.
+    # async/none carry no interconnect term; cost-first (cost 0.6, data 0.2, idle 0.2,
+    # idle 16/(16+16) = 50 on both): fast = 24 + 20 + 10 = 54, slow = 54 + 20 + 10 = 84.
     for mode in ("async", "none"):
-        d = place(run(workers=2, gpus=8, communication=mode), FAST, SLOW)
+        d = place(run(workers=2, gpus=8, communication=mode, objective="cost"), FAST, SLOW)
         assert d.cluster_id == "slow" and d.weights["interconnect"] == 0.0, mode
+        totals = {v.cluster_id: v.total for v in d.verdicts}
+        assert totals == {"fast": 54.0, "slow": 84.0}, mode
 
 
 def test_sync_never_spans_clusters() -> None:
@@ -137,4 +141,5 @@ def test_compliance_domains_filter_regions() -> None:
     assert why["us"] == "compliance: region us does not meet compliance ['gdpr'] (it meets [])"
     d = place(run(compliance=("gdpr", "hipaa")), eu, us)
     assert d.cluster_id is None and "['hipaa']" in d.reason
-    assert place(run(), eu, us).cluster_id == "us"  # no domains asked: the cheaper one
+    # no domains asked: cost-first picks the cheaper one
+    assert place(run(objective="cost"), eu, us).cluster_id == "us"

@@ -7,6 +7,7 @@ import math
 
 import pytest
 
+from taugrid.platform import models as pm
 from taugrid.scheduling import cycle, plugins, plugins_data
 from taugrid.scheduling import snapshot as snap
 
@@ -141,24 +142,49 @@ def test_warm_runtime_score() -> None:
     assert s.score(run(), cluster("c")) == 100.0
 
 
-def test_default_policy_places_by_estimated_transfer_time() -> None:
-    # a holds the data but is pricier and busier; c is 20 s away (250 MB, 100 Mbit/s).
+def test_the_seeds_weights_place_by_estimated_transfer_time() -> None:
+    # The seed's weights (data .5, idle .3, cost .2). a holds the data but is pricier and
+    # busier; c is 20 s away (250 MB, 100 Mbit/s). Idle: free GPUs x speed over that + 2.
     # a: data 100, idle 2/4 = 50, cost (1 - 3/10) = 70 -> .5*100 + .3*50 + .2*70 = 79
-    # c: data  75, idle 4/4 = 100, cost (1 - 1/10) = 90 -> .5*75 + .3*100 + .2*90 = 85.5
+    # c: data  75, idle 4/6 = 66.7, cost (1 - 1/10) = 90 -> .5*75 + .3*66.7 + .2*90 = 75.5
+    seed = cycle.policy_from(
+        pm.Scheduling(presets={"balanced": {"data": 0.5, "idle_gpu": 0.3, "cost": 0.2}})
+    )
     need = snap.DataNeed("ds", 250 * MB, ("a",))
     a = cluster("a", free=2, cost=3.0)
     c = cluster("c", links=(link("a", 100),), cost=1.0)
     s = snap.Snapshot(0.0, (a, c), ())
-    (d,) = cycle.schedule(s, [run(need, wait_near_data_s=0.0)], cycle.default_policy())
+    (d,) = cycle.schedule(s, [run(need, wait_near_data_s=0.0)], seed)
     totals = {v.cluster_id: v.total for v in d.verdicts}
-    assert totals == {"a": 79.0, "c": 85.5}
-    assert d.cluster_id == "c"
-    # at 25 Mbit/s the same move takes 80 s: data 100*60/140 = 42.857 -> c totals 69.43
-    slow = dataclasses.replace(c, links=(link("a", 25),))
+    assert totals == {"a": 79.0, "c": 75.5}
+    assert d.cluster_id == "a"
+    # at 100 Mbit/s the data score of c is 75; at 400 Mbit/s (5 s) 92.3 -> c
+    fast = dataclasses.replace(c, links=(link("a", 400),))
     (d,) = cycle.schedule(
-        snap.Snapshot(0.0, (a, slow), ()),
-        [run(need, wait_near_data_s=0.0)],
+        snap.Snapshot(0.0, (a, fast), ()), [run(need, wait_near_data_s=0.0)], seed
+    )
+    assert d.cluster_id == "c"
+    assert {v.cluster_id: v.total for v in d.verdicts}["c"] == pytest.approx(84.154, abs=1e-3)
+
+
+def test_default_policy_weighs_the_transfer_into_the_finish_time() -> None:
+    # Default (finish .8, data .2), both clusters at reference speed, a 1 h run:
+    # a: finish 3600 s -> 50, data 100 -> 60; c: 20 s + 3600 s -> 49.86, data 75 -> 54.89.
+    need = snap.DataNeed("ds", 250 * MB, ("a",))
+    a = cluster("a", free=2, cost=3.0)
+    c = cluster("c", links=(link("a", 100),), cost=1.0)
+    (d,) = cycle.schedule(
+        snap.Snapshot(0.0, (a, c), ()),
+        [run(need, wait_near_data_s=0.0, runtime_s=3600.0)],
         cycle.default_policy(),
     )
+    assert {v.cluster_id: v.total for v in d.verdicts} == {"a": 60.0, "c": 54.889}
     assert d.cluster_id == "a"
-    assert {v.cluster_id: v.total for v in d.verdicts}["c"] == pytest.approx(69.429, abs=1e-3)
+    # c's GPUs twice as fast: 20 s + 1800 s -> 66.42, .8*66.42 + .2*75 = 68.14 -> c
+    fast_gpus = dataclasses.replace(c, gpu_speed=2.0)
+    (d,) = cycle.schedule(
+        snap.Snapshot(0.0, (a, fast_gpus), ()),
+        [run(need, wait_near_data_s=0.0, runtime_s=3600.0)],
+        cycle.default_policy(),
+    )
+    assert d.cluster_id == "c"

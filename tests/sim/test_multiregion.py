@@ -123,6 +123,31 @@ def test_runtime_scales_with_gpu_speed() -> None:
     assert p.finish == pytest.approx(1000 / sc.GPU_SPEED["H100"])
 
 
+def test_taugrid_sends_any_model_work_to_the_faster_pool_not_the_emptier_one() -> None:
+    # One region: 1 node of H100 (2x, $4/h) and 4 nodes of L4 (0.4x, $0.7/h). A 1-GPU
+    # any-model job of 1 h (A100 time) ends at 1,800 s on an H100, 9,000 s on an L4.
+    pools = [sc.Pool("r1", "L4", 4, 0.7), sc.Pool("r1", "H100", 1, 4.0)]
+    jobs = [sc.Job("j0", 0, 1, 1, 3600, None, max_runtime=3600)]
+    r = mr_sim.simulate(scenario(pools, [], jobs), "TauGrid")
+    assert placed(r)["j0"].cluster_id == "r1-h100"
+    assert placed(r)["j0"].finish == pytest.approx(1800)
+    # first-to-admit takes its first pool in order: here the L4s
+    assert placed(mr_sim.simulate(scenario(pools, [], jobs), "first-to-admit"))["j0"].finish == (
+        pytest.approx(9000)
+    )
+
+
+def test_data_heavy_knobs_scale_datasets_and_slow_the_links() -> None:
+    base, heavy = (
+        sc.generate(5, jobs=20),
+        sc.generate(5, jobs=20, data_scale=2.0, link_gbps=(0.2, 2.0)),
+    )
+    for a, b in zip(base.datasets, heavy.datasets, strict=True):
+        assert b.size_bytes == pytest.approx(2 * a.size_bytes, abs=2) and a.home == b.home
+    assert all(0.2e9 / 8 <= bps <= 2e9 / 8 for _, _, bps in heavy.bandwidth)
+    assert base == sc.generate(5, jobs=20)  # the defaults draw what they always drew
+
+
 @pytest.mark.parametrize("policy", mr_sim.POLICIES)
 def test_a_sync_job_never_spans_regions(policy: str) -> None:
     """A 12-GPU job in each region leaves 4 + 4 GPUs free: the 2x4 sync job waits for one."""

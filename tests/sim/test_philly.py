@@ -27,11 +27,45 @@ def test_fifo_makes_the_short_job_wait() -> None:
     assert r.preemptions == 0
 
 
+FREE = philly.RestartCost.free()
+
+
 def test_srtf_preempts_for_the_short_job() -> None:
-    r = philly.simulate(TWO, "SRTF", 2)
+    r = philly.simulate(TWO, "SRTF", 2, cost=FREE)
     assert r.avg_jct == pytest.approx((101 + 1) / 2)
     assert r.preemptions == 1
     assert r.avg_queueing == pytest.approx(0.5)
+    assert r.lost_gpu_hours == 0.0
+
+
+def test_a_preemption_costs_the_restart_and_the_work_since_the_last_checkpoint() -> None:
+    # Job 0 (2 GPUs, 1,000 s) runs 0-250, is preempted by job 1 (250-251): it keeps the
+    # 200 s up to its last checkpoint (every 100 s), loses 50, restarts for 30 s from 251
+    # and has 800 s left: done at 251 + 30 + 800 = 1,081.
+    jobs = [job(0, 0.0, 1000.0, 2), job(1, 250.0, 1.0, 2)]
+    cost = philly.RestartCost(restart_s=30.0, checkpoint_s=100.0)
+    r = philly.simulate(jobs, "SRTF", 2, cost=cost)
+    assert r.avg_jct == pytest.approx((1081 + 1) / 2)
+    assert r.preemptions == 1
+    assert r.lost_gpu_hours == pytest.approx(2 * (50 + 30) / 3600)
+    # free, it would have finished at 1,001
+    assert philly.simulate(jobs, "SRTF", 2, cost=FREE).avg_jct == pytest.approx((1001 + 1) / 2)
+
+
+def test_taugrid_guard_keeps_a_job_that_started_recently_running() -> None:
+    # TauGrid knows nothing yet (no history): a running job's estimate is 'as long
+    # again' (at least 60 s), so the fresh 2-GPU job at t=100 outranks job 0 (ran 100 s).
+    jobs = [job(0, 0.0, 1000.0, 2), job(1, 100.0, 50.0, 2)]
+    off = queueing.TauGridKnobs(min_run_s=0.0)
+    unguarded = philly.simulate(jobs, "TauGrid", 2, knobs=off, cost=FREE)
+    assert unguarded.preemptions >= 1
+    # guarded for 1,200 s: job 0 is never preempted, job 1 waits for it
+    guarded = philly.simulate(jobs, "TauGrid", 2, knobs=queueing.TauGridKnobs(min_run_s=1200.0))
+    assert guarded.preemptions == 0
+    assert guarded.avg_jct == pytest.approx((1000 + 950) / 2)
+    # guarded for 600 s: preempted at the first re-rank past it (t = 600), not at t = 100
+    short = philly.simulate(jobs, "TauGrid", 2, knobs=queueing.TauGridKnobs(min_run_s=600.0))
+    assert short.preemptions == 1 and short.avg_jct > unguarded.avg_jct
 
 
 def test_sjf_does_not_preempt() -> None:
@@ -78,10 +112,11 @@ def test_cli_passes_taugrid_knobs_and_rejects_a_bad_percentile(
     monkeypatch.setenv("TAU_TRACES_DIR", str(tmp_path))
     jobs = traces.load_philly()
     capacity = philly.size_cluster(jobs, 3.0)  # overloaded: the order matters
-    knobs = queueing.TauGridKnobs(gpu_power=3.0, quantile=0.9)
-    want = philly.simulate(jobs, "TauGrid", capacity, knobs=knobs).avg_jct
+    knobs = queueing.TauGridKnobs(gpu_power=3.0, quantile=0.9, min_run_s=0.0)
+    want = philly.simulate(jobs, "TauGrid", capacity, knobs=knobs, cost=FREE).avg_jct
     default = philly.simulate(jobs, "TauGrid", capacity).avg_jct
     args = ["philly", "--load", "3", "--gpu-power", "3", "--quantile", "0.9", "-o", "json"]
+    args += ["--min-run-s", "0", "--restart-s", "0", "--checkpoint-s", "0"]
     assert cli.main(args) == 0
     (got,) = json.loads(capsys.readouterr().out)
     assert got["avg_jct"] == pytest.approx(want) and want != pytest.approx(default)

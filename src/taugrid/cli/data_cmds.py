@@ -235,7 +235,7 @@ def _matrix(rows: list[Doc]) -> None:
     )
 
 
-_PRESETS = {"balanced": " (data-first)", "cost": " (cost-first)", "time": " (utilisation-first)"}
+_PRESETS = {"balanced": " (finish-first)", "cost": " (cost-first)", "time": " (utilisation-first)"}
 
 
 @app.run_app.command("explain-placement")

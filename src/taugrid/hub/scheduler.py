@@ -52,6 +52,7 @@ def pending_view(run: dict[str, Any], hub: context.Hub | None = None) -> snap.Pe
         objective=s.get("objective"),
         communication=s.get("communication"),
         compliance=tuple(s.get("compliance", ())),
+        runtime_s=s.get("max_runtime_s"),
     )
     return data_view.with_needs(hub, run, view) if hub is not None else view
 

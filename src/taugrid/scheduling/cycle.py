@@ -152,6 +152,7 @@ def policy_from(spec: pm.Scheduling) -> Policy:
             plugins_data.ExpectedWaitScore(),
             plugins_data.WarmRuntimeScore(),
             plugins.InterconnectScore(),
+            plugins_data.FinishTimeScore(),
         ),
         weights=dict(presets[spec.default_objective]),
         presets=presets,

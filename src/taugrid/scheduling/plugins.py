@@ -8,7 +8,8 @@ Extension points (each a ``Protocol``):
   weighted by ``Policy.weights`` (normalised to sum to 1).
 
 Built-ins here: cluster readiness, region allow-list, compliance domains, fit (every
-worker fits on one usable node of the requested model), idle-GPU score, cost score, and
+worker fits on one usable node of the requested model), free-capacity score (free GPUs
+x speed), cost score, and
 the interconnect score of ``sync`` runs.
 
 A run is always placed whole on one cluster (no plugin splits it), so a ``sync`` run
@@ -142,11 +143,19 @@ class FitFilter:
 
 @dataclasses.dataclass(frozen=True)
 class IdleGpuScore:
+    """Free work capacity, speed-aware: ``100 * W / (W + N)``, ``W`` = free GPUs (of the
+    run's model) x the cluster's GPU speed, ``N`` = the GPUs the run asks (at least 1).
+
+    Half score when the free capacity, in reference GPUs, just equals the request: four
+    free GPUs at 2x outscore eight at 0.4x, and a big empty pool outscores a small one.
+    """
+
     name: str = "idle_gpu"
 
     def score(self, run: snap.PendingRun, cluster: snap.ClusterView) -> float:
-        total, free = cluster.gpus(run.gpu_model)
-        return 100.0 * free / total if total else 0.0
+        _, free = cluster.gpus(run.gpu_model)
+        work = max(0.0, free) * cluster.gpu_speed
+        return 100.0 * work / (work + max(1, run.total_gpus))
 
 
 @dataclasses.dataclass(frozen=True)

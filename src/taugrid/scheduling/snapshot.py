@@ -8,7 +8,7 @@ Data-aware fields (all defaulted, filled by the hub from agent reports and the d
 registry; see ``scheduling.plugins_data``): a cluster's measured inbound links
 (``LinkView`` per peer region), the datasets and runtimes its region holds, and when
 its running work is expected to give GPUs back; a run's dataset needs (``DataNeed``),
-runtime key, and the expected wait near its data.
+runtime key, the expected wait near its data, and its declared run time.
 """
 
 from __future__ import annotations
@@ -217,6 +217,8 @@ class PendingRun:
     """``placement.communication``: sync, async or none (None: not declared)."""
     compliance: tuple[str, ...] = ()
     """Compliance domains every region it runs in must meet (``placement.compliance``)."""
+    runtime_s: float | None = None
+    """Declared run time on reference-speed GPUs (``resilience.max_runtime``; None: unknown)."""
 
     @property
     def total_gpus(self) -> int:
@@ -248,6 +250,7 @@ class PendingRun:
             self.objective,
             self.communication,
             self.compliance,
+            self.runtime_s,
         )
 
 

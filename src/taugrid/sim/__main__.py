@@ -3,9 +3,11 @@
     python -m taugrid.sim openb  [--workload default] [--policy TauGrid] [--seeds 42 43]
                                  [--stop 1.0] [--tie-break first] [-o json]
     python -m taugrid.sim philly [--policy TauGrid] [--start 0] [--jobs N] [--load 0.9]
-                                 [--gpu-power 1.35] [--quantile 0.15] [-o json]
+                                 [--gpu-power 1.35] [--quantile 0.15] [--min-run-s 3600]
+                                 [--restart-s 60] [--checkpoint-s 600] [-o json]
     python -m taugrid.sim multiregion [--policy all] [--seeds 1 2 3] [--regions 4]
-                                 [--jobs 300] [--datasets 16] [--load 1.0] [-o json]
+                                 [--jobs 300] [--datasets 16] [--load 0.8]
+                                 [--data-scale 1.0] [--link-gbps 0.5 10] [-o json]
 
 Traces come from ``$TAU_TRACES_DIR`` or ``../shared/traces``; a missing trace is an
 error message with the path to fix, exit status 2.
@@ -53,13 +55,42 @@ def _parser() -> argparse.ArgumentParser:
         default=queueing.TauGridKnobs.quantile,
         help="TauGrid: percentile (0-1) of the history's durations past the attained time",
     )
+    ph.add_argument(
+        "--min-run-s",
+        type=float,
+        default=queueing.MIN_RUN_S,
+        help="TauGrid: seconds a (re)started job runs before it may be preempted (0: none)",
+    )
+    ph.add_argument(
+        "--restart-s",
+        type=float,
+        default=philly.RESTART.restart_s,
+        help="seconds a preempted job spends restarting (0 with --checkpoint-s 0: free)",
+    )
+    ph.add_argument(
+        "--checkpoint-s",
+        type=float,
+        default=philly.RESTART.checkpoint_s,
+        help="seconds of progress between checkpoints; a preempted job loses the rest",
+    )
     mr = sub.add_parser("multiregion", help="multi-region placement: generated scenarios")
     mr.add_argument("--policy", default="all", choices=("all", *mr_sim.POLICIES))
     mr.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     mr.add_argument("--regions", type=int, default=4)
     mr.add_argument("--jobs", type=int, default=300)
     mr.add_argument("--datasets", type=int, default=16)
-    mr.add_argument("--load", type=float, default=1.0, help="offered GPU load / capacity")
+    mr.add_argument("--load", type=float, default=0.8, help="offered GPU load / capacity")
+    mr.add_argument(
+        "--data-scale", type=float, default=1.0, help="multiplies every dataset size class"
+    )
+    mr.add_argument(
+        "--link-gbps",
+        type=float,
+        nargs=2,
+        default=(0.5, 10.0),
+        metavar=("LO", "HI"),
+        help="range inter-region links are drawn from, Gbit/s",
+    )
     for p in (ob, ph, mr):
         p.add_argument("-o", "--output", choices=("text", "json"), default="text")
     return parser
@@ -92,13 +123,15 @@ def _fraction(text: str) -> float:
 def _philly(args: argparse.Namespace) -> list[dict[str, object]]:
     jobs = philly.window(traces.load_philly(), args.start, args.jobs)
     capacity = philly.size_cluster(jobs, args.load)
-    knobs = queueing.TauGridKnobs(gpu_power=args.gpu_power, quantile=args.quantile)
-    r = philly.simulate(jobs, args.policy, capacity, knobs=knobs)
+    knobs = queueing.TauGridKnobs(args.gpu_power, args.quantile, args.min_run_s)
+    cost = philly.RestartCost(args.restart_s, args.checkpoint_s)
+    r = philly.simulate(jobs, args.policy, capacity, knobs=knobs, cost=cost)
     if args.output == "text":
         print(
             f"{r.policy}: {r.jobs} jobs on {capacity} GPUs, avg JCT {r.avg_jct / 3600:.2f} h, "
             f"p50 {r.p50_jct / 3600:.2f} h, p99 {r.p99_jct / 3600:.1f} h, "
-            f"avg queueing {r.avg_queueing / 3600:.2f} h, utilisation {r.utilisation:.2f}"
+            f"avg queueing {r.avg_queueing / 3600:.2f} h, utilisation {r.utilisation:.2f}, "
+            f"{r.preemptions} preemptions ({r.lost_gpu_hours:,.0f} GPU-h lost to them)"
         )
     return [dataclasses.asdict(r)]
 
@@ -110,6 +143,8 @@ def _multiregion(args: argparse.Namespace) -> list[dict[str, object]]:
         "jobs": args.jobs,
         "datasets": args.datasets,
         "load": args.load,
+        "data_scale": args.data_scale,
+        "link_gbps": tuple(args.link_gbps),
     }
     out: list[dict[str, object]] = []
     for policy, results in mr_sim.compare(args.seeds, policies, **shape).items():

@@ -19,8 +19,10 @@ parameters → equal scenario) or written by hand in tests. Vocabulary:
 The generator's shape (documented so the benchmark can quote it): 4 regions by default;
 each offers 1-3 of A100/H100/L4 with 1-4 eight-GPU nodes per pool; inter-region links
 log-uniform 0.5-10 Gbit/s per direction with egress $0.02-0.12/GB; datasets log-uniform
-in three classes (small 1-20 GB, medium 50-500 GB, huge 1-4 TB), homes skewed to the
-first region ("data gravity"); jobs Poisson at an offered load of ``load`` x capacity.
+in three classes (small 1-20 GB, medium 50-500 GB, huge 1-4 TB; each times
+``data_scale``), homes skewed to the first region ("data gravity"); jobs Poisson at an
+offered load of ``load`` x capacity. ``link_gbps`` and ``data_scale`` make the
+data-heavy family (slow links, bigger datasets), ``load`` the queue-heavy one.
 """
 
 from __future__ import annotations
@@ -155,22 +157,24 @@ def _pools(rng: np.random.Generator, regions: tuple[str, ...]) -> tuple[Pool, ..
 
 
 def _links(
-    rng: np.random.Generator, regions: tuple[str, ...]
+    rng: np.random.Generator, regions: tuple[str, ...], gbps: tuple[float, float]
 ) -> tuple[tuple[tuple[str, str, float], ...], tuple[tuple[str, str, float], ...]]:
     bw, eg = [], []
     for s in regions:
         for d in regions:
             if s != d:
-                bw.append((s, d, round(_loguniform(rng, 0.5e9, 10e9) / 8)))
+                bw.append((s, d, round(_loguniform(rng, gbps[0] * 1e9, gbps[1] * 1e9) / 8)))
                 eg.append((s, d, round(float(rng.uniform(0.02, 0.12)), 3)))
     return tuple(bw), tuple(eg)
 
 
-def _datasets(rng: np.random.Generator, regions: tuple[str, ...], n: int) -> tuple[Dataset, ...]:
+def _datasets(
+    rng: np.random.Generator, regions: tuple[str, ...], n: int, scale: float
+) -> tuple[Dataset, ...]:
     classes = ((1 * GB, 20 * GB), (50 * GB, 500 * GB), (1000 * GB, 4000 * GB))
     out = []
     for i in range(n):
-        lo, hi = classes[int(rng.choice(3, p=(0.5, 0.3, 0.2)))]
+        lo, hi = (scale * b for b in classes[int(rng.choice(3, p=(0.5, 0.3, 0.2)))])
         weights = np.array([2.0 if j == 0 else 1.0 for j in range(len(regions))])
         home = regions[int(rng.choice(len(regions), p=weights / weights.sum()))]
         out.append(Dataset(f"ds{i:02d}", int(_loguniform(rng, lo, hi)), home))
@@ -211,9 +215,20 @@ def _job(
 
 
 def generate(
-    seed: int, *, regions: int = 4, jobs: int = 300, datasets: int = 16, load: float = 0.8
+    seed: int,
+    *,
+    regions: int = 4,
+    jobs: int = 300,
+    datasets: int = 16,
+    load: float = 0.8,
+    data_scale: float = 1.0,
+    link_gbps: tuple[float, float] = (0.5, 10.0),
 ) -> Scenario:
-    """A random scenario; the same arguments always give an equal ``Scenario``."""
+    """A random scenario; the same arguments always give an equal ``Scenario``.
+
+    ``data_scale`` multiplies every dataset size class; ``link_gbps`` is the range links
+    are drawn from (Gbit/s, log-uniform).
+    """
     if not 2 <= regions <= len(REGIONS):
         raise ValueError(
             f"regions must be between 2 and {len(REGIONS)} (the generator names that many), "
@@ -222,8 +237,8 @@ def generate(
     rng = np.random.default_rng(seed)
     names = REGIONS[:regions]
     pools = _pools(rng, names)
-    bw, eg = _links(rng, names)
-    ds = _datasets(rng, names, datasets)
+    bw, eg = _links(rng, names, link_gbps)
+    ds = _datasets(rng, names, datasets, data_scale)
     capacity = sum(p.gpus for p in pools)
     # Mean GPU-seconds per job of the shape mix and the log-uniform durations.
     mean_gpus = sum(w * g * p for w, g, _, p in _SHAPES)

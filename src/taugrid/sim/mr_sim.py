@@ -282,6 +282,7 @@ class _World:
             admitted=job.job_id in self.admitted,
             datasets=needs,
             communication=job.comm.value,
+            runtime_s=job.declared,
         )
 
     def cycle(self, now: float) -> None:

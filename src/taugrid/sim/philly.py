@@ -4,9 +4,13 @@ Model: one pool of ``capacity`` GPUs (whole GPUs, any job fits anywhere — no t
 jobs arrive at their submission times and run for their trace duration once they hold
 ``gpus`` GPUs. Events: arrivals, completions and policy ticks (2D-LAS threshold
 crossings; TauGrid re-ranks every ``tick`` seconds). At every event the queue policy
-orders the active jobs and ``queueing.select`` hands out the GPUs. Preemption is free
-(a suspended job keeps its progress) for every preemptive policy alike. Nothing
-sleeps: the clock jumps from event to event; the same input gives the same result.
+orders the active jobs and ``queueing.select`` hands out the GPUs. Nothing sleeps: the
+clock jumps from event to event; the same input gives the same result.
+
+Preemption (``RestartCost``, the same for every preemptive policy): a suspended job
+rolls back to its last checkpoint (one every ``checkpoint_s`` of progress: the work
+since is lost) and, when it runs again, first spends ``restart_s`` restarting (no
+progress). ``RestartCost.free()`` (both 0) is the old model: it keeps its progress.
 
 Metrics: job completion time (JCT = finish - submit), queueing delay (JCT - duration:
 all time not running, including suspensions), GPU utilisation (GPU-seconds served /
@@ -19,11 +23,34 @@ import dataclasses
 import math
 
 import numpy as np
+import numpy.typing as npt
 
 from taugrid.scheduling import queueing
 from taugrid.sim import traces
 
-__all__ = ["QueueResult", "simulate", "size_cluster", "window"]
+__all__ = ["RESTART", "QueueResult", "RestartCost", "simulate", "size_cluster", "window"]
+
+
+@dataclasses.dataclass(frozen=True)
+class RestartCost:
+    """What one preemption costs the preempted job (see the module docstring)."""
+
+    restart_s: float = 60.0
+    checkpoint_s: float = 600.0
+
+    @classmethod
+    def free(cls) -> RestartCost:
+        return cls(0.0, 0.0)
+
+    def kept(self, progress: float) -> float:
+        """Progress left after rolling back to the last checkpoint."""
+        if self.checkpoint_s <= 0:
+            return progress
+        return math.floor(progress / self.checkpoint_s + 1e-9) * self.checkpoint_s
+
+
+RESTART = RestartCost()
+"""Default: 60 s to restart, a checkpoint every 10 min of progress (5 min lost on average)."""
 
 
 def _group(j: traces.PhillyJob) -> tuple[str, int]:
@@ -47,6 +74,8 @@ class QueueResult:
     avg_queueing: float
     utilisation: float
     preemptions: int
+    lost_gpu_hours: float = 0.0
+    """GPU-hours spent restarting or redoing work lost to preemptions."""
 
 
 def window(jobs: list[traces.PhillyJob], start: int, count: int | None) -> list[traces.PhillyJob]:
@@ -69,14 +98,18 @@ def size_cluster(jobs: list[traces.PhillyJob], load: float = 0.9, node_gpus: int
 class _Run:
     """Mutable per-job arrays of one simulation."""
 
-    def __init__(self, jobs: list[traces.PhillyJob], policy: queueing.QueuePolicy) -> None:
-        self.policy = policy
+    def __init__(
+        self, jobs: list[traces.PhillyJob], policy: queueing.QueuePolicy, cost: RestartCost
+    ) -> None:
+        self.policy, self.cost = policy, cost
         self.submit = np.array([j.submit for j in jobs])
         self.duration = np.array([j.duration for j in jobs])
         self.gpus = np.array([j.gpus for j in jobs], dtype=np.int64)
         self.group, _ = queueing.group_index([_group(j) for j in jobs])
         self.family, _ = queueing.group_index([_family(j) for j in jobs])
         self.executed = np.zeros(len(jobs))
+        self.overhead = np.zeros(len(jobs))  # restart seconds to run before progress resumes
+        self.lost = 0.0
         self.run_start = np.full(len(jobs), np.nan)
         self.finish = np.full(len(jobs), np.nan)
         self.active: list[int] = []
@@ -88,7 +121,8 @@ class _Run:
         idx = np.array(self.active, dtype=np.int64)
         start = self.run_start[idx]
         running = ~np.isnan(start)
-        executed = self.executed[idx] + np.where(running, now - np.nan_to_num(start), 0.0)
+        since = np.where(running, now - np.nan_to_num(start), 0.0)
+        executed = self.executed[idx] + np.maximum(0.0, since - self.overhead[idx])
         duration = self.duration[idx] if self.oracle else np.full(len(idx), np.nan)
         return queueing.ActiveJobs(
             idx,
@@ -99,21 +133,40 @@ class _Run:
             self.group[idx],
             running,
             self.family[idx],
+            since,
         )
 
     def next_completion(self) -> float:
         if not self.running:
             return math.inf
         ids = np.fromiter(self.running, dtype=np.int64)
-        return float((self.run_start[ids] + self.duration[ids] - self.executed[ids]).min())
+        return float(self._ends(ids).min())
+
+    def _ends(self, ids: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+        return np.asarray(
+            self.run_start[ids] + self.overhead[ids] + self.duration[ids] - self.executed[ids]
+        )
+
+    def suspend(self, j: int, now: float) -> None:
+        """Preempt job ``j``: pay down its restart, roll back to its checkpoint, re-arm."""
+        ran = now - self.run_start[j]
+        paid = min(ran, self.overhead[j])
+        progress = self.executed[j] + ran - paid
+        kept = self.cost.kept(progress)
+        self.lost += self.gpus[j] * (progress - kept + paid)
+        self.executed[j] = kept
+        self.overhead[j] = self.overhead[j] - paid + self.cost.restart_s
+        self.run_start[j] = np.nan
+        self.preemptions += 1
 
     def complete(self, now: float) -> None:
         ids = np.fromiter(self.running, dtype=np.int64)
-        ends = self.run_start[ids] + self.duration[ids] - self.executed[ids]
+        ends = self._ends(ids)
         done = ids[ends <= now + 1e-6]
         history = getattr(self.policy, "history", None)
         for j in done.tolist():
             self.finish[j] = now
+            self.lost += self.gpus[j] * self.overhead[j]  # its last restart, paid in full
             self.running.discard(j)
             if isinstance(history, queueing.DurationHistory):
                 history.record(int(self.group[j]), float(self.duration[j]), int(self.family[j]))
@@ -138,10 +191,8 @@ class _Run:
             keep = set(self.running) | set(
                 sub.index[pos][queueing.select(sub.gpus[pos], free)].tolist()
             )
-        for j in self.running - keep:  # suspend, keeping progress
-            self.executed[j] += now - self.run_start[j]
-            self.run_start[j] = np.nan
-            self.preemptions += 1
+        for j in self.running - keep:
+            self.suspend(j, now)
         for j in keep - self.running:
             self.run_start[j] = now
         self.running = keep
@@ -161,14 +212,16 @@ def simulate(
     *,
     tick: float = 600.0,
     knobs: queueing.TauGridKnobs = queueing.TauGridKnobs(),
+    cost: RestartCost = RESTART,
 ) -> QueueResult:
-    """Replay ``jobs`` (sorted by submission) under one policy on ``capacity`` GPUs."""
+    """Replay ``jobs`` (sorted by submission) under one policy on ``capacity`` GPUs,
+    each preemption charged ``cost``."""
     if max(j.gpus for j in jobs) > capacity:
         raise ValueError(f"a job asks for more than the {capacity} GPUs of the cluster")
     _, groups = queueing.group_index([_group(j) for j in jobs])
     _, families = queueing.group_index([_family(j) for j in jobs])
     policy = queueing.make_policy(policy_name, groups=groups, families=families, knobs=knobs)
-    run = _Run(jobs, policy)
+    run = _Run(jobs, policy, cost)
     now, nxt, n = 0.0, 0, len(jobs)
     tick_at = math.inf
     while nxt < n or run.running or run.active:
@@ -198,4 +251,5 @@ def _result(run: _Run, policy: str, capacity: int) -> QueueResult:
         avg_queueing=float((jct - run.duration).mean()),
         utilisation=float((run.gpus * run.duration).sum() / (capacity * span)),
         preemptions=run.preemptions,
+        lost_gpu_hours=run.lost / 3600,
     )

@@ -247,7 +247,7 @@ class PlacementSpec(_Model):
     communication: Communication | None = None
     """sync (collectives, one region), async (may span regions) or none."""
     objective: Objective | None = None
-    """Score weight preset: balanced (data-first), cost (cost-first), time (utilisation-first)."""
+    """Score weight preset: balanced (finish-first), cost (cost-first), time (utilisation-first)."""
     compliance: list[str] = pydantic.Field(default_factory=list)
     """Compliance domains every region it runs in must meet (e.g. gdpr; see platform.yaml)."""
 
