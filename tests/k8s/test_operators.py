@@ -68,10 +68,10 @@ def test_kueue_admits_a_suspended_gpu_job_and_the_scheduler_binds_it_to_the_flav
         "ClusterQueue Active",
         lambda: _active(custom.get_cluster_custom_object(*KUEUE, "clusterqueues", "cq")),
     )
-    # Kueue's webhook is not registered yet, so the job arrives suspended as it would set it
+    # created unsuspended: Kueue's mutating webhook (called by URL) suspends it
     job = {
         "metadata": {"name": "train", "labels": {"kueue.x-k8s.io/queue-name": "lq"}},
-        "spec": {"suspend": True, "template": nodes.gpu_pod("train", 2, {})},
+        "spec": {"template": nodes.gpu_pod("train", 2, {})},
     }
     job["spec"]["template"]["spec"]["restartPolicy"] = "Never"
     client.BatchV1Api(kube).create_namespaced_job(ns, job)
