@@ -111,6 +111,7 @@ class AttemptTracker:
             metrics=self._metrics(),
             checkpoint_step=self._checkpoint_step(),
             submission=self.submission,
+            phases=[s.model_dump() for s in status.signals],
         )
         self.submission = None  # sent once
         return self._finish(backend, status, report)
