@@ -148,6 +148,11 @@ def test_a_run_over_kueue_quota_stays_pending_with_kueues_reason(
     hub: tuple[harness.HubServer, kube_region.KubeAgent], kube: client.ApiClient
 ) -> None:
     server, _ = hub
+    # the agent applies the platform's queues and namespaces with its first report
+    controlplane.wait_until(
+        "workspace namespace applied by the agent",
+        lambda: "ml" in {n.metadata.name for n in client.CoreV1Api(kube).list_namespace().items},
+    )
     _hold_quota(kube, 16)
     try:
         with server.http() as c:

@@ -4,7 +4,7 @@ queued by Kueue, applied and observed through the cluster's API server.
 Submit (``submit_run``): the platform's Kueue and workspace objects
 (``render.kueue.render_platform``: ResourceFlavors, WorkloadPriorityClasses,
 ClusterQueues, each workspace's Namespace, ServiceAccount, RoleBinding, data PVC and
-LocalQueue) are applied once per backend, then the run's objects
+LocalQueue) are applied once per backend (at its first inventory or submit), then the run's objects
 (``render.plan.render_manifests``), all by server-side apply. Each run object and its
 pod templates carry ``taugrid.io/run-id`` and ``taugrid.io/submission`` (the attempt).
 A rejected object fails the submission with the API server's message and what this
@@ -279,6 +279,7 @@ class KubernetesBackend(base.Backend):
 
     # -- cluster state ------------------------------------------------------------------
     def inventory(self) -> base.ClusterInventory:
+        self.apply_platform()  # the cluster's queues exist from the agent's first report
         nodes = self.api.list("Node")
         held: dict[str, float] = {}
         for pod in self.api.list("Pod"):
