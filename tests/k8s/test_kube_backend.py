@@ -5,6 +5,7 @@ hub's run shows what those components said, naming their objects."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -197,3 +198,90 @@ def test_cluster_state_reports_nodes_gpu_models_and_kueue_usage(
     assert {n.name for n in nodes.DEFAULT_NODES} <= names
     queues = {q["cluster_queue"]: q for q in report["queues"]}
     assert "research" in queues and "pending" in queues["research"]
+
+
+def _refuse_rayjobs_named(kube: client.ApiClient, name: str) -> str:
+    """A ValidatingAdmissionPolicy (the API server's own CEL admission) refusing RayJobs
+    of TauGrid runs named ``name``; returns its message once the server enforces it."""
+    message = f"RayJobs of runs named '{name}' are refused by this cluster's policy"
+    label = naming.LABEL_NAME
+    adm = client.AdmissionregistrationV1Api(kube)
+    adm.create_validating_admission_policy(
+        {
+            "metadata": {"name": "refuse-runs"},
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {
+                    "resourceRules": [
+                        {
+                            "apiGroups": ["ray.io"],
+                            "apiVersions": ["v1"],
+                            "operations": ["CREATE", "UPDATE"],
+                            "resources": ["rayjobs"],
+                        }
+                    ]
+                },
+                "validations": [
+                    {
+                        "expression": "!has(object.metadata.labels) || "
+                        f"!('{label}' in object.metadata.labels) || "
+                        f"object.metadata.labels['{label}'] != '{name}'",
+                        "message": message,
+                    }
+                ],
+            },
+        }
+    )
+    adm.create_validating_admission_policy_binding(
+        {
+            "metadata": {"name": "refuse-runs"},
+            "spec": {"policyName": "refuse-runs", "validationActions": ["Deny"]},
+        }
+    )
+    probe = {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayJob",
+        "metadata": {"name": "probe", "labels": {label: name}},
+        "spec": {"entrypoint": "true"},
+    }
+    custom = client.CustomObjectsApi(kube)
+
+    def enforced() -> bool:
+        try:
+            custom.create_namespaced_custom_object(
+                "ray.io", "v1", "ml", "rayjobs", probe, dry_run="All"
+            )
+        except client.ApiException as exc:
+            return message in str(exc.body)
+        return False
+
+    controlplane.wait_until("the admission policy enforced", enforced)
+    return message
+
+
+def test_an_object_the_api_server_rejects_fails_the_run_with_its_message(
+    hub: tuple[harness.HubServer, kube_region.KubeAgent], kube: client.ApiClient
+) -> None:
+    server, _ = hub
+    controlplane.wait_until(
+        "workspace namespace applied by the agent",
+        lambda: "ml" in {n.metadata.name for n in client.CoreV1Api(kube).list_namespace().items},
+    )
+    message = _refuse_rayjobs_named(kube, "rejected")
+    with server.http() as c:
+        run_id = hub_region.submit_run(c, kube_region.tau_yaml("rejected", gpus=1), QUICKSTART)[
+            "id"
+        ]
+        run = kube_region.wait("failed", c, run_id, lambda r: r["state"] == "failed")
+        detail = json.dumps(c.get(f"/v1/runs/{run_id}").json())
+    assert message in detail
+    # nothing half-applied: no run object, no Workload, no pods
+    custom = client.CustomObjectsApi(kube)
+    names = [
+        o["metadata"]["name"]
+        for o in custom.list_namespaced_custom_object("ray.io", "v1", "ml", "rayjobs")["items"]
+    ]
+    assert naming.object_name(run_id) not in names
+    assert _workload(kube, run_id) is None
+    assert _run_pods(kube, run_id) == []
+    assert run["state"] == "failed"

@@ -111,3 +111,59 @@ def test_kuberay_operator_makes_a_head_pod_the_scheduler_binds(
 
     node = controlplane.wait_until("ray-operator's head pod bound", head_bound)
     assert node in {n.name for n in gpu_nodes}
+
+
+def test_kueue_admits_a_suspended_rayjob_and_kuberay_pods_are_bound_to_gpu_nodes(
+    kube: client.ApiClient,
+    kueue: controlplane.ControlPlane,
+    kuberay: controlplane.ControlPlane,
+    gpu_nodes: tuple[nodes.GpuNode, ...],
+) -> None:
+    custom = client.CustomObjectsApi(kube)
+    core = client.CoreV1Api(kube)
+    ns = nodes.namespace(kube)
+    if not custom.list_cluster_custom_object(*KUEUE, "clusterqueues")["items"]:
+        _queue_objects(custom, ns, gpus=8)
+    else:  # the Job test made them: only this namespace's LocalQueue is new
+        lq = {"apiVersion": f"{KUEUE[0]}/{KUEUE[1]}", "kind": "LocalQueue"}
+        lq |= {"metadata": {"name": "lq"}, "spec": {"clusterQueue": "cq"}}
+        custom.create_namespaced_custom_object(*KUEUE, ns, "localqueues", lq)
+    worker = nodes.gpu_pod("w", 2, {})["spec"]
+    head = {"containers": [{"name": "ray-head", "image": "registry.invalid/ray:never-pulled"}]}
+    rayjob = {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayJob",
+        "metadata": {"name": "rj", "labels": {"kueue.x-k8s.io/queue-name": "lq"}},
+        "spec": {
+            "entrypoint": "python train.py",
+            "suspend": True,
+            "shutdownAfterJobFinishes": True,
+            "rayClusterSpec": {
+                "headGroupSpec": {"rayStartParams": {}, "template": {"spec": head}},
+                "workerGroupSpecs": [
+                    {
+                        "groupName": "gpu",
+                        "replicas": 1,
+                        "minReplicas": 1,
+                        "maxReplicas": 1,
+                        "rayStartParams": {},
+                        "template": {"spec": worker},
+                    }
+                ],
+            },
+        },
+    }
+    custom.create_namespaced_custom_object("ray.io", "v1", ns, "rayjobs", rayjob)
+
+    def worker_bound() -> str:
+        pods = core.list_namespaced_pod(ns, label_selector="ray.io/group=gpu").items
+        return next((p.spec.node_name for p in pods if p.spec.node_name), "")
+
+    # Kueue admits the Workload and unsuspends the RayJob; KubeRay makes the RayCluster's
+    # pods; Kueue's flavor node labels steer the worker; kube-scheduler binds it
+    node = controlplane.wait_until("RayJob's GPU worker bound", worker_bound)
+    assert node in {n.name for n in gpu_nodes if n.pool == "h100"}
+    got = custom.get_namespaced_custom_object("ray.io", "v1", ns, "rayjobs", "rj")
+    assert not got["spec"].get("suspend")
+    workloads = custom.list_namespaced_custom_object(*KUEUE, ns, "workloads")["items"]
+    assert [w["status"]["admission"]["clusterQueue"] for w in workloads] == ["cq"]
