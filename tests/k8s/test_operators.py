@@ -52,6 +52,31 @@ def _queue_objects(custom: client.CustomObjectsApi, ns: str, gpus: int) -> None:
     custom.create_namespaced_custom_object(*KUEUE, ns, "localqueues", lq)
 
 
+def _ray_queue_objects(custom: client.CustomObjectsApi, ns: str) -> None:
+    """A ClusterQueue covering CPU and memory too (a RayJob's head and KubeRay's
+    submitter pod ask for them) on a label-less flavor, GPUs on the h100 pool's."""
+    api = f"{KUEUE[0]}/{KUEUE[1]}"
+    for name, labels in (("rj-cpu", {}), ("rj-h100", {nodes.POOL_LABEL: "h100"})):
+        flavor = {"apiVersion": api, "kind": "ResourceFlavor", "metadata": {"name": name}}
+        flavor["spec"] = {"nodeLabels": labels} if labels else {}
+        custom.create_cluster_custom_object(*KUEUE, "resourceflavors", flavor)
+    cpu = [{"name": "cpu", "nominalQuota": 64}, {"name": "memory", "nominalQuota": "256Gi"}]
+    gpu = [{"name": nodes.GPU_RESOURCE, "nominalQuota": 8}]
+    groups = [
+        {"coveredResources": ["cpu", "memory"], "flavors": [{"name": "rj-cpu", "resources": cpu}]},
+        {
+            "coveredResources": [nodes.GPU_RESOURCE],
+            "flavors": [{"name": "rj-h100", "resources": gpu}],
+        },
+    ]
+    cq = {"apiVersion": api, "kind": "ClusterQueue", "metadata": {"name": "rj-cq"}}
+    cq["spec"] = {"namespaceSelector": {}, "resourceGroups": groups}
+    custom.create_cluster_custom_object(*KUEUE, "clusterqueues", cq)
+    lq = {"apiVersion": api, "kind": "LocalQueue", "metadata": {"name": "lq"}}
+    lq["spec"] = {"clusterQueue": "rj-cq"}
+    custom.create_namespaced_custom_object(*KUEUE, ns, "localqueues", lq)
+
+
 def _active(obj: dict[str, Any]) -> bool:
     conds = obj.get("status", {}).get("conditions", [])
     return any(c["type"] == "Active" and c["status"] == "True" for c in conds)
@@ -122,12 +147,7 @@ def test_kueue_admits_a_suspended_rayjob_and_kuberay_pods_are_bound_to_gpu_nodes
     custom = client.CustomObjectsApi(kube)
     core = client.CoreV1Api(kube)
     ns = nodes.namespace(kube)
-    if not custom.list_cluster_custom_object(*KUEUE, "clusterqueues")["items"]:
-        _queue_objects(custom, ns, gpus=8)
-    else:  # the Job test made them: only this namespace's LocalQueue is new
-        lq = {"apiVersion": f"{KUEUE[0]}/{KUEUE[1]}", "kind": "LocalQueue"}
-        lq |= {"metadata": {"name": "lq"}, "spec": {"clusterQueue": "cq"}}
-        custom.create_namespaced_custom_object(*KUEUE, ns, "localqueues", lq)
+    _ray_queue_objects(custom, ns)
     worker = nodes.gpu_pod("w", 2, {})["spec"]
     head = {"containers": [{"name": "ray-head", "image": "registry.invalid/ray:never-pulled"}]}
     rayjob = {
@@ -166,4 +186,4 @@ def test_kueue_admits_a_suspended_rayjob_and_kuberay_pods_are_bound_to_gpu_nodes
     got = custom.get_namespaced_custom_object("ray.io", "v1", ns, "rayjobs", "rj")
     assert not got["spec"].get("suspend")
     workloads = custom.list_namespaced_custom_object(*KUEUE, ns, "workloads")["items"]
-    assert [w["status"]["admission"]["clusterQueue"] for w in workloads] == ["cq"]
+    assert [w["status"]["admission"]["clusterQueue"] for w in workloads] == ["rj-cq"]
