@@ -81,6 +81,21 @@ def _through_tau(server: Any, kube: Any, i: int) -> tuple[float, dict[str, Any],
     return took, rayjob, sel
 
 
+def _without_kueue(node: Any) -> Any:
+    """``node`` without what Kueue injected into the admitted RayJob's pod templates
+    (its ``kueue.x-k8s.io/*`` annotations and labels name that Workload)."""
+    if isinstance(node, list):
+        return [_without_kueue(v) for v in node]
+    if not isinstance(node, dict):
+        return node
+    out = {}
+    for key, value in node.items():
+        if key in ("annotations", "labels") and isinstance(value, dict):
+            value = {k: v for k, v in value.items() if not k.startswith("kueue.x-k8s.io/")}
+        out[key] = _without_kueue(value)
+    return out
+
+
 def _by_hand(kube: Any, template: dict[str, Any], sel: str, i: int) -> float:
     """The tau run's RayJob (its pod templates keep their labels, so ``sel`` finds the
     pods; the tau run's are gone by now) created under a new name."""
@@ -93,7 +108,7 @@ def _by_hand(kube: Any, template: dict[str, Any], sel: str, i: int) -> float:
         "apiVersion": "ray.io/v1",
         "kind": "RayJob",
         "metadata": {"name": name, "labels": {naming.QUEUE_LABEL: NS}},
-        "spec": {**template["spec"], "suspend": True},
+        "spec": {**_without_kueue(template["spec"]), "suspend": True},
     }
     custom = client.CustomObjectsApi(kube)
     start = time.perf_counter()
