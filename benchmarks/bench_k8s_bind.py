@@ -12,7 +12,8 @@ built from source by ``k8s/build.sh``).
 Kueue admission, KubeRay's RayCluster and kube-scheduler's binding are in both; the
 difference is the hub (queue, placement), the agent's sync interval (0.3 s here) and its
 applies. Each sample is cancelled/deleted (quota and pods released) before the next.
-Skipped (exit 0, a message) when the control-plane binaries are not built.
+Skipped (exit 0, a message) when the control-plane binaries are not built, and with
+``--quick`` unless ``TAU_TEST_K8S=1`` (the control plane takes minutes to start).
 ``--quick`` (CI smoke): one sample each, documentation left alone.
 
     python -m benchmarks.bench_k8s_bind [--quick] [--reps N] [--no-write]
@@ -21,6 +22,7 @@ Skipped (exit 0, a message) when the control-plane binaries are not built.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import tempfile
 import time
@@ -152,10 +154,10 @@ def _section(tau: list[float], hand: list[float]) -> str:
     mt, mh = statistics.median(tau), statistics.median(hand)
     return (
         "## Kubernetes: tau run to pod bound\n\n"
-        "`python -m benchmarks.bench_k8s_bind --reps "
-        f"{len(tau)}` on the test control plane (docs/kubernetes.md; 2 loaded cores, "
-        "control plane, Kueue, KubeRay, hub and agent on the same machine). Clock from "
-        "the request to the RayJob's GPU worker pod bound by kube-scheduler.\n\n"
+        f"`python -m benchmarks.bench_k8s_bind --reps {len(tau)}` on the test control plane\n"
+        "(docs/kubernetes.md; 2 loaded cores, control plane, Kueue, KubeRay, hub and agent "
+        "on the\nsame machine). Clock from the request to the RayJob's GPU worker pod bound "
+        "by\nkube-scheduler.\n\n"
         "| path | median (s) | min (s) | max (s) |\n|---|---|---|---|\n"
         f"| `tau run` (hub → agent → server-side apply) | {mt:.2f} | {min(tau):.2f} | "
         f"{max(tau):.2f} |\n"
@@ -172,6 +174,9 @@ def main() -> None:
     args = p.parse_args()
     from tests.k8s import controlplane
 
+    if args.quick and os.environ.get("TAU_TEST_K8S") != "1":
+        print("skipped: --quick starts no control plane unless TAU_TEST_K8S=1")
+        return
     absent = controlplane.missing(controlplane.bin_dir(), (*controlplane.CORE, "kueue", "kuberay"))
     if absent:
         print(f"skipped: {', '.join(absent)} not built (k8s/build.sh)")

@@ -256,7 +256,15 @@ class ControlPlane:
         )
 
     def _start_kwok(self) -> None:
-        stages = sorted((self.bindir.parent / "share" / "kwok-stages").glob("*.yaml"))
+        # Not pod-complete: it "finishes" every Job's pod at once, so KubeRay's submitter
+        # would end and KubeRay fail the RayJob (its Ray job, which no container runs,
+        # never ends); here pods run until deleted, and tests that need a finished
+        # object set its status themselves
+        stages = sorted(
+            p
+            for p in (self.bindir.parent / "share" / "kwok-stages").glob("*.yaml")
+            if p.name != "pod-complete.yaml"
+        )
         if not stages:
             raise RuntimeError(
                 f"no kwok stage YAMLs under {self.bindir.parent / 'share' / 'kwok-stages'}; "

@@ -64,10 +64,12 @@ def test_a_run_is_admitted_by_kueue_and_bound_to_a_node_of_its_gpu_model(
         run = hub_region.submit_run(c, kube_region.tau_yaml("bound", gpus=2), QUICKSTART)
         run_id = run["id"]
         got = kube_region.wait(
-            "scheduled by kube-scheduler",
+            "scheduled by kube-scheduler and running",
             c,
             run_id,
-            lambda r: kube_region.phase(r, "scheduled")["status"] == "done",
+            lambda r: (
+                kube_region.phase(r, "scheduled")["status"] == "done" and r["state"] == "running"
+            ),
         )
     # the RayJob exists in the workspace namespace, labelled down to its pods
     rayjob = client.CustomObjectsApi(kube).get_namespaced_custom_object(
