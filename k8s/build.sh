@@ -108,7 +108,16 @@ share_files() {
             dir="$(module_dir kueue sigs.k8s.io/kueue)"
             rm -rf "$root/share/kueue-crd"
             cp -r "$dir/config/components/crd/bases" "$root/share/kueue-crd"
-            chmod -R u+w "$root/share/kueue-crd" ;;
+            # its webhook configurations and the CRD conversion patches, as the release
+            # kustomizes them (the harness registers them by URL)
+            rm -rf "$root/share/kueue-webhook"
+            mkdir -p "$root/share/kueue-webhook"
+            cp "$dir/config/components/webhook/manifests.yaml" \
+                "$dir/config/components/webhook/kustomization.yaml" "$root/share/kueue-webhook/"
+            cp -r "$dir/config/components/crd/patches" "$root/share/kueue-webhook/crd-patches"
+            cp "$dir/config/components/crd/kustomization.yaml" \
+                "$root/share/kueue-webhook/crd-patches/kustomization.yaml"
+            chmod -R u+w "$root/share/kueue-crd" "$root/share/kueue-webhook" ;;
         kuberay)
             dir="$(module_dir kuberay github.com/ray-project/kuberay/ray-operator)"
             rm -rf "$root/share/kuberay-crd"

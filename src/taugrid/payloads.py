@@ -122,6 +122,8 @@ class StateReport(_Payload):
     health: Literal["ready", "degraded", "unavailable"] = "ready"
     """Whether the cluster can run jobs: degraded (some nodes down) still can."""
     health_reason: str = ""
+    queues: list[dict[str, Any]] = pydantic.Field(default_factory=list)
+    """The cluster's own queues (Kueue ClusterQueues: admitted, pending, GPUs reserved)."""
 
 
 Int32 = Annotated[int, pydantic.Field(ge=-(2**31), le=2**31 - 1)]  # an INTEGER column
@@ -146,6 +148,9 @@ class AttemptReport(_Payload):
     submission: dict[str, Any] | None = None
     progress_warning: str = pydantic.Field(default="", max_length=2000)
     """Set once when the attempt stops showing progress (``resilience.stall``)."""
+    phases: list[dict[str, str]] = pydantic.Field(default_factory=list, max_length=20)
+    """Phase signals the cluster itself gave (``lifecycle.phases`` names and statuses,
+    ``source``: the object that said it, ``reason``), applied after the state's own."""
 
 
 # Agent text that the hub stores in JSON columns: no NUL (PostgreSQL cannot hold it).

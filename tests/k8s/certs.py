@@ -41,7 +41,9 @@ def _write_key(key: rsa.RSAPrivateKey, path: Path) -> None:
     path.chmod(0o600)
 
 
-def _builder(subject: str, issuer: str, pub: rsa.RSAPublicKey) -> x509.CertificateBuilder:
+def _builder(
+    subject: str, issuer: str, pub: rsa.RSAPublicKey, days: int = 1
+) -> x509.CertificateBuilder:
     now = datetime.datetime.now(datetime.UTC)
     return (
         x509.CertificateBuilder()
@@ -50,7 +52,7 @@ def _builder(subject: str, issuer: str, pub: rsa.RSAPublicKey) -> x509.Certifica
         .public_key(pub)
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=days))
     )
 
 
@@ -96,3 +98,43 @@ def make_pki(directory: Path, ip: str) -> Pki:
         )
     )
     return pki
+
+
+def _pem(key: rsa.RSAPrivateKey) -> bytes:
+    return key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.TraditionalOpenSSL,
+        serialization.NoEncryption(),
+    )
+
+
+def make_webhook_secret(ca_name: str, dns_name: str, ip: str) -> dict[str, bytes]:
+    """A Secret's data (``ca.crt``, ``ca.key``, ``tls.crt``, ``tls.key``, PEM) for a webhook
+    server on ``ip`` whose certificate also names ``dns_name`` (the in-cluster Service
+    name). The CA names itself ``ca_name`` (CN and DNS SAN) and both certificates last a
+    year: the cert rotators Kueue uses (open-policy-agent/cert-controller) keep a Secret
+    whose certificates verify for those names 90 days ahead instead of replacing it."""
+    ca_key = _key()
+    ca = (
+        _builder(ca_name, ca_name, ca_key.public_key(), days=365)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(ca_name)]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    key = _key()
+    sans: list[x509.GeneralName] = [
+        x509.DNSName(dns_name),
+        x509.IPAddress(ipaddress.ip_address(ip)),
+    ]
+    srv = (
+        _builder(dns_name, ca_name, key.public_key(), days=365)
+        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        .add_extension(x509.ExtendedKeyUsage([oid.ExtendedKeyUsageOID.SERVER_AUTH]), False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    return {
+        "ca.crt": ca.public_bytes(serialization.Encoding.PEM),
+        "ca.key": _pem(ca_key),
+        "tls.crt": srv.public_bytes(serialization.Encoding.PEM),
+        "tls.key": _pem(key),
+    }

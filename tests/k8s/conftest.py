@@ -93,11 +93,6 @@ def kueue(
 ) -> controlplane.ControlPlane:
     """Kueue's manager running (after the CRDs, so its Ray integrations are on)."""
     _need(control_plane, "kueue")
-    pytest.skip(
-        "Kueue v0.17.0's manager does not get ready here yet: its cert rotator waits for "
-        "its webhook configurations and the CRDs' conversion webhooks, which the harness "
-        "does not register yet (issue 12 item 3; see operators.start_kueue)"
-    )
     operators.start_kueue(control_plane, kube)
     return control_plane
 

@@ -253,6 +253,9 @@ class Agent:
     def _submit(self, t: tracker.AttemptTracker) -> None:
         a, sid = t.a, t.submission_id
         try:
+            if self.backend.supports(base.Capability.RUN_SPEC):
+                self.backend.submit_run(a.spec, a.run_id, sid)
+                return
             sub = self._submission(a, sid)
             t.submission = sub.model_dump(mode="json")
             self.backend.submit(sub)
@@ -388,11 +391,12 @@ class Agent:
             inv = self.backend.inventory()
         except errors.TauError as exc:
             log.warning("inventory failed: %s", exc)
+            who = "the Kubernetes API server" if self.backend.name == "kubernetes" else "Ray"
             return wire.StateReport(
                 cluster_id=self.config.cluster_id,
                 last_heartbeat=time.time(),
                 health="unavailable",
-                health_reason=f"Ray does not answer: {exc}",
+                health_reason=f"{who} does not answer: {exc}",
             )
         state, why = health.health(inv, self.config.expected_nodes, self.faulty)
         free, busy, cordoned = health.capacity(inv, self.faulty)
@@ -420,6 +424,7 @@ class Agent:
             cached_datasets=self.sidecar.cached_datasets() if self.sidecar else [],
             cached_runtimes=self.prewarm.warm_keys(inv) if self.prewarm else [],
             endpoint=self.sidecar.endpoint() if self.sidecar else None,
+            queues=self._queues(),
         )
 
     def _node_rows(self, inv: base.ClusterInventory) -> list[dict[str, Any]]:
@@ -432,6 +437,15 @@ class Agent:
             for r in rows:
                 r.update(self.checker.row(r["node_id"]))
         return rows
+
+    def _queues(self) -> list[dict[str, Any]]:
+        if not self.backend.supports(base.Capability.QUEUES):
+            return []
+        try:
+            return self.backend.queue_usage()
+        except errors.TauError as exc:
+            log.warning("queue usage failed: %s", exc)
+            return []
 
     # -- loop -----------------------------------------------------------------------
     def register(self) -> None:

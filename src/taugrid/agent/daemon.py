@@ -179,6 +179,9 @@ def _serve(args: argparse.Namespace) -> None:
     state_dir = args.home / "agents" / args.cluster
     token = (args.home / "agents" / f"{args.cluster}.token").read_text().strip()
     cluster = None
+    if spec.backend == "kubernetes":
+        _serve_kubernetes(args, platform, region, spec, state_dir, token)
+        return
     if args.start_ray:
         (state_dir / "ray").mkdir(parents=True, exist_ok=True)
         cluster = start_or_adopt(args, spec, state_dir / "ray")
@@ -217,6 +220,33 @@ def _serve(args: argparse.Namespace) -> None:
         hub.close()
         if cluster is not None and os.environ.get("TAU_KEEP_RAY") != "1":
             cluster.stop()
+
+
+def _serve_kubernetes(
+    args: argparse.Namespace,
+    platform: pm.Platform,
+    region: str,
+    spec: pm.ClusterSpec,
+    state_dir: Path,
+    token: str,
+) -> None:
+    """Run the agent of a ``backend: kubernetes`` cluster (its kubeconfig/context) until
+    SIGTERM: no Ray to start, no runtime pre-warm, no Ray cordons."""
+    from taugrid.backends import kubernetes
+
+    backend = kubernetes.KubernetesBackend(platform, spec.kubeconfig, spec.context)
+    hub = hubclient.HubClient(args.hub, token, args.cluster)
+    cfg = agent.AgentConfig(
+        args.cluster, region, state_dir, sync_s=args.sync, report_s=args.report, prewarm=False
+    )
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda _s, _f: stop.set())
+    signal.signal(signal.SIGINT, lambda _s, _f: stop.set())
+    try:
+        agent.Agent(cfg, backend, hub, None).run(stop)
+    finally:
+        hub.close()
+        backend.close()
 
 
 if __name__ == "__main__":

@@ -125,6 +125,7 @@ class AttemptTracker:
             metrics=self._metrics(),
             checkpoint_step=self._checkpoint_step(),
             submission=self.submission,
+            phases=[s.model_dump() for s in status.signals],
         )
         self.submission = None  # sent once
         if self.state is st.AttemptState.RUNNING:

@@ -52,6 +52,7 @@ __all__ = [
     "JobStatus",
     "LogChunk",
     "NodeInventory",
+    "PhaseSignal",
     "Submission",
 ]
 
@@ -68,6 +69,8 @@ class Capability(enum.Enum):
     INVENTORY = "inventory"
     JOB_NODES = "job_nodes"
     RELEASE_CHECK = "release_check"
+    RUN_SPEC = "run_spec"  # submit_run: renders its own objects from the run's spec
+    QUEUES = "queues"  # queue_usage: the cluster's own queues (Kueue) in state reports
 
 
 class JobState(enum.Enum):
@@ -143,6 +146,16 @@ class Submission(_Value):
         return cls.model_validate({k: v for k, v in data.items() if k in cls.model_fields})
 
 
+class PhaseSignal(_Value):
+    """What the cluster itself says about one of a run's phases (``lifecycle.phases``
+    names and statuses), with the object that said it as ``source``."""
+
+    phase: str
+    status: str
+    source: str
+    reason: str = ""
+
+
 class JobStatus(_Value):
     """One observation of a job."""
 
@@ -156,6 +169,7 @@ class JobStatus(_Value):
     end_time: dt.datetime | None = None
     driver_node_id: str | None = None
     error_type: str | None = None
+    signals: tuple[PhaseSignal, ...] = ()
 
 
 class LogChunk(_Value):
@@ -298,6 +312,16 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def status(self, job_id: str) -> JobStatus:
         """The job's current state, message, exit code and times."""
+
+    def submit_run(self, spec: Mapping[str, Any], run_id: str, submission_id: str) -> str:
+        """Start attempt ``submission_id`` of run ``run_id`` from its run spec (a
+        ``render.runspec.RunSpec`` dump), rendering what the cluster needs
+        (``Capability.RUN_SPEC``); returns the job id."""
+        raise NotImplementedError(f"{self.name} backend takes submissions, not run specs")
+
+    def queue_usage(self) -> list[dict[str, Any]]:
+        """The cluster's own queues: usage and pending work (``Capability.QUEUES``)."""
+        raise NotImplementedError(f"{self.name} backend has no queues of its own")
 
     def logs(self, job_id: str) -> str:
         """All of the job's driver log so far (``Capability.LOGS``)."""

@@ -8,8 +8,10 @@
     └── SystemFault
         ├── RayUnavailable           retryable=True: dashboard/GCS unreachable, timed out
         ├── RayRequestFailed         retryable=False: Ray answered with an unexpected error
-        └── LocalClusterError        retryable=False: a local Ray cluster would not start
-                                     or stop (``ray_local``)
+        ├── LocalClusterError        retryable=False: a local Ray cluster would not start
+        │                            or stop (``ray_local``)
+        └── KubernetesUnavailable    retryable=True: the API server is unreachable
+    (SubmissionRejected) └── KubernetesRejected: the API server refused an object
 
 Every raise chains its cause (``raise X(...) from exc``) so the original Ray or HTTP
 error stays in the traceback for logs, while callers branch on these classes only:
@@ -23,6 +25,8 @@ from taugrid.errors import SystemFault, UserError
 __all__ = [
     "DuplicateSubmission",
     "JobNotFound",
+    "KubernetesRejected",
+    "KubernetesUnavailable",
     "LocalClusterError",
     "RayRequestFailed",
     "RayUnavailable",
@@ -71,3 +75,18 @@ class RayRequestFailed(SystemFault):
 
 class LocalClusterError(SystemFault):
     """A local Ray cluster could not be started, grown or stopped."""
+
+
+class KubernetesUnavailable(SystemFault):
+    """The Kubernetes API server could not be reached or did not answer in time."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(
+            message,
+            "is the API server up and the kubeconfig's server address right? retry shortly",
+            retryable=True,
+        )
+
+
+class KubernetesRejected(SubmissionRejected):
+    """The API server refused an object (invalid, forbidden, or refused by a webhook)."""

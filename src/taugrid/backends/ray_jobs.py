@@ -72,7 +72,10 @@ class RayBackend(base.Backend):
     """
 
     name: ClassVar[str] = "ray"
-    capabilities: ClassVar[frozenset[base.Capability]] = frozenset(base.Capability)
+    capabilities: ClassVar[frozenset[base.Capability]] = frozenset(base.Capability) - {
+        base.Capability.RUN_SPEC,  # it takes Ray Jobs submissions
+        base.Capability.QUEUES,  # Ray has no queues of its own
+    }
 
     def __init__(
         self,

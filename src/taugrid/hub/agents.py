@@ -180,7 +180,19 @@ def _apply(hub: context.Hub, rep: wire.AttemptReport) -> None:
         runs.write_run_json(hub, run["id"])
     elif rep.state == st.AttemptState.RUNNING.value:
         _running(hub, run, a, rep)
+    _signals(hub, run["id"], rep)
     _check_released(hub, run["id"])
+
+
+def _signals(hub: context.Hub, run_id: str, rep: wire.AttemptReport) -> None:
+    """Phase signals the cluster gave (a Kubernetes backend names its objects)."""
+    for sig in rep.phases:
+        try:
+            phase, status = ph.Phase(sig.get("phase", "")), ph.PhaseStatus(sig.get("status", ""))
+        except ValueError:
+            continue
+        source = str(sig.get("source", "agent"))[:200]
+        _phase(hub, run_id, phase, status, source, str(sig.get("reason", ""))[:2000])
 
 
 def _stale(hub: context.Hub, a: dict[str, Any], rep: wire.AttemptReport) -> None:

@@ -93,6 +93,14 @@ class ClusterSpec(_Model):
     name: Name
     backend: str = pydantic.Field(default="ray", pattern=r"^(ray|kubernetes)$")
     ray_address: str | None = None
+    kubeconfig: str | None = pydantic.Field(
+        default=None,
+        description="backend kubernetes: the kubeconfig file of the cluster's API server "
+        "(default: the agent's KUBECONFIG or ~/.kube/config).",
+    )
+    context: str | None = pydantic.Field(
+        default=None, description="backend kubernetes: the kubeconfig context (default: current)."
+    )
     node_pools: list[NodePool] = pydantic.Field(default_factory=list)
     emulated_gpus: bool = pydantic.Field(
         default=False, description="GPUs are Ray logical resources, not devices."

@@ -6,6 +6,8 @@ Owns the Kubernetes shape of one run. Every object:
   carries the labels ``taugrid.io/run-id``, ``taugrid.io/workspace``, ``taugrid.io/team``,
   ``taugrid.io/name`` and Kueue's ``queue-name``/``priority-class``, plus the
   provenance annotations (config hash, profile hash, profile, per-field sources);
+- labels its pod templates (head, workers, submitter, Job pods) with
+  ``taugrid.io/run-id`` too, so every pod of the run is found by that label;
 - is created suspended where Kueue manages it (RayJob, RayCluster, Job): Kueue admits
   it by un-suspending it once the team's ClusterQueue has quota;
 - mounts the workspace's data PVC at ``/data`` in every pod and gets ``TAU_RUN_ID``,
@@ -71,6 +73,21 @@ def _metadata(spec: runspec.RunSpec, run_id: str, *, queued: bool = True) -> dic
         "labels": labels,
         "annotations": annotations,
     }
+
+
+def _label_pods(obj: dict[str, Any], run_id: str) -> dict[str, Any]:
+    """Puts the run-id label on every pod template of ``obj`` (returned)."""
+    spec = obj["spec"]
+    cluster = spec.get("rayClusterSpec") or spec.get("rayClusterConfig") or spec
+    templates = [spec.get("template"), spec.get("submitterPodTemplate")]
+    if "headGroupSpec" in cluster:
+        templates.append(cluster["headGroupSpec"]["template"])
+        templates += [g["template"] for g in cluster.get("workerGroupSpecs", [])]
+    for tpl in templates:
+        if tpl is not None:
+            labels = tpl.setdefault("metadata", {}).setdefault("labels", {})
+            labels[naming.LABEL_RUN_ID] = naming.label_value(run_id)
+    return obj
 
 
 def _env(spec: runspec.RunSpec, run_id: str) -> dict[str, str]:
@@ -211,23 +228,29 @@ def render_rayjob(
         job["entrypointResources"] = json.dumps(entry.resources, sort_keys=True)
     if spec.max_runtime_s is not None:
         job["activeDeadlineSeconds"] = max(1, round(spec.max_runtime_s))
-    return {
-        "apiVersion": API_RAY,
-        "kind": "RayJob",
-        "metadata": _metadata(spec, run_id),
-        "spec": job,
-    }
+    return _label_pods(
+        {
+            "apiVersion": API_RAY,
+            "kind": "RayJob",
+            "metadata": _metadata(spec, run_id),
+            "spec": job,
+        },
+        run_id,
+    )
 
 
 def render_raycluster(spec: runspec.RunSpec, run_id: str) -> dict[str, Any]:
     """A suspended interactive RayCluster for Kueue (no entrypoint; attach with ray.init)."""
     cluster = {**_cluster_spec(spec, _env(spec, run_id)), "suspend": True}
-    return {
-        "apiVersion": API_RAY,
-        "kind": "RayCluster",
-        "metadata": _metadata(spec, run_id),
-        "spec": cluster,
-    }
+    return _label_pods(
+        {
+            "apiVersion": API_RAY,
+            "kind": "RayCluster",
+            "metadata": _metadata(spec, run_id),
+            "spec": cluster,
+        },
+        run_id,
+    )
 
 
 def _serve_config(spec: runspec.RunSpec, env: dict[str, str], working_dir: str | None) -> str:
@@ -262,12 +285,15 @@ def render_rayservice(
         "serveConfigV2": _serve_config(spec, env, working_dir),
         "rayClusterConfig": _cluster_spec(spec, env, serve=True),
     }
-    return {
-        "apiVersion": API_RAY,
-        "kind": "RayService",
-        "metadata": _metadata(spec, run_id),
-        "spec": service,
-    }
+    return _label_pods(
+        {
+            "apiVersion": API_RAY,
+            "kind": "RayService",
+            "metadata": _metadata(spec, run_id),
+            "spec": service,
+        },
+        run_id,
+    )
 
 
 def render_job(spec: runspec.RunSpec, run_id: str) -> dict[str, Any]:

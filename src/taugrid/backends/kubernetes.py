@@ -1,0 +1,433 @@
+"""The kubernetes backend: a ``backend: kubernetes`` cluster's runs as KubeRay objects
+queued by Kueue, applied and observed through the cluster's API server.
+
+Submit (``submit_run``): the platform's Kueue and workspace objects
+(``render.kueue.render_platform``: ResourceFlavors, WorkloadPriorityClasses,
+ClusterQueues, each workspace's Namespace, ServiceAccount, RoleBinding, data PVC and
+LocalQueue) are applied once per backend (at its first inventory or submit), then the run's objects
+(``render.plan.render_manifests``), all by server-side apply. Each run object and its
+pod templates carry ``taugrid.io/run-id`` and ``taugrid.io/submission`` (the attempt).
+A rejected object fails the submission with the API server's message and what this
+attempt had applied is deleted again (nothing half-applied stays).
+
+Observe (``status``): the run object (RayJob/RayCluster/RayService/Job), Kueue's
+Workload for it, the attempt's Pods and their Nodes map onto job states and phase
+signals, each naming the Kubernetes object it came from:
+
+    Workload QuotaReserved/Admitted     → Admitted done   (source: Workload ns/name)
+    Workload not admitted               → Scheduled active, Kueue's reason
+    Pod unbound (PodScheduled=False)    → Scheduled active, kube-scheduler's reason
+    every Pod bound (spec.nodeName)     → Scheduled done, job RUNNING
+    Nodes of those pods Ready, untainted→ GPU healthy done (else warning, the taint)
+    RayJob jobDeploymentStatus Complete → SUCCEEDED; Failed → FAILED (its message)
+    the run object deleted by ``stop``  → STOPPED
+
+Release (``release_check``): both lines — Kueue's quota (the Workload gone or no longer
+admitted) and then the pods gone. ``inventory`` reads Nodes (allocatable GPUs, the GPU
+model from the platform's node labels, Ready and taints) and the GPUs requested by
+bound pods; ``queue_usage`` reads ClusterQueues (admitted/pending workloads, GPUs
+reserved per flavor).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from taugrid.backends import base, kube_api
+from taugrid.backends import errors as berr
+from taugrid.lifecycle import phases as ph
+from taugrid.platform import models as pm
+from taugrid.render import kueue, naming, plan, runspec
+from taugrid.spec import units
+
+__all__ = ["LABEL_SUBMISSION", "KubernetesBackend"]
+
+LABEL_SUBMISSION = "taugrid.io/submission"
+_JOB_UID = "kueue.x-k8s.io/job-uid"
+_BAD_TAINT_EFFECTS = ("NoSchedule", "NoExecute")
+
+
+def _labels(obj: dict[str, Any]) -> dict[str, str]:
+    return dict(obj.get("metadata", {}).get("labels") or {})
+
+
+def _cond(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    for c in obj.get("status", {}).get("conditions") or []:
+        if c.get("type") == kind:
+            return dict(c)
+    return None
+
+
+def _true(obj: dict[str, Any], kind: str) -> bool:
+    c = _cond(obj, kind)
+    return c is not None and c.get("status") == "True"
+
+
+def _stamp(obj: dict[str, Any], label: str) -> None:
+    """``label`` on ``obj`` and on each pod template that already has the run-id label."""
+    key, value = label.split("=", 1)
+    obj["metadata"].setdefault("labels", {})[key] = value
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            labels = node.get("metadata", {}).get("labels") if "spec" in node else None
+            if isinstance(labels, dict) and naming.LABEL_RUN_ID in labels:
+                labels[key] = value
+            for child in node.values():
+                walk(child)
+        elif isinstance(node, list):
+            for child in node:
+                walk(child)
+
+    walk(obj["spec"])
+
+
+class KubernetesBackend(base.Backend):
+    """Runs on one Kubernetes cluster (a kubeconfig and context) with Kueue and KubeRay."""
+
+    name: ClassVar[str] = "kubernetes"
+    capabilities: ClassVar[frozenset[base.Capability]] = frozenset(
+        {
+            base.Capability.RUN_SPEC,
+            base.Capability.STOP,
+            base.Capability.INVENTORY,
+            base.Capability.JOB_NODES,
+            base.Capability.RELEASE_CHECK,
+            base.Capability.QUEUES,
+        }
+    )
+
+    def __init__(
+        self, platform: pm.Platform, kubeconfig: str | None = None, context: str | None = None
+    ) -> None:
+        self.platform = platform
+        self.api = kube_api.KubeApi(kubeconfig, context)
+        self._lock = threading.Lock()
+        self._platform_applied = False
+        self._where: dict[str, tuple[str, str, str]] = {}  # sid -> (kind, namespace, name)
+        self._stopped: set[str] = set()
+        self._models = {
+            (g.node_label, g.node_label_value or g.name): g.name for g in platform.gpu_types
+        }
+
+    def close(self) -> None:
+        self.api.close()
+
+    # -- submit -----------------------------------------------------------------------
+    def submit(self, submission: base.Submission | Any) -> str:
+        sub = base.Submission.coerce(submission)
+        raise berr.SubmissionRejected(
+            f"the kubernetes backend runs run specs, not bare Ray submissions "
+            f"({sub.submission_id})",
+            hint="submit through the hub (the agent calls submit_run)",
+        )
+
+    def apply_platform(self) -> None:
+        """Applies the platform's Kueue and workspace objects (once per backend)."""
+        with self._lock:
+            if self._platform_applied:
+                return
+            for obj in kueue.render_platform(self.platform):
+                self.api.apply(obj)
+            self._platform_applied = True
+
+    def submit_run(self, spec: Mapping[str, Any], run_id: str, submission_id: str) -> str:
+        rs = runspec.RunSpec.model_validate(dict(spec))
+        objs = plan.render_manifests(rs, run_id)
+        for obj in objs:
+            _stamp(obj, f"{LABEL_SUBMISSION}={naming.label_value(submission_id)}")
+        self.apply_platform()
+        if self._find(submission_id) is not None:
+            raise berr.DuplicateSubmission(submission_id)
+        applied: list[dict[str, Any]] = []
+        try:
+            for obj in objs:
+                self.api.apply(obj)
+                applied.append(obj)
+        except berr.KubernetesRejected:
+            for obj in reversed(applied):
+                meta = obj["metadata"]
+                self.api.delete(obj["kind"], meta["name"], meta.get("namespace"))
+            raise
+        run_obj = objs[-1]
+        meta = run_obj["metadata"]
+        self._where[submission_id] = (run_obj["kind"], meta["namespace"], meta["name"])
+        return submission_id
+
+    def _find(self, sid: str) -> tuple[str, str, str] | None:
+        """Where attempt ``sid``'s run object is (remembered, else found by its label)."""
+        if sid in self._where:
+            return self._where[sid]
+        selector = f"{LABEL_SUBMISSION}={naming.label_value(sid)}"
+        for kind in ("RayJob", "RayCluster", "RayService", "Job"):
+            for obj in self.api.list(kind, selector=selector):
+                meta = obj["metadata"]
+                self._where[sid] = (kind, meta["namespace"], meta["name"])
+                return self._where[sid]
+        return None
+
+    # -- observe ----------------------------------------------------------------------
+    def _pods(self, namespace: str, sid: str) -> list[dict[str, Any]]:
+        selector = f"{LABEL_SUBMISSION}={naming.label_value(sid)}"
+        return self.api.list("Pod", namespace, selector)
+
+    def _workload(self, namespace: str, uid: str) -> dict[str, Any] | None:
+        found = self.api.list("Workload", namespace, f"{_JOB_UID}={uid}")
+        return found[0] if found else None
+
+    def status(self, job_id: str) -> base.JobStatus:
+        where = self._find(job_id)
+        if where is None:
+            return self._gone(job_id)
+        kind, ns, name = where
+        obj = self.api.get(kind, name, ns)
+        if obj is None:
+            return self._gone(job_id)
+        wl = self._workload(ns, obj["metadata"].get("uid", ""))
+        pods = [p for p in self._pods(ns, job_id) if not p["metadata"].get("deletionTimestamp")]
+        signals = [*_admission(wl, ns), *_scheduling(wl, pods, ns)]
+        bound = sorted({p["spec"]["nodeName"] for p in pods if p["spec"].get("nodeName")})
+        signals += self._gpu_health(bound)
+        done = _finished(kind, obj)
+        if done is not None:
+            state, message = done
+        elif pods and len(bound) == len(pods) and wl is not None and _admitted(wl):
+            state, message = base.JobState.RUNNING, f"{len(pods)} pods bound"
+        else:
+            state, message = base.JobState.PENDING, signals[-1].reason if signals else ""
+        return base.JobStatus(
+            job_id=job_id,
+            state=state,
+            message=message,
+            driver_node_id=bound[0] if bound else None,
+            signals=tuple(signals),
+            start_time=_time(obj, "startTime"),
+            end_time=_time(obj, "endTime"),
+        )
+
+    def _gone(self, job_id: str) -> base.JobStatus:
+        if job_id in self._stopped:
+            return base.JobStatus(
+                job_id=job_id, state=base.JobState.STOPPED, message="deleted by cancel"
+            )
+        raise berr.JobNotFound(job_id, self.api.server)
+
+    def _gpu_health(self, node_names: list[str]) -> list[base.PhaseSignal]:
+        if not node_names:
+            return []
+        problems = []
+        for name in node_names:
+            node = self.api.get("Node", name)
+            why = _node_problem(node) if node is not None else "node deleted"
+            if why:
+                problems.append(f"{name}: {why}")
+        source = f"Node {', '.join(node_names)}"
+        if problems:
+            return [
+                _signal(ph.Phase.GPU_HEALTHY, ph.PhaseStatus.WARNING, source, "; ".join(problems))
+            ]
+        reason = "Ready, no NoSchedule/NoExecute taints"
+        return [_signal(ph.Phase.GPU_HEALTHY, ph.PhaseStatus.DONE, source, reason)]
+
+    def job_nodes(self, job_id: str) -> base.JobPlacement:
+        where = self._find(job_id)
+        nodes = (
+            {
+                p["spec"]["nodeName"]
+                for p in self._pods(where[1], job_id)
+                if p["spec"].get("nodeName")
+            }
+            if where
+            else set()
+        )
+        return base.JobPlacement(
+            job_id=job_id, driver_node_id=None, worker_node_ids=frozenset(nodes)
+        )
+
+    def logs(self, job_id: str) -> str:
+        return ""  # pod logs are the cluster's (kubectl logs); not copied yet
+
+    # -- stop and release ---------------------------------------------------------------
+    def stop(self, job_id: str) -> None:
+        where = self._find(job_id)
+        self._stopped.add(job_id)
+        if where is not None:
+            kind, ns, name = where
+            self.api.delete(kind, name, ns)
+
+    def release_check(self, job_id: str) -> bool:
+        """Kueue's quota released (no admitted Workload of it) and its pods gone."""
+        where = self._find(job_id)
+        if where is None:
+            return True
+        kind, ns, name = where
+        obj = self.api.get(kind, name, ns)
+        if obj is not None and _finished(kind, obj) is None:
+            return False
+        if obj is not None:
+            wl = self._workload(ns, obj["metadata"].get("uid", ""))
+            if wl is not None and _admitted(wl) and not _true(wl, "Finished"):
+                return False
+        else:
+            admitted = [w for w in self.api.list("Workload", ns) if _owned_by(w, name, kind)]
+            if any(_admitted(w) for w in admitted):
+                return False
+        return not self._pods(ns, job_id)
+
+    # -- cluster state ------------------------------------------------------------------
+    def inventory(self) -> base.ClusterInventory:
+        self.apply_platform()  # the cluster's queues exist from the agent's first report
+        nodes = self.api.list("Node")
+        held: dict[str, float] = {}
+        for pod in self.api.list("Pod"):
+            node = pod["spec"].get("nodeName")
+            if node and pod.get("status", {}).get("phase") not in ("Succeeded", "Failed"):
+                held[node] = held.get(node, 0.0) + _pod_gpus(pod)
+        out = [self._node(n, held.get(n["metadata"]["name"], 0.0)) for n in nodes]
+        return base.ClusterInventory(nodes=out, taken_at=dt.datetime.now(dt.UTC))
+
+    def _node(self, node: dict[str, Any], gpus_held: float) -> base.NodeInventory:
+        meta, alloc = node["metadata"], node.get("status", {}).get("allocatable", {})
+        labels = dict(meta.get("labels") or {})
+        gpus = float(alloc.get(naming.GPU_RESOURCE, 0))
+        problem = _node_problem(node)
+        ips = [a["address"] for a in node.get("status", {}).get("addresses", []) or []]
+        model = next((m for (k, v), m in self._models.items() if labels.get(k) == v), None)
+        return base.NodeInventory(
+            node_id=meta["name"],
+            ip=ips[0] if ips else "",
+            alive=_true(node, "Ready"),
+            state_message=problem or None,
+            cpu_total=_cpu(alloc.get("cpu", "0")),
+            cpu_available=_cpu(alloc.get("cpu", "0")),
+            gpu_total=gpus,
+            gpu_available=0.0 if problem else max(gpus - gpus_held, 0.0),
+            memory_total=units.parse_quantity_bytes(alloc.get("memory", "0")),
+            memory_available=units.parse_quantity_bytes(alloc.get("memory", "0")),
+            accelerator=model or labels.get("nvidia.com/gpu.product"),
+            labels=labels,
+        )
+
+    def queue_usage(self) -> list[dict[str, Any]]:
+        out = []
+        for cq in self.api.list("ClusterQueue"):
+            status = cq.get("status", {})
+            gpus = {
+                f["name"]: r.get("total", "0")
+                for f in status.get("flavorsReservation", []) or []
+                for r in f.get("resources", [])
+                if r.get("name") == naming.GPU_RESOURCE
+            }
+            out.append(
+                {
+                    "cluster_queue": cq["metadata"]["name"],
+                    "admitted": int(status.get("admittedWorkloads", 0)),
+                    "pending": int(status.get("pendingWorkloads", 0)),
+                    "gpus_reserved": gpus,
+                }
+            )
+        return out
+
+
+# -- mapping helpers ------------------------------------------------------------------------
+
+
+def _signal(phase: ph.Phase, status: ph.PhaseStatus, source: str, reason: str) -> base.PhaseSignal:
+    return base.PhaseSignal(phase=phase.value, status=status.value, source=source, reason=reason)
+
+
+def _admitted(wl: dict[str, Any]) -> bool:
+    return _true(wl, "Admitted") or _true(wl, "QuotaReserved")
+
+
+def _admission(wl: dict[str, Any] | None, ns: str) -> list[base.PhaseSignal]:
+    if wl is None or not _admitted(wl):
+        return []
+    source = f"Kueue Workload {ns}/{wl['metadata']['name']}"
+    cq = wl.get("status", {}).get("admission", {}).get("clusterQueue", "?")
+    return [
+        _signal(ph.Phase.ADMITTED, ph.PhaseStatus.DONE, source, f"admitted by ClusterQueue {cq}")
+    ]
+
+
+def _scheduling(
+    wl: dict[str, Any] | None, pods: list[dict[str, Any]], ns: str
+) -> list[base.PhaseSignal]:
+    if wl is None:
+        return []
+    if not _admitted(wl):
+        c = _cond(wl, "QuotaReserved") or {}
+        source = f"Kueue Workload {ns}/{wl['metadata']['name']}"
+        reason = str(c.get("message") or "waiting for Kueue to reserve quota")
+        return [_signal(ph.Phase.SCHEDULED, ph.PhaseStatus.ACTIVE, source, reason)]
+    unbound = [p for p in pods if not p["spec"].get("nodeName")]
+    if unbound:
+        pod = unbound[0]
+        c = _cond(pod, "PodScheduled") or {}
+        source = f"kube-scheduler Pod {ns}/{pod['metadata']['name']}"
+        reason = str(c.get("message") or "waiting for kube-scheduler to bind it")
+        return [_signal(ph.Phase.SCHEDULED, ph.PhaseStatus.ACTIVE, source, reason)]
+    if not pods:
+        return []
+    source = f"kube-scheduler Pods {ns}/" + ",".join(p["metadata"]["name"] for p in pods)
+    nodes = sorted({p["spec"]["nodeName"] for p in pods})
+    return [
+        _signal(ph.Phase.SCHEDULED, ph.PhaseStatus.DONE, source, f"bound to {', '.join(nodes)}")
+    ]
+
+
+def _finished(kind: str, obj: dict[str, Any]) -> tuple[base.JobState, str] | None:
+    status = obj.get("status", {}) or {}
+    if kind == "RayJob":
+        deploy, job = status.get("jobDeploymentStatus"), status.get("jobStatus")
+        message = str(status.get("message") or "")
+        if job == "STOPPED":
+            return base.JobState.STOPPED, message or "RayJob stopped"
+        if deploy == "Complete" or job == "SUCCEEDED":
+            return base.JobState.SUCCEEDED, message or "RayJob succeeded"
+        if deploy == "Failed" or job == "FAILED":
+            return base.JobState.FAILED, message or f"RayJob {status.get('reason') or 'failed'}"
+        return None
+    if kind == "Job":
+        if _true(obj, "Complete"):
+            return base.JobState.SUCCEEDED, "Job complete"
+        if _true(obj, "Failed"):
+            return base.JobState.FAILED, str((_cond(obj, "Failed") or {}).get("message", ""))
+    return None
+
+
+def _time(obj: dict[str, Any], key: str) -> dt.datetime | None:
+    value = (obj.get("status") or {}).get(key)
+    return dt.datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None
+
+
+def _node_problem(node: dict[str, Any]) -> str:
+    if not _true(node, "Ready"):
+        return "not Ready"
+    taints = [
+        f"{t['key']}={t.get('value', '')}:{t['effect']}"
+        for t in node.get("spec", {}).get("taints") or []
+        if t.get("effect") in _BAD_TAINT_EFFECTS
+    ]
+    return f"tainted {', '.join(taints)}" if taints else ""
+
+
+def _cpu(value: str) -> float:
+    """A Kubernetes CPU quantity ("64", "500m") in cores."""
+    return float(value[:-1]) / 1000 if value.endswith("m") else float(value)
+
+
+def _pod_gpus(pod: dict[str, Any]) -> float:
+    total = 0.0
+    for c in pod["spec"].get("containers", []):
+        limits = (c.get("resources") or {}).get("limits") or {}
+        total += float(limits.get(naming.GPU_RESOURCE, 0))
+    return total
+
+
+def _owned_by(obj: dict[str, Any], name: str, kind: str) -> bool:
+    refs = obj.get("metadata", {}).get("ownerReferences") or []
+    return any(r.get("name") == name and r.get("kind") == kind for r in refs)

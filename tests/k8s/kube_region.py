@@ -1,0 +1,151 @@
+"""A TauGrid hub with one ``backend: kubernetes`` region on the test control plane: the
+platform file (its kubeconfig, GPU models labelled as the kwok nodes are), a real hub
+server on SQLite, and the agent (``agent.Agent`` with ``KubernetesBackend``) in a
+thread, as ``python -m taugrid.agent.daemon`` builds it for such a cluster."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+from kubernetes import client
+
+from taugrid.agent import agent, hubclient
+from taugrid.backends import kubernetes as kbackend
+from taugrid.platform import load as platform_load
+from taugrid.render import naming
+from taugrid.store import db
+from tests.hub import harness
+from tests.k8s import nodes
+
+CLUSTER = "kube"
+WORKSPACE = "ml"
+TEAM = "research"
+
+
+def platform_yaml(kubeconfig: Path, h100_quota: int = 16) -> str:
+    h100 = next(n for n in nodes.DEFAULT_NODES if n.pool == "h100")
+    a100 = next(n for n in nodes.DEFAULT_NODES if n.pool == "a100")
+    return f"""\
+schema_version: 1
+gpu_types:
+  - {{name: H100, node_label_value: {h100.product}}}
+  - {{name: A100-80G, node_label_value: {a100.product}}}
+regions:
+  - name: k8s-east
+    clusters:
+      - name: {CLUSTER}
+        backend: kubernetes
+        kubeconfig: {kubeconfig}
+        node_pools:
+          - {{name: h100, gpu_model: H100, gpus_per_node: 8, cpus_per_node: 64,
+             memory_per_node: 512Gi, nodes: 2}}
+          - {{name: a100, gpu_model: A100-80G, gpus_per_node: 4, cpus_per_node: 64,
+             memory_per_node: 512Gi, nodes: 2}}
+teams:
+  - name: {TEAM}
+    cpu_quota: 256
+    memory_quota: 2Ti
+    quotas:
+      - {{gpu_model: H100, nominal: {h100_quota}}}
+      - {{gpu_model: A100-80G, nominal: 8}}
+workspaces:
+  - name: {WORKSPACE}
+    team: {TEAM}
+    data: {{size: 10Gi}}
+default_workspace: {WORKSPACE}
+"""
+
+
+def data_volume(kube: client.ApiClient) -> None:
+    """The workspace's data PV, pre-bound to its claim (the storage a platform team
+    provides; the test control plane has no provisioner)."""
+    pv = {
+        "metadata": {"name": f"pv-{WORKSPACE}"},
+        "spec": {
+            "capacity": {"storage": "10Gi"},
+            "accessModes": ["ReadWriteMany"],
+            "hostPath": {"path": f"/tmp/taugrid-test-pv-{WORKSPACE}"},
+            "claimRef": {"namespace": WORKSPACE, "name": naming.data_claim(WORKSPACE)},
+            "persistentVolumeReclaimPolicy": "Retain",
+        },
+    }
+    client.CoreV1Api(kube).create_persistent_volume(pv)
+
+
+class KubeAgent:
+    """The region's agent in a thread; ``stop`` ends it and closes its clients."""
+
+    def __init__(self, server: harness.HubServer, platform_file: Path, state_dir: Path) -> None:
+        platform = platform_load.load_platform(platform_file)
+        spec = platform.regions[0].clusters[0]
+        self.backend = kbackend.KubernetesBackend(platform, spec.kubeconfig, spec.context)
+        self.hub = hubclient.HubClient(server.url, server.agent_token(CLUSTER), CLUSTER)
+        cfg = agent.AgentConfig(
+            CLUSTER, "k8s-east", state_dir, sync_s=0.3, report_s=1.0, prewarm=False
+        )
+        self.agent = agent.Agent(cfg, self.backend, self.hub, None)
+        self.stop_event = threading.Event()
+        self.thread = threading.Thread(target=self.agent.run, args=(self.stop_event,), daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.thread.join(timeout=30)
+        self.hub.close()
+        self.backend.close()
+
+
+@contextlib.contextmanager
+def region(tmp: Path, kubeconfig: Path) -> Iterator[tuple[harness.HubServer, KubeAgent]]:
+    """A hub on SQLite with the kubernetes region, and its agent; both stopped after."""
+    engine = db.create_engine(f"sqlite:///{tmp / 'hub.db'}")
+    db.migrate(engine)
+    with harness.platform_hub(engine, tmp, platform_yaml(kubeconfig)) as server:
+        the_agent = KubeAgent(server, tmp / "platform.yaml", tmp / "agent")
+        try:
+            yield server, the_agent
+        finally:
+            the_agent.stop()
+    engine.dispose()
+
+
+def tau_yaml(name: str, gpus: int, model: str = "H100") -> str:
+    return f"""\
+schema_version: 1
+name: {name}
+run:
+  entrypoint: train.py
+  workload_kind: rayjob
+compute:
+  gpus: {gpus}
+  gpu_model: {model}
+  workers: 1
+  cpus: 1
+  memory: 2Gi
+resilience:
+  max_retries: 0
+"""
+
+
+def wait(
+    what: str, c: httpx.Client, run_id: str, pred: Callable[[dict[str, Any]], object]
+) -> dict[str, Any]:
+    """The run once ``pred`` holds (bounded: 180 s on a loaded machine)."""
+    deadline = time.monotonic() + 180
+    run: dict[str, Any] = c.get(f"/v1/runs/{run_id}").json()
+    while not pred(run):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: timed out; run is {run['state']}: {run['phases']}")
+        time.sleep(0.5)
+        run = c.get(f"/v1/runs/{run_id}").json()
+    return run
+
+
+def phase(run: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(p for p in run["phases"] if p["phase"] == name)
