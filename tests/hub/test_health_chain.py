@@ -255,6 +255,28 @@ def test_log_errors_quarantine_a_node_and_the_last_healthy_node_makes_runs_wait(
         assert ("node_marked", "log_monitor") in hist and hist[-1] == ("node_cleared", "all")
 
 
+def test_a_hung_nccl_collective_is_stopped_and_the_run_resumes(lab: Lab) -> None:
+    """The job prints NCCL's watchdog timeout and then hangs (a collective that never
+    returns): the log monitor stops the attempt as a node failure, the node becomes a
+    suspect, and the next attempt resumes from the checkpoint, with no human."""
+    nccl = (
+        "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=42, "
+        "OpType=ALLREDUCE) ran for 600000 milliseconds before timing out."
+    )
+    args = "--steps 60 --checkpoint-every 20 --fail-at-step 30 --fail-mode hang"
+    text = rg.quickstart_yaml(args, env={"FAIL_MESSAGE": nccl}, retries=2, name="nccl-hang")
+    with lab.server.http() as c:
+        run = rg.submit_run(c, text)
+        done = rg.wait_run(c, run["id"], rg.finished, timeout=300)
+        assert done["state"] == "succeeded", done["reason"]
+        first, last = done["attempts"][0], done["attempts"][-1]
+        assert first["failure_kind"] == "node_failure"
+        assert "log monitor: nccl" in first["reason"], first["reason"]
+        assert last["resumed_from"] and "step-" in last["resumed_from"]
+        suspects = [e for e in _history(c, first["nodes"][0]) if e["event"] == "node_suspect"]
+        assert suspects and suspects[-1]["finding"] == "nccl"
+
+
 def _cluster(c: httpx.Client) -> dict[str, Any]:
     return next(x for x in c.get("/v1/clusters").json() if x["id"] == "local")
 
