@@ -183,6 +183,17 @@ def _body(table: str, seeds: list[int], took: float, workers: int) -> str:
 
 
 READING = """\
+Where the earlier score lost (tuning seeds 42 and 43; 8 of the trace's 19 other pod
+lists screened before time ran out): cpu300 (FGD 86.53 / 86.00, TauGrid 86.44 /
+85.69), multigpu50 (97.19 against 97.04 on seed 43), gpushare60 and cpu250 by 0.03 and
+0.02 on seed 43; it won both seeds on gpushare100, cpu200, cpu235 and multigpu20. On
+cpu300 the reserve itself was the
+loss: without it TauGrid gives 86.99 / 86.24, without the capacity-aware tie-break
+84.50 / 84.79. The CPU-load floor alone did not help (86.27 on seed 42: a 0.1-point
+penalty for the G3 nodes, reserve 1.15 against 1.14, still overruled the tie-break);
+with whole points as well TauGrid gives 86.99 / 86.24 on cpu300, 97.24 on multigpu50
+seed 43 and 95.66 on default seed 42 (95.66 before), but 90.96 on gpushare60 seed 43
+(FGD 91.15, the earlier score 91.12): a loss the change made, not yet understood.
 """
 
 
