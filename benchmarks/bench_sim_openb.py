@@ -220,11 +220,9 @@ evenly over the nodes able to host it at all (CPU, memory, GPU count, GPU model)
 node's reserve is the load that puts on it, over its GPUs. Shapes with few homes
 concentrate there: on gpuspec33 the T4-pinned tasks alone claim 1.25 times the T4
 GPUs, the G3-, P100- and V100-pinned ones about half of theirs; everywhere, 8-GPU tasks
-asking 120 CPUs can use only the 128-CPU nodes. No node's reserve is below the
-workload's CPU load (its CPU demand over the cluster's CPUs at full GPU demand: 0.82 on
-default, 1.14 on the trace's cpu300), and a task pays 10 FGD points per unit of reserve
-above the least it could have taken, in whole points, so it takes the least-claimed
-kind of node it can use. FGD's own measure only sees the typical 95 % of shapes through an
+asking 120 CPUs can use only the 128-CPU nodes. A task pays 10 FGD points per unit of
+reserve above the least it could have taken, so it takes the least-claimed kind of node
+it can use. FGD's own measure only sees the typical 95 % of shapes through an
 integer-rounded score, so it lets unpinned tasks fill the G3, P100 and V100 GPUs
 (291 of the 312 G3 GPUs on seed 42) while the pinned tasks that need them fail and
 the G2 nodes keep 595 GPUs free. Remaining ties break by a capacity-aware
@@ -239,9 +237,7 @@ where the reserve decides nearly alone, multigpu30 falls back to FGD's level). T
 reserve replaced an earlier node pressure kept below FGD's score (on 42-51 it lost
 multigpu30 by 0.04, on 52-71 gpuspec33 by 0.11); beside the reserve that pressure
 changed nothing and was removed. The next section checks the choice on 20 seeds never
-used for it. The CPU-load floor and the whole points came later (issue 15, the trace's
-other pod lists): on cpu300 a 0.1-point penalty for the G3 nodes (reserve 1.15 against
-1.14) overruled the capacity-aware tie-break and cost 0.3-0.7 points, losing to FGD.
+used for it.
 """
 
 

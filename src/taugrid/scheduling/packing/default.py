@@ -13,12 +13,8 @@ Score of a node for a task (higher is better), in FGD points, then milli-GPU:
    to T4 load only the T4 nodes, 8-GPU tasks asking 120 CPUs only the 128-CPU nodes. A
    task pays its node's reserve minus the least reserve among the nodes able to host
    it: it takes the least-claimed kind of node it can use, and a task whose only home is
-   the claimed kind pays nothing. No node's reserve is below the workload's CPU load
-   (``cpu_load``: its CPU demand over the cluster's CPUs at 100 % GPU demand): where
-   CPU-only tasks will claim the CPUs, and with them the GPUs, of any node anyway,
-   keeping a node's GPUs for others saves nothing (on the CPU-heaviest openb pod lists
-   the GPU-only reserve lost to FGD). Inert when every node is equally claimed (no
-   shape is confined, or CPU is the scarcer resource); CPU-only tasks pay nothing.
+   the claimed kind pays nothing. Inert when every node is equally claimed (no shape is
+   confined); CPU-only tasks pay nothing.
 3. **Capacity-aware fragmentation drop** (breaks the remaining ties): FGD asks "does one
    task of shape t still fit?"; this asks "how much of the node's free GPU can tasks of
    shape t still use?" — ``usable_t = min(⌊cpu/c_t⌋, ⌊mem/r_t⌋, GPU slots_t) · gpu_t``
@@ -45,7 +41,7 @@ import numpy.typing as npt
 from taugrid.scheduling.packing import cache, fgd, plugins
 from taugrid.scheduling.packing import state as st
 
-__all__ = ["RESERVE_POINTS", "TauGridScore", "cpu_load", "node_reserve"]
+__all__ = ["RESERVE_POINTS", "TauGridScore", "node_reserve"]
 
 FloatArray = npt.NDArray[np.float64]
 _FGD_STEP = 1e5  # one FGD point outweighs the capacity-aware level
@@ -61,8 +57,7 @@ def node_reserve(every_shape: fgd.TypicalWorkload, state: st.ClusterState) -> Fl
     ``share_s = p_s·g_s / Σ p·g`` is its part of the workload's GPU demand, ``C`` the
     cluster's GPUs and ``cap(able_s)`` the GPUs of the nodes able to host it. A shape
     every node can host adds ``share_s`` everywhere; one with few homes adds much more
-    there. No node's reserve is below ``cpu_load``: a GPU that CPU demand will claim
-    anyway is no freer for being left to others.
+    there.
     """
     gpus = state.gpu_cnt.astype(np.float64) * st.MILLI
     demand = [
@@ -76,22 +71,7 @@ def node_reserve(every_shape: fgd.TypicalWorkload, state: st.ClusterState) -> Fl
         homes = gpus[able].sum()
         if d and homes:
             reserve[able] += d / total * gpus.sum() / homes
-    return np.maximum(reserve, cpu_load(every_shape, state))
-
-
-def cpu_load(every_shape: fgd.TypicalWorkload, state: st.ClusterState) -> float:
-    """The workload's CPU demand over the cluster's CPUs when its GPU demand fills the GPUs.
-
-    At 100 % arrived GPU demand the tasks of every shape (CPU-only ones included) ask
-    ``Σ p·c / Σ p·g · C`` milli-CPU; above 1 the CPUs run out before the GPUs do.
-    """
-    gpu = sum(
-        p * s.gpu_milli * s.num_gpu
-        for s, p in zip(every_shape.shapes, every_shape.probs, strict=True)
-    )
-    cpu = sum(p * s.cpu_milli for s, p in zip(every_shape.shapes, every_shape.probs, strict=True))
-    capacity = float(state.cpu_cap.sum())
-    return cpu / gpu * state.gpu_capacity / capacity if gpu and capacity else 0.0
+    return reserve
 
 
 def _as_task(shape: fgd.Shape) -> st.Task:
@@ -231,9 +211,8 @@ class TauGridScore:
             return np.zeros(len(nodes))
         key = (*fgd.shape_key(task), task.memory_mib)
         if key not in self._least:
-            homes = self._reserve[state.able(task)]
-            self._least[key] = float(homes.min()) if homes.size else 0.0
-        return np.floor(RESERVE_POINTS * (self._reserve[nodes] - self._least[key]))
+            self._least[key] = float(self._reserve[state.able(task)].min(initial=0.0))
+        return RESERVE_POINTS * (self._reserve[nodes] - self._least[key])
 
     def score(self, task: st.Task, state: st.ClusterState, nodes: st.IntArray) -> plugins.Scores:
         capacity = self._parts(state)
