@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pathlib
+
 import numpy as np
 import pytest
 
@@ -75,3 +77,74 @@ def test_node_order_is_a_seeded_permutation() -> None:
     assert any(names(s, "shuffled") != NODES.names for s in range(5))
     with pytest.raises(ValueError, match="node_order"):
         openb.ordered_state(NODES, rng(1), "sorted")
+
+
+HEADER = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos\n"
+
+
+def _pod_list(folder: object, workload: str, body: str, header: str = HEADER) -> None:
+    path = pathlib.Path(str(folder)) / f"openb_pod_list_{workload}.csv"
+    path.write_text(header + body)
+
+
+def test_any_pod_list_in_the_extra_folder_loads(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TAU_TRACES_DIR", str(tmp_path / "none"))
+    monkeypatch.setenv("TAU_OPENB_DIR", str(tmp_path))
+    _pod_list(tmp_path, "cpu300", "p0,4000,8192,0,0,,BE\np1,8000,1024,1,250,T4|P100,LS\n")
+    # The trace's multigpu lists have no gpu_spec column at all.
+    _pod_list(
+        tmp_path,
+        "multigpu50",
+        "p2,64000,65536,8,1000\n",
+        header=",".join(traces.POD_COLUMNS) + "\n",
+    )
+    assert traces.openb_workloads() == ["cpu300", "multigpu50"]
+    assert traces.load_openb_tasks("cpu300") == [
+        st.Task("p0", 4000, 8192, 0, 0),
+        st.Task("p1", 8000, 1024, 1, 250, frozenset({"T4", "P100"})),
+    ]
+    assert traces.load_openb_tasks("multigpu50") == [st.Task("p2", 64000, 65536, 8, 1000)]
+    path = str(tmp_path / "openb_pod_list_cpu300.csv")
+    assert traces.load_openb_tasks(path) == traces.load_openb_tasks("cpu300")
+    with pytest.raises(traces.TraceMissing, match=r"found: cpu300, multigpu50.*TAU_OPENB_DIR"):
+        traces.load_openb_tasks("gpushare70")
+
+
+@pytest.mark.parametrize(
+    ("header", "body", "message"),
+    [
+        ("name,cpu_milli,num_gpu\n", "p0,1000,0\n", "no column memory_mib, gpu_milli"),
+        (HEADER, "p0,1000,8192,one,0,,BE\n", r"line 2: num_gpu is 'one'"),
+        (HEADER, "p0,1000,8192,0,0,,BE\np1,-5,1,1,500,,BE\n", r"line 3: cpu_milli is '-5'"),
+        (HEADER, "p0,1000,8192,9,1000,,BE\n", r"num_gpu is '9'; expected .* 0 to 8"),
+        (HEADER, "p0,1000,8192,2,500,,BE\n", "2 GPUs of 500 milli"),
+        (HEADER, "p0,1000,8192\n", r"line 2: num_gpu is ''"),
+        (HEADER, "", "empty openb pod list"),
+    ],
+)
+def test_a_malformed_pod_list_says_what_and_where(
+    tmp_path: pathlib.Path, header: str, body: str, message: str
+) -> None:
+    _pod_list(tmp_path, "bad", body, header)
+    path = tmp_path / "openb_pod_list_bad.csv"
+    with pytest.raises(traces.TraceInvalid, match=message) as caught:
+        traces.load_openb_tasks(str(path))
+    assert str(path) in str(caught.value)
+
+
+def test_the_cli_takes_any_pod_list_and_refuses_a_malformed_one(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "openb").mkdir()
+    nodes = "sn,cpu_milli,memory_mib,gpu,model\nn0,32000,65536,2,T4\nn1,96000,262144,8,G2\n"
+    (tmp_path / "openb" / "openb_node_list_gpu_node.csv").write_text(nodes)
+    monkeypatch.setenv("TAU_TRACES_DIR", str(tmp_path))
+    _pod_list(tmp_path, "mine", "p0,1000,8192,1,500,,BE\np1,4000,8192,2,1000,T4,LS\n")
+    _pod_list(tmp_path, "bad", "p0,1000,8192,x,500,,BE\n")
+    good = str(tmp_path / "openb_pod_list_mine.csv")
+    assert cli.main(["openb", "--workload", good, "--policy", "FGD"]) == 0
+    assert "mine.csv FGD seed 42: " in capsys.readouterr().out
+    assert cli.main(["openb", "--workload", str(tmp_path / "openb_pod_list_bad.csv")]) == 2
+    assert "line 2: num_gpu is 'x'" in capsys.readouterr().err

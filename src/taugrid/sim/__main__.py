@@ -9,8 +9,9 @@
                                  [--jobs 300] [--datasets 16] [--load 0.8]
                                  [--data-scale 1.0] [--link-gbps 0.5 10] [-o json]
 
-Traces come from ``$TAU_TRACES_DIR`` or ``../shared/traces``; a missing trace is an
-error message with the path to fix, exit status 2.
+Traces come from ``$TAU_TRACES_DIR`` or ``../shared/traces`` (extra openb pod lists
+from ``$TAU_OPENB_DIR``); a missing or malformed trace is an error message with the path
+to fix, exit status 2.
 """
 
 from __future__ import annotations
@@ -33,7 +34,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="trace", required=True)
     ob = sub.add_parser("openb", help="GPU packing: the FGD inflation experiment")
-    ob.add_argument("--workload", default="default", choices=traces.OPENB_WORKLOADS)
+    ob.add_argument(
+        "--workload",
+        default="default",
+        help="any openb pod list found (openb_pod_list_<name>.csv in $TAU_OPENB_DIR or "
+        "<traces>/openb) or a path to one",
+    )
     ob.add_argument("--policy", default="TauGrid", choices=packer.POLICIES)
     ob.add_argument("--seeds", type=int, nargs="+", default=[42])
     ob.add_argument("--stop", type=float, default=1.0, help="arrived demand / capacity to stop at")

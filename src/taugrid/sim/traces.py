@@ -8,8 +8,11 @@ benchmarks and tests can skip with a clear message.
   of ``openb_node_list_gpu_node.csv``: the cluster the FGD paper's simulator replays —
   its ``data/prepare_input.sh`` copies ``openb_node_list_gpu_node.yaml`` next to every pod
   list; the 310 CPU-only nodes of ``..._all_node.csv`` are not part of it),
-  ``load_openb_tasks(workload)`` with workload ``default``, ``cpu050``, ``gpushare40``,
-  ``multigpu30`` or ``gpuspec33``.
+  ``load_openb_tasks(workload)`` for any pod list ``openb_pod_list_<workload>.csv`` found
+  in ``$TAU_OPENB_DIR`` (a folder of extra pod lists, e.g. the trace repository's
+  ``cluster-trace-gpu-v2023/csv``) or ``<traces>/openb`` — ``openb_workloads()`` lists
+  them — or a path to such a CSV. The file's columns are checked: ``TraceInvalid`` names
+  the file, line and column of what is wrong.
 - philly (Microsoft, as processed by Pollux): ``load_philly()`` → ``PhillyJob`` list,
   submit times in seconds from the first submission, sorted by submission.
 """
@@ -28,18 +31,29 @@ __all__ = [
     "OPENB_WORKLOADS",
     "OpenbNodes",
     "PhillyJob",
+    "TraceInvalid",
     "TraceMissing",
     "load_openb_nodes",
     "load_openb_tasks",
     "load_philly",
+    "openb_dirs",
+    "openb_workloads",
     "traces_dir",
 ]
 
+#: The five pod lists kept in ``shared/traces`` (the trace has more: ``openb_workloads``).
 OPENB_WORKLOADS = ("default", "cpu050", "gpushare40", "multigpu30", "gpuspec33")
+_POD_PREFIX, _POD_SUFFIX = "openb_pod_list_", ".csv"
+#: Columns every openb pod list has (``gpu_spec`` and the timing columns are optional).
+POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
 
 
 class TraceMissing(FileNotFoundError):
     """A trace file is not where the simulator looks for it."""
+
+
+class TraceInvalid(ValueError):
+    """A trace file is there but is not what its name says (missing column, bad value)."""
 
 
 def traces_dir() -> pathlib.Path:
@@ -91,22 +105,90 @@ def load_openb_nodes() -> OpenbNodes:
     )
 
 
-def load_openb_tasks(workload: str = "default") -> list[st.Task]:
-    """Tasks of one openb pod list, in file order (``gpu_spec`` splits on ``|``)."""
-    if workload not in OPENB_WORKLOADS:
-        raise ValueError(f"unknown openb workload {workload!r}; one of {OPENB_WORKLOADS}")
-    rows = _rows(_path("openb", f"openb_pod_list_{workload}.csv"))
-    return [
-        st.Task(
-            name=r["name"],
-            cpu_milli=int(r["cpu_milli"]),
-            memory_mib=int(r["memory_mib"]),
-            num_gpu=int(r["num_gpu"]),
-            gpu_milli=int(r["gpu_milli"]) if int(r["num_gpu"]) else 0,
-            models=frozenset(m for m in (r.get("gpu_spec") or "").split("|") if m),
+def openb_dirs() -> list[pathlib.Path]:
+    """Folders searched for pod lists, first match wins: ``$TAU_OPENB_DIR``, ``<traces>/openb``."""
+    extra = os.environ.get("TAU_OPENB_DIR")
+    return [*([pathlib.Path(extra)] if extra else []), traces_dir() / "openb"]
+
+
+def openb_workloads() -> list[str]:
+    """Names of every pod list found (``default`` first, then by name); may be empty."""
+    found = {
+        p.name[len(_POD_PREFIX) : -len(_POD_SUFFIX)]
+        for d in openb_dirs()
+        if d.is_dir()
+        for p in d.glob(f"{_POD_PREFIX}*{_POD_SUFFIX}")
+    }
+    return sorted(found, key=lambda w: (w != "default", w))
+
+
+def _pod_list(workload: str) -> pathlib.Path:
+    if workload.endswith(_POD_SUFFIX) or os.sep in workload:
+        path = pathlib.Path(workload)
+        if not path.is_file():
+            raise TraceMissing(f"openb pod list {path} not found")
+        return path
+    for d in openb_dirs():
+        path = d / f"{_POD_PREFIX}{workload}{_POD_SUFFIX}"
+        if path.is_file():
+            return path
+    where = " or ".join(str(d) for d in openb_dirs())
+    raise TraceMissing(
+        f"openb workload {workload!r}: no {_POD_PREFIX}{workload}{_POD_SUFFIX} in {where}; "
+        f"found: {', '.join(openb_workloads()) or 'none'}. Set TAU_OPENB_DIR to a folder "
+        "of openb pod lists (alibaba/clusterdata, cluster-trace-gpu-v2023/csv)"
+    )
+
+
+def _count(path: pathlib.Path, line: int, row: dict[str, str], column: str, top: int) -> int:
+    text = (row.get(column) or "").strip()
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= top:
+        raise TraceInvalid(
+            f"{path}, line {line}: {column} is {text!r}; expected a whole number from 0 to {top}"
         )
-        for r in rows
-    ]
+    return value
+
+
+def _task(path: pathlib.Path, line: int, row: dict[str, str]) -> st.Task:
+    num_gpu = _count(path, line, row, "num_gpu", st.MAX_GPUS)
+    milli = _count(path, line, row, "gpu_milli", st.MILLI) if num_gpu else 0
+    if (num_gpu and not milli) or (num_gpu > 1 and milli != st.MILLI):
+        raise TraceInvalid(
+            f"{path}, line {line}: {num_gpu} GPUs of {milli} milli; a GPU task asks for "
+            "1..1000 milli of one GPU or for whole GPUs (gpu_milli 1000)"
+        )
+    return st.Task(
+        name=row["name"],
+        cpu_milli=_count(path, line, row, "cpu_milli", 10**9),
+        memory_mib=_count(path, line, row, "memory_mib", 10**12),
+        num_gpu=num_gpu,
+        gpu_milli=milli,
+        models=frozenset(m for m in (row.get("gpu_spec") or "").split("|") if m),
+    )
+
+
+def load_openb_tasks(workload: str = "default") -> list[st.Task]:
+    """Tasks of one openb pod list (a name or a path), in file order; columns checked.
+
+    ``gpu_spec`` (optional, as in the trace's multigpu lists) splits on ``|``.
+    """
+    path = _pod_list(workload)
+    with path.open(newline="") as f:
+        reader = csv.DictReader(f)
+        missing = [c for c in POD_COLUMNS if c not in (reader.fieldnames or [])]
+        if missing:
+            raise TraceInvalid(
+                f"{path} is not an openb pod list: no column {', '.join(missing)} in its "
+                f"header; expected {','.join(POD_COLUMNS)}[,gpu_spec,...]"
+            )
+        tasks = [_task(path, i, row) for i, row in enumerate(reader, start=2)]
+    if not tasks:
+        raise TraceInvalid(f"{path} is an empty openb pod list (a header and no tasks)")
+    return tasks
 
 
 @dataclasses.dataclass(frozen=True)

@@ -97,6 +97,8 @@ class _Capacity:
             [[not s.models or m in s.models for m in state.model_names] + [False] for s, _ in gpu],
             dtype=bool,
         ).reshape(len(gpu), len(state.model_names) + 1)
+        self._now = np.zeros(len(state))  # fragmentation now, per node version (task-free)
+        self._seen = np.full(len(state), -1, dtype=np.int64)
 
     def _frag(
         self,
@@ -125,6 +127,23 @@ class _Capacity:
         )
         return slots, full
 
+    def _before(
+        self, nodes: st.IntArray, access: npt.NDArray[np.bool_], slots: st.IntArray
+    ) -> FloatArray:
+        """Fragmentation of ``nodes`` now, recomputed only where a node changed."""
+        stale = self._seen[nodes] != self.state.version[nodes]
+        if stale.any():
+            sub = nodes[stale]
+            self._now[sub] = self._frag(
+                access[:, stale],
+                self.state.cpu_left[sub][None, :],
+                self.state.mem_left[sub][None, :],
+                self.state.gpu_left[sub].sum(axis=1)[None, :],
+                slots[:, stale],
+            )
+            self._seen[sub] = self.state.version[sub]
+        return self._now[nodes]
+
     def drop(self, task: st.Task, nodes: st.IntArray) -> FloatArray:
         """Fragmentation before minus after: (S,) for a CPU/whole-GPU task, (S, 8) sharing."""
         gl = self.state.gpu_left[nodes]
@@ -133,7 +152,7 @@ class _Capacity:
         total = gl.sum(axis=1)
         access = self.access[:, self.state.model[nodes]]
         slots, full = self._slots(gl)
-        before = self._frag(access, cpu[None, :], mem[None, :], total[None, :], slots)
+        before = self._before(nodes, access, slots)
         if task.sharing:
             new = gl - task.gpu_milli
             lost = (
