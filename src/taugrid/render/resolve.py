@@ -291,7 +291,6 @@ _FILE_FIELDS: tuple[tuple[str, str, Any], ...] = (
     ("serve", "serve", None),
     ("pip", "runtime.pip", []),
     ("secrets", "runtime.secrets", []),
-    ("objective", "placement.objective", sm.Objective.BALANCED),
     ("inputs", "data.inputs", []),
     ("outputs", "data.outputs", []),
     ("output_dir", "storage.output", None),
@@ -305,6 +304,12 @@ _FILE_FIELDS: tuple[tuple[str, str, Any], ...] = (
 
 def _file_fields(r: _Resolver) -> dict[str, Any]:
     out = {f: r.pick(f, r.file(key), (default, BUILTIN)) for f, key, default in _FILE_FIELDS}
+    platform_objective = sm.Objective(r.platform.scheduling.default_objective)
+    out["objective"] = r.pick(
+        "objective",
+        r.file("placement.objective"),
+        (platform_objective, "platform scheduling.default_objective"),
+    )
     out["checkpoint_path"] = r.pick(
         "checkpoint_path",
         r.file("resilience.checkpoint_path"),

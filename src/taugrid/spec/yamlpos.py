@@ -17,6 +17,7 @@ with all of them. Merge keys (``<<: *base``) are honoured, explicit keys win.
 from __future__ import annotations
 
 import dataclasses
+import re
 import warnings
 from typing import Any
 
@@ -219,7 +220,9 @@ class _Walker:
 
 def _tab_problems(text: str, filename: str) -> list[errors.Problem]:
     found: list[errors.Problem] = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    # YAML's line breaks only: str.splitlines also splits on \v, \f, \x1c-\x1e, \x85 and
+    # \u2028/9, which would number lines past the file's end.
+    for number, line in enumerate(re.split(r"\r\n|\r|\n", text), start=1):
         indent = line[: len(line) - len(line.lstrip(" \t"))]
         if "\t" in indent:
             found.append(
