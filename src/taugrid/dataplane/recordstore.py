@@ -237,7 +237,11 @@ class ObjectRecordStore(RecordStore):
                 import fsspec.core  # lazily: only object stores need the drivers
 
                 try:
-                    fs, root = fsspec.core.url_to_fs(self.url, **self._options)
+                    # Its own client, and no listings cache: other machines write the same
+                    # prefix (agents, other regions), so a cached listing would go stale;
+                    # fsspec's shared instances would also share one test's closed state.
+                    options = {"skip_instance_cache": True, "use_listings_cache": False}
+                    fs, root = fsspec.core.url_to_fs(self.url, **(options | self._options))
                 except (ImportError, ValueError) as exc:
                     raise RecordStoreConfigError(
                         f"record store {self.url} cannot be opened: {exc}",
