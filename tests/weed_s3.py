@@ -135,8 +135,12 @@ class WeedS3:
             f"-s3.config={identities}",
             "-s3.port.iceberg=0",  # fixed default ports (8181, 9101): off, never shared
             "-s3.port.lance=0",
-            "-master.volumeSizeLimitMB=64",
-            "-volume.max=16",
+            # SeaweedFS gives every bucket its own collection and grows 7 volumes for it:
+            # with a few volume slots the server answers "internal error" once a test
+            # session has made a handful of buckets. Volumes grow as written (no
+            # preallocation), so many small slots cost little disk.
+            "-master.volumeSizeLimitMB=16",
+            "-volume.max=1000",
         ]
         with self.log.open("ab") as log:
             self.proc = subprocess.Popen(
