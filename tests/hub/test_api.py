@@ -7,19 +7,11 @@ import time
 
 import httpx
 
+from tests.hub import agent_builders as ab
 from tests.hub import tenancy_builders as tb
 from tests.hub.harness import HubServer
 
-QUICK = """\
-schema_version: 1
-name: tiny
-run:
-  entrypoint: train.py
-compute:
-  gpus: 1
-  cpus: 1
-  memory: 1Gi
-"""
+QUICK = ab.ONE_GPU_RUN.format(name="tiny")
 
 
 def _submit(client: httpx.Client, text: str = QUICK) -> httpx.Response:

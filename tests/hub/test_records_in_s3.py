@@ -17,19 +17,11 @@ import sqlalchemy as sa
 
 from tests import weed_s3 as ws
 from tests.cli import platform_env as pe
+from tests.hub import agent_builders as ab
 from tests.hub.harness import HubServer, platform_hub
 
 BUCKET = "hub-records"
-TAU_YAML = """\
-schema_version: 1
-name: tiny
-run:
-  entrypoint: train.py
-compute:
-  gpus: 1
-  cpus: 1
-  memory: 1Gi
-"""
+TAU_YAML = ab.ONE_GPU_RUN.format(name="tiny")
 
 
 def platform_yaml(server: ws.WeedS3, url: str, key_env: str = "TAU_TEST_S3_KEY") -> str:

@@ -21,6 +21,7 @@ from taugrid.lifecycle import phases as ph
 from taugrid.lifecycle import states as st
 from taugrid.payloads import SubmitRequest
 from tests import weed_s3 as ws
+from tests.hub import agent_builders as ab
 from tests.hub.harness import make_hub
 from tests.hub.test_records_in_s3 import platform_yaml
 
@@ -28,18 +29,7 @@ BUCKET = "results"
 
 
 def tau_yaml(output: str) -> str:
-    return f"""\
-schema_version: 1
-name: tiny
-run:
-  entrypoint: train.py
-compute:
-  gpus: 1
-  cpus: 1
-  memory: 1Gi
-storage:
-  output: {output}
-"""
+    return ab.ONE_GPU_RUN.format(name="tiny") + f"storage:\n  output: {output}\n"
 
 
 @pytest.fixture
