@@ -80,7 +80,7 @@ def wait_for(
 
 
 def wait_state(
-    b: base.Backend, job_id: str, states: set[base.JobState], timeout: float = 60.0
+    b: base.Backend, job_id: str, states: set[base.JobState], timeout: float = 120.0
 ) -> base.JobStatus:
     """Wait until the job is in one of ``states``."""
 
@@ -91,7 +91,7 @@ def wait_state(
     return wait_for(check, timeout=timeout, what=f"{job_id} in {states}")
 
 
-def wait_terminal(b: base.Backend, job_id: str, timeout: float = 60.0) -> base.JobStatus:
+def wait_terminal(b: base.Backend, job_id: str, timeout: float = 120.0) -> base.JobStatus:
     """Wait until the job is SUCCEEDED, FAILED or STOPPED."""
     return wait_state(
         b, job_id, {base.JobState.SUCCEEDED, base.JobState.FAILED, base.JobState.STOPPED}, timeout

@@ -94,7 +94,7 @@ def test_gpu_job_is_busy_then_released(backend: ray_jobs.RayBackend, tmp_path: P
         runtime_env={"working_dir": str(tmp_path)},
     )
     job = backend.submit(sub)
-    h.wait_for(lambda: "holding" in backend.logs(job), timeout=60, what="job running")
+    h.wait_for(lambda: "holding" in backend.logs(job), timeout=180, what="job running")
     inv = backend.inventory()
     assert inv.gpu_busy == 2 and inv.gpu_free == 6
     placement = backend.job_nodes(job)
