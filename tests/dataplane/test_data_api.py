@@ -14,31 +14,13 @@ import pytest
 import sqlalchemy as sa
 
 from tests.hub import agent_builders as ab
+from tests.hub import platform_builders as pb
 from tests.hub.harness import HubServer, platform_hub
 
-PLATFORM = """\
-schema_version: 1
-gpu_types: [{name: A100-80G}]
-regions:
-  - name: a
-    clusters:
-      - name: a
-        emulated_gpus: true
-        node_pools: [{name: p, gpu_model: A100-80G, gpus_per_node: 4, cpus_per_node: 16,
-                      memory_per_node: 128Gi, nodes: 1, cost_per_gpu_hour: 3.0}]
-  - name: b
-    clusters:
-      - name: b
-        emulated_gpus: true
-        node_pools: [{name: p, gpu_model: A100-80G, gpus_per_node: 4, cpus_per_node: 16,
-                      memory_per_node: 128Gi, nodes: 1, cost_per_gpu_hour: 1.0}]
-priority_classes: [{name: normal, value: 1000}]
-profiles: [{name: default}]
-teams: [{name: research, quotas: [{gpu_model: A100-80G, nominal: 8}]}]
-workspaces: [{name: default, team: research, defaults: {priority: normal, profile: default}}]
-default_workspace: default
-scheduling: {presets: {balanced: {data: 0.4, cost: 0.6}}}
-"""
+PLATFORM = pb.platform(
+    {"a": 3.0, "b": 1.0},
+    pb.TENANCY + "scheduling: {presets: {balanced: {data: 0.4, cost: 0.6}}}\n",
+)
 
 RUN = """\
 schema_version: 1

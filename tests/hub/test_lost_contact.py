@@ -17,34 +17,15 @@ import pytest
 
 from taugrid.backends import ray_local
 from taugrid.store import db
+from tests.hub import platform_builders as pb
 from tests.hub import region as rg
 from tests.hub.harness import HubServer, make_hub
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
-PLATFORM = """\
-schema_version: 1
-gpu_types: [{name: A100-80G}]
-regions:
-  - name: east
-    clusters:
-      - name: east
-        emulated_gpus: true
-        node_pools: [{name: a, gpu_model: A100-80G, gpus_per_node: 4, cpus_per_node: 16,
-                      memory_per_node: 128Gi, nodes: 1, cost_per_gpu_hour: 1.0}]
-  - name: west
-    clusters:
-      - name: west
-        emulated_gpus: true
-        node_pools: [{name: a, gpu_model: A100-80G, gpus_per_node: 4, cpus_per_node: 16,
-                      memory_per_node: 128Gi, nodes: 1, cost_per_gpu_hour: 3.0}]
-priority_classes: [{name: normal, value: 1000}]
-profiles: [{name: default}]
-teams: [{name: research, quotas: [{gpu_model: A100-80G, nominal: 8}]}]
-workspaces: [{name: default, team: research, defaults: {priority: normal, profile: default}}]
-default_workspace: default
-scheduling: {default_objective: cost}
-"""
+PLATFORM = pb.platform(
+    {"east": 1.0, "west": 3.0}, pb.TENANCY + "scheduling: {default_objective: cost}\n"
+)
 
 
 @pytest.fixture(scope="module")

@@ -15,27 +15,14 @@ import sqlalchemy as sa
 
 from taugrid.portal import session
 from tests.hub import agent_builders as ab
+from tests.hub import platform_builders as pb
 from tests.hub import tenancy_builders as tb
 from tests.hub.harness import HubServer, platform_hub
 from tests.portal.conftest import login, shot
 
-PLATFORM = """\
-schema_version: 1
-gpu_types: [{name: A100-80G}]
-regions:
-  - name: east
-    clusters:
-      - name: east
-        emulated_gpus: true
-        node_pools: [{name: a, gpu_model: A100-80G, gpus_per_node: 4, cpus_per_node: 16,
-                      memory_per_node: 128Gi, nodes: 1, cost_per_gpu_hour: 2.0}]
-  - name: west
-    egress_cost_per_gb: 0.05
-    clusters:
-      - name: west
-        emulated_gpus: true
-        node_pools: [{name: a, gpu_model: A100-80G, gpus_per_node: 4, cpus_per_node: 16,
-                      memory_per_node: 128Gi, nodes: 1, cost_per_gpu_hour: 1.5}]
+PLATFORM = pb.platform(
+    {"east": 2.0, "west": 1.5},
+    """\
 priority_classes: [{name: normal, value: 1000}]
 profiles: [{name: default}]
 teams:
@@ -48,7 +35,9 @@ workspaces:
   - {name: speech, team: speech-team, defaults: {priority: normal, profile: default}}
   - {name: lone, team: solo, defaults: {priority: normal, profile: default}}
 default_workspace: vision
-"""
+""",
+    extra={"west": "egress_cost_per_gb: 0.05"},
+)
 PROBE = {"throughput_mbps": 940.0, "rtt_ms": 12.5, "loss_pct": 0.0, "measured_at": 0.0}
 
 

@@ -47,12 +47,7 @@ def attempts(
         .where(a.c.started_at.is_not(None))
         .order_by(a.c.run_id, a.c.number)
     )
-    if workspaces is not None:
-        q = q.where(r.c.workspace.in_(list(workspaces)))
-    if run_id is not None:
-        q = q.where(a.c.run_id == run_id)
-    with engine.connect() as c:
-        return [dict(row._mapping) for row in c.execute(q)]
+    return _rows(engine, q, workspaces, run_id)
 
 
 def transfers(
@@ -77,6 +72,14 @@ def transfers(
         .join(r, r.c.id == x.c.created_by)
         .order_by(x.c.id)
     )
+    return _rows(engine, q, workspaces, run_id)
+
+
+def _rows(
+    engine: sa.Engine, q: sa.Select[Any], workspaces: Sequence[str] | None, run_id: str | None
+) -> list[Row]:
+    """Run ``q`` (joined to ``runs``) narrowed to ``workspaces`` and ``run_id`` when given."""
+    r = t.runs
     if workspaces is not None:
         q = q.where(r.c.workspace.in_(list(workspaces)))
     if run_id is not None:
