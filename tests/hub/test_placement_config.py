@@ -141,3 +141,28 @@ def test_compliance_no_region_meets_is_refused_at_submit(hub: HubServer) -> None
         r = submit(c, "hipaa", "  compliance: [hipaa]")
     assert r.status_code == 400, r.text
     assert "no region meets compliance ['hipaa']" in r.text
+
+
+def test_a_run_no_cluster_can_ever_take_is_flagged_not_left_waiting(hub: HubServer) -> None:
+    # Two workers of 8 GPUs: quota allows it, but every cluster has one 8-GPU node, so each drops
+    # the run for good and Placed turns to a warning that says so (it stays queued).
+    tau_yaml = RUN.format(name="huge", placement="  objective: cost").replace(
+        "gpus: 2", "gpus: 8\n  workers: 2"
+    )
+    with hub.http() as c:
+        r = c.post("/v1/runs", json={"tau_yaml": tau_yaml})
+        assert r.status_code == 201, r.text
+        deadline = time.time() + 30
+        while (placed_phase := _phase(c.get("/v1/runs/huge").json(), "placed"))[
+            "status"
+        ] != "warning":
+            assert time.time() < deadline, placed_phase
+            time.sleep(0.1)
+        doc = c.get("/v1/runs/huge").json()
+    assert placed_phase["reason"].startswith("no registered cluster can ever take this run")
+    assert "cheap: fit: 2x8 GPU (any model) never fits: 8 usable GPUs" in placed_phase["reason"]
+    assert doc["state"] == "admitted" and doc["reason"] == placed_phase["reason"]
+
+
+def _phase(doc: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(p for p in doc["phases"] if p["phase"] == name)

@@ -177,9 +177,23 @@ def _admit(hub: context.Hub, run: dict[str, Any], d: cycle.Decision) -> bool:
             f"quota reserved in queue {run['spec']['queue']}",
         )
     if d.outcome is cycle.Outcome.ADMITTED:
+        _unplaced(hub, run, d)
+    return True
+
+
+def _unplaced(hub: context.Hub, run: dict[str, Any], d: cycle.Decision) -> None:
+    """Admitted, no cluster takes it now; a warning when no cluster ever will as set up."""
+    if not d.unresolvable:
         hub.runs.update_run(run["id"], reason=f"waiting for capacity: {d.reason}")
         _phase(hub, run["id"], ph.Phase.PLACED, ph.PhaseStatus.ACTIVE, "scheduler", d.reason)
-    return True
+        return
+    why = (
+        f"no registered cluster can ever take this run as the platform is set up ({d.reason}); "
+        "cancel it and resubmit with allowed regions, compliance or compute that a cluster "
+        "offers (`tau cluster list`), or ask the platform team for such capacity"
+    )
+    hub.runs.update_run(run["id"], reason=why)
+    _phase(hub, run["id"], ph.Phase.PLACED, ph.PhaseStatus.WARNING, "scheduler", why)
 
 
 def _charged_model(hub: context.Hub, run: dict[str, Any]) -> str | None:

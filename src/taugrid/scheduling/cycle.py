@@ -33,6 +33,7 @@ from taugrid.scheduling import plugins, plugins_data
 from taugrid.scheduling import snapshot as snap
 
 __all__ = [
+    "PLUGIN_ERROR",
     "ClusterVerdict",
     "Decision",
     "Outcome",
@@ -42,6 +43,10 @@ __all__ = [
     "reserve",
     "schedule",
 ]
+
+
+PLUGIN_ERROR = "error"  # ClusterVerdict.code of a cluster whose plugin raised
+_NEVER = plugins.Code.UNSCHEDULABLE_AND_UNRESOLVABLE.value
 
 
 class Outcome(enum.StrEnum):
@@ -55,7 +60,12 @@ class Outcome(enum.StrEnum):
 
 @dataclasses.dataclass(frozen=True)
 class ClusterVerdict:
-    """Why a cluster was kept or dropped, and its weighted score breakdown."""
+    """Why a cluster was kept or dropped, and its weighted score breakdown.
+
+    ``code`` is the dropping filter's ``plugins.Code`` value (``success`` when kept), or
+    ``PLUGIN_ERROR`` when a plugin raised: the cycle goes on without that cluster for
+    that run, and ``reason`` names the plugin and its exception.
+    """
 
     cluster_id: str
     region: str
@@ -63,6 +73,7 @@ class ClusterVerdict:
     reason: str
     scores: dict[str, float]
     total: float
+    code: str = plugins.Code.SUCCESS.value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,7 +85,9 @@ class Decision:
     ``preempt``: with WAITING_QUOTA, the runs that must be evicted (reason ``Preempted``,
     ``preempt_reasons`` aligned with them) before this run can be admitted.
     ``objective`` and ``weights``: the preset and normalised weights its clusters were
-    scored with (set when placement ran).
+    scored with (set when placement ran). ``unresolvable``: with ADMITTED, every
+    cluster dropped the run for good (``Code.UNSCHEDULABLE_AND_UNRESOLVABLE``: region
+    not allowed, compliance not met, bigger than the cluster): waiting will not help.
     """
 
     run_id: str
@@ -88,6 +101,7 @@ class Decision:
     flavor: str | None = None
     objective: str = ""
     weights: dict[str, float] = dataclasses.field(default_factory=dict)
+    unresolvable: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -266,14 +280,24 @@ def _admit(snapshot: snap.Snapshot, runs: list[snap.PendingRun]) -> _Admission:
 def _verdict(
     run: snap.PendingRun, c: snap.ClusterView, policy: Policy, weights: dict[str, float]
 ) -> ClusterVerdict:
-    for f in policy.filters:
-        st = f.filter(run, c)
-        if not st.ok:
-            return ClusterVerdict(c.cluster_id, c.region, False, f"{f.name}: {st.reason}", {}, 0.0)
-    # Zero-weight scorers cannot change the choice; skipping them keeps a cycle cheap.
-    scores = {
-        s.name: min(100.0, max(0.0, s.score(run, c))) for s in policy.scorers if weights[s.name]
-    }
+    """Filter, then score ``c`` for ``run``; a plugin that raises drops only ``c``."""
+    name = ""
+    try:
+        for f in policy.filters:
+            name = f.name
+            st = f.filter(run, c)
+            if not st.ok:
+                why = f"{f.name}: {st.reason}"
+                return ClusterVerdict(c.cluster_id, c.region, False, why, {}, 0.0, st.code.value)
+        # Zero-weight scorers cannot change the choice; skipping them keeps a cycle cheap.
+        scores = {}
+        for s in policy.scorers:
+            if weights[s.name]:
+                name = s.name
+                scores[s.name] = min(100.0, max(0.0, s.score(run, c)))
+    except Exception as exc:  # one plugin's bug must not abort the whole cycle
+        why = f"plugin {name} failed: {type(exc).__name__}: {exc}"
+        return ClusterVerdict(c.cluster_id, c.region, False, why, {}, 0.0, PLUGIN_ERROR)
     total = sum(weights[n] * v for n, v in scores.items())
     return ClusterVerdict(c.cluster_id, c.region, True, "fits", scores, round(total, 3))
 
@@ -320,6 +344,7 @@ def _place(run: snap.PendingRun, work: _Work) -> Decision:
             verdicts,
             objective=objective,
             weights=weights,
+            unresolvable=bool(verdicts) and all(v.code == _NEVER for v in verdicts),
         )
     work.reserve(run, best.cluster_id)
     why = f"best score {best.total:g}"

@@ -137,7 +137,8 @@ class FitFilter:
         total, free = cluster.gpus(run.gpu_model if run.gpus_per_worker else None)
         what = f"{run.workers}x{run.gpus_per_worker} GPU ({run.gpu_model or 'any model'})"
         if total < run.total_gpus or not fits(run, cluster, use_free=False):
-            return Status(Code.UNSCHEDULABLE, f"{what} never fits: {total:g} usable GPUs")
+            never = Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+            return Status(never, f"{what} never fits: {total:g} usable GPUs")
         return Status(Code.UNSCHEDULABLE, f"{what} does not fit now: {free:g}/{total:g} free")
 
 
