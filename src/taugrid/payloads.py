@@ -201,6 +201,11 @@ class Assignment(_Payload):
         description="Input dataset → its replica in the cluster's region: a path under the "
         "region's data root, or an object-store URL.",
     )
+    nodes: list[str] = pydantic.Field(
+        default_factory=list,
+        description="The node ID each worker is bound to (the hub's packer); the agent pins "
+        "the workers there. Empty: no binding (the backend places them).",
+    )
 
 
 class StopOrder(_Payload):

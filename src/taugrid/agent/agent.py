@@ -301,7 +301,12 @@ class Agent:
         spec = runspec.RunSpec.model_validate(a.spec)
         code_dir = self._code_dir(a)
         sub = rayjobs.render_submission(
-            spec, a.run_id, attempt=a.attempt, run_dir=a.run_dir, working_dir=str(code_dir)
+            spec,
+            a.run_id,
+            attempt=a.attempt,
+            run_dir=a.run_dir,
+            working_dir=str(code_dir),
+            nodes=tuple(a.nodes),
         )
         root = self.config.data_root or (self.sidecar.cfg.data_root if self.sidecar else None)
         sub = sub.with_env(rayjobs.input_env(a.inputs, str(root) if root else None))

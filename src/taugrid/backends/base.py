@@ -119,6 +119,7 @@ class Submission(_Value):
     entrypoint_num_gpus: float | None = pydantic.Field(default=None, ge=0)
     entrypoint_memory: int | None = pydantic.Field(default=None, ge=0, description="bytes")
     entrypoint_resources: dict[str, float] = pydantic.Field(default_factory=dict)
+    entrypoint_label_selector: dict[str, str] = pydantic.Field(default_factory=dict)
     runtime_env: dict[str, Any] = pydantic.Field(default_factory=dict)
     metadata: dict[str, str] = pydantic.Field(default_factory=dict)
 

@@ -1,11 +1,13 @@
 """Multi-worker launcher run as a Ray Job's entrypoint: one command, N ranked workers.
 
     python -m taugrid.backends.launch --workers 2 --gpus-per-worker 4 \\
-        --cpus-per-worker 8 [--accelerator A100-80G] -- python train.py --lr 3e-4
+        --cpus-per-worker 8 [--accelerator A100-80G] [--nodes ID,ID] -- python train.py
 
 Inside the job's driver it reserves a placement group of N bundles
 (``{CPU: c, GPU: g, accelerator_type:<model>: 0.001}``; STRICT_SPREAD when enough
-nodes can each hold a bundle, else SPREAD; ``--strategy`` forces one), starts one
+nodes can each hold a bundle, else SPREAD; ``--strategy`` forces one; ``--nodes``, the
+node ID of each worker as the hub bound them, pins bundle i to node i with a label
+selector on Ray's ``ray.io/node-id`` label, strategy PACK), starts one
 ``RankWorker`` actor per bundle and runs the command in each as a subprocess with
 
     RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, TAU_WORKER_INDEX,
@@ -35,6 +37,7 @@ from typing import Any
 __all__ = ["LaunchConfig", "RankWorker", "bundle", "main", "parse_args", "worker_env"]
 
 _PASSTHROUGH = ("CHECKPOINT_PATH",)
+_NODE_ID_LABEL = "ray.io/node-id"  # render.command.NODE_ID_LABEL (this runs inside the job)
 _PR_SET_PDEATHSIG = 1
 _STRATEGIES = ("auto", "STRICT_SPREAD", "SPREAD", "PACK", "STRICT_PACK")
 
@@ -50,6 +53,7 @@ class LaunchConfig:
     strategy: str
     pg_timeout_s: float
     command: tuple[str, ...]
+    nodes: tuple[str, ...] = ()
 
 
 def parse_args(argv: Sequence[str] | None = None) -> LaunchConfig:
@@ -61,6 +65,7 @@ def parse_args(argv: Sequence[str] | None = None) -> LaunchConfig:
     p.add_argument("--accelerator", default=None, help="GPU model, e.g. A100-80G")
     p.add_argument("--strategy", default="auto", choices=_STRATEGIES)
     p.add_argument("--pg-timeout", type=float, default=300.0, dest="pg_timeout_s")
+    p.add_argument("--nodes", default="", help="node ID of each worker, comma-separated")
     p.add_argument("command", nargs=argparse.REMAINDER)
     ns = p.parse_args(argv)
     command = list(ns.command)
@@ -70,6 +75,9 @@ def parse_args(argv: Sequence[str] | None = None) -> LaunchConfig:
         p.error("give the command to run after '--'")
     if ns.workers < 1:
         p.error("--workers must be at least 1")
+    nodes = tuple(n for n in ns.nodes.split(",") if n)
+    if nodes and len(nodes) != ns.workers:
+        p.error(f"--nodes names {len(nodes)} nodes for {ns.workers} workers")
     return LaunchConfig(
         workers=ns.workers,
         gpus_per_worker=ns.gpus_per_worker,
@@ -78,6 +86,7 @@ def parse_args(argv: Sequence[str] | None = None) -> LaunchConfig:
         strategy=ns.strategy,
         pg_timeout_s=ns.pg_timeout_s,
         command=tuple(command),
+        nodes=nodes,
     )
 
 
@@ -248,12 +257,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     ray.init(log_to_driver=True)
     need = bundle(cfg)
-    strategy = _strategy(cfg, need)
-    pg = placement_group([need] * cfg.workers, strategy=strategy)
+    strategy = "PACK" if cfg.nodes else _strategy(cfg, need)
+    pinned = [{_NODE_ID_LABEL: n} for n in cfg.nodes] or None
+    pg = placement_group([need] * cfg.workers, strategy=strategy, bundle_label_selector=pinned)
     try:
         ray.get(pg.ready(), timeout=cfg.pg_timeout_s)
     except ray.exceptions.GetTimeoutError:
-        _log(f"{cfg.workers} x {need} ({strategy}) not placeable in {cfg.pg_timeout_s:.0f}s")
+        on = f" on nodes {', '.join(n[:12] for n in cfg.nodes)}" if cfg.nodes else ""
+        _log(f"{cfg.workers} x {need} ({strategy}){on} not placeable in {cfg.pg_timeout_s:.0f}s")
         remove_placement_group(pg)
         return 2
     _log(f"{cfg.workers} workers x {need} placed ({strategy})")

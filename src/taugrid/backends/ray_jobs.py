@@ -126,6 +126,7 @@ class RayBackend(base.Backend):
                     entrypoint_num_gpus=sub.entrypoint_num_gpus,
                     entrypoint_memory=sub.entrypoint_memory,
                     entrypoint_resources=dict(sub.entrypoint_resources) or None,
+                    entrypoint_label_selector=dict(sub.entrypoint_label_selector) or None,
                 )
             )
         except Exception as exc:

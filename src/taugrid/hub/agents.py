@@ -147,6 +147,7 @@ def _assignment(hub: context.Hub, run: dict[str, Any], a: dict[str, Any]) -> wir
         submission_id=a["submission_id"],
         resumed_from=a["resumed_from"],
         inputs=data_view.local_inputs(hub, run, a["cluster_id"]),
+        nodes=(a["placement"] or {}).get("nodes", []),
     )
 
 
@@ -269,6 +270,17 @@ def _transition(
         end_attempt(hub, a, st.AttemptState(state), rep.message, kind=kind, exit_code=rep.exit_code)
 
 
+def _binding_mismatch(
+    hub: context.Hub, run: dict[str, Any], a: dict[str, Any], landed: list[str]
+) -> None:
+    """An event when a node the hub bound a worker to is not among those it landed on."""
+    bound = (a["placement"] or {}).get("nodes") or []
+    missing = sorted(set(bound) - set(landed))
+    if missing:
+        detail = {"token": a["token"], "bound": bound, "landed": landed, "missing": missing}
+        hub.runs.add_event(run["id"], "node_binding_mismatch", detail)
+
+
 def _running(
     hub: context.Hub, run: dict[str, Any], a: dict[str, Any], rep: wire.AttemptReport
 ) -> None:
@@ -290,6 +302,7 @@ def _running(
         )
     if rep.nodes and rep.nodes != a["nodes"]:
         hub.runs.update_attempt(a["token"], nodes=rep.nodes)
+        _binding_mismatch(hub, run, a, rep.nodes)
     where = ", ".join(n[:12] for n in rep.nodes) or "Ray"
     _phase(
         hub, run["id"], ph.Phase.SCHEDULED, ph.PhaseStatus.DONE, "ray", f"workers bound to {where}"

@@ -243,6 +243,8 @@ def explain(hub: context.Hub, run: Doc, policy: cycle.Policy) -> Doc:
             "objective": placement.get("objective", objective),
             "weights": placement.get("weights", weights),
             "verdicts": verdicts,
+            "nodes": placement.get("nodes", []),
+            "landed": a.get("nodes") or [],
             "data": {v["cluster_id"]: _from_score(v, policy) for v in verdicts if v.get("ok")},
         }
     return {"objective": objective} | _explain_now(hub, run, policy, weights)

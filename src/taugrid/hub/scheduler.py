@@ -100,18 +100,19 @@ def _reserve_unseen(
     for a in attempts:
         run = runs_by_id.get(a["run_id"])
         if run is not None:
-            held.append((-(a["started_at"] or now), -a["token"], pending_view(run)))
-    ledger = sum(p.workers * p.gpus_per_worker for *_k, p in held)
+            bound = tuple((a["placement"] or {}).get("nodes") or ())
+            held.append((-(a["started_at"] or now), -a["token"], pending_view(run), bound))
+    ledger = sum(p.workers * p.gpus_per_worker for _s, _t, p, _b in held)
     deficit, unseen = ledger - _gpus_used(view), []
     for newest in sorted(held, key=lambda h: h[:2]):
         if deficit <= 0:
             break
         unseen.append(newest)
         deficit -= newest[2].workers * newest[2].gpus_per_worker
-    # Reserve them in the order they were placed (oldest token first), as the cycle that
-    # placed them did: first fit in another order can fragment the nodes differently.
-    for *_k, p in sorted(unseen, key=lambda h: -h[1]):
-        view = cycle.reserve(p, view)
+    # On the nodes the cycle bound them to; attempts from before node binding first fit,
+    # in the order they were placed (oldest token first), as the cycle that placed them.
+    for _s, _t, p, bound in sorted(unseen, key=lambda h: -h[1]):
+        view = cycle.take(p, view, bound) if bound else cycle.reserve(p, view)
     return view
 
 
@@ -211,6 +212,7 @@ def _place(hub: context.Hub, run: dict[str, Any], d: cycle.Decision) -> None:
         "objective": d.objective,
         "weights": d.weights,
         "verdicts": [dataclasses.asdict(v) for v in d.verdicts],
+        "nodes": list(d.nodes),
     }
     to_stage = staging.missing(hub, run, d.cluster_id)  # dispatch gate: data not there yet
     if to_stage:

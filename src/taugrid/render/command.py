@@ -12,7 +12,10 @@ Owns three things both backends share (KubeRay objects and Ray Jobs submissions)
   entrypoint is ``python -m taugrid.backends.launch`` (a placement group, one process
   per worker) and the driver takes only ``DRIVER_CPUS``. Ray Train/Tune scripts place
   their own workers, so their driver is small too and they read the sizes from
-  ``TAU_WORKERS``/``TAU_GPUS_PER_WORKER``/``TAU_CPUS_PER_WORKER``;
+  ``TAU_WORKERS``/``TAU_GPUS_PER_WORKER``/``TAU_CPUS_PER_WORKER``. With the hub's node
+  binding (``nodes``, one node ID per worker) the worker is pinned there: one worker by
+  a label selector on Ray's ``ray.io/node-id`` node label, several by
+  ``launch --nodes`` (one bundle label selector each); Ray Train/Tune are not pinned;
 - ``run_env``: ``TAU_RUN_ID``, ``TAU_OUTPUT_DIR``, ``CHECKPOINT_PATH``, sizes, then the
   researcher's ``runtime.env``.
 """
@@ -29,6 +32,7 @@ __all__ = [
     "ACCELERATOR_PREFIX",
     "DRIVER_CPUS",
     "LAUNCH_MODULE",
+    "NODE_ID_LABEL",
     "EntrypointPlan",
     "accelerator_resource",
     "plan",
@@ -39,6 +43,7 @@ __all__ = [
 ]
 
 LAUNCH_MODULE = "taugrid.backends.launch"
+NODE_ID_LABEL = "ray.io/node-id"  # Ray's built-in label of every node
 DRIVER_CPUS = 0.1
 ACCELERATOR_PREFIX = "accelerator_type:"
 _ACCELERATOR_SLIVER = 0.001
@@ -54,6 +59,7 @@ class EntrypointPlan:
     memory_bytes: int | None
     resources: dict[str, float]
     driver_only: bool = False  # the entrypoint only coordinates; workers do the work
+    label_selector: dict[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def command(self) -> str:
@@ -91,8 +97,11 @@ def user_command(spec: runspec.RunSpec) -> list[str]:
     return [*(["python"] if is_script else []), *program, *spec.args]
 
 
-def plan(spec: runspec.RunSpec) -> EntrypointPlan:
-    """Where the entrypoint runs and what it reserves (see the module docstring)."""
+def plan(spec: runspec.RunSpec, nodes: tuple[str, ...] = ()) -> EntrypointPlan:
+    """Where the entrypoint runs and what it reserves (see the module docstring).
+
+    ``nodes``: the node ID of each worker, as the hub bound them (empty: Ray places them).
+    """
     argv = user_command(spec)
     if spec.launcher in (sm.Launcher.RAY_TRAIN, sm.Launcher.RAY_TUNE):
         return EntrypointPlan(tuple(argv), DRIVER_CPUS, 0, None, {}, driver_only=True)
@@ -106,6 +115,7 @@ def plan(spec: runspec.RunSpec) -> EntrypointPlan:
             spec.gpus_per_worker,
             spec.memory_per_worker_bytes,
             resources,
+            label_selector={NODE_ID_LABEL: nodes[0]} if len(nodes) == 1 else {},
         )
     launch = [
         "python",
@@ -120,6 +130,8 @@ def plan(spec: runspec.RunSpec) -> EntrypointPlan:
     ]
     if spec.gpu_model and spec.gpus_per_worker > 0:
         launch += ["--accelerator", spec.gpu_model]
+    if len(nodes) == spec.workers:
+        launch += ["--nodes", ",".join(nodes)]
     return EntrypointPlan((*launch, "--", *argv), DRIVER_CPUS, 0, None, {}, driver_only=True)
 
 

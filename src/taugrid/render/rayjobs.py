@@ -47,6 +47,7 @@ class RayJobSubmission(pydantic.BaseModel):
     entrypoint_num_gpus: float = 0
     entrypoint_memory: int = 0
     entrypoint_resources: dict[str, float] = pydantic.Field(default_factory=dict)
+    entrypoint_label_selector: dict[str, str] = pydantic.Field(default_factory=dict)
     runtime_env: dict[str, object] = pydantic.Field(default_factory=dict)
     metadata: dict[str, str] = pydantic.Field(default_factory=dict)
 
@@ -83,12 +84,19 @@ def submission_id(run_id: str, attempt: int) -> str:
 
 
 def render_submission(
-    spec: runspec.RunSpec, run_id: str, *, attempt: int, run_dir: str, working_dir: str
+    spec: runspec.RunSpec,
+    run_id: str,
+    *,
+    attempt: int,
+    run_dir: str,
+    working_dir: str,
+    nodes: tuple[str, ...] = (),
 ) -> RayJobSubmission:
     """The Ray Jobs submission of attempt ``attempt`` of run ``run_id``.
 
     ``run_dir`` is the run's record directory (``$TAU_HOME/data/<ws>/runs/<id>``);
-    ``working_dir`` the code directory or URI to ship as the job's working_dir.
+    ``working_dir`` the code directory or URI to ship as the job's working_dir;
+    ``nodes`` the node ID of each worker as the hub bound them (``command.plan``).
     A record in an object store (``run_dir`` a URL) is refused: jobs write their record
     through a directory, and the agent-side upload to the store is not built yet.
     """
@@ -99,7 +107,7 @@ def render_submission(
             "keep records.url unset or a directory for workspaces that run jobs "
             "(docs/platform.md, Record stores)",
         )
-    entry = command.plan(spec)
+    entry = command.plan(spec, nodes)
     env = command.run_env(
         spec, run_id, run_dir=run_dir, checkpoint_default=f"{run_dir.rstrip('/')}/checkpoints"
     )
@@ -120,6 +128,7 @@ def render_submission(
         entrypoint_num_gpus=entry.num_gpus,
         entrypoint_memory=entry.memory_bytes or 0,
         entrypoint_resources=entry.resources,
+        entrypoint_label_selector=entry.label_selector,
         runtime_env=command.runtime_env(spec, env, working_dir),
         metadata=metadata,
     )

@@ -13,7 +13,9 @@ Numbered phases, kueue ``schedule()`` style:
 4. place    — filter every cluster, score the survivors with the weights of the run's
               ``placement.objective`` preset (plus its communication mode's terms),
               pick the best.
-5. reserve  — deduct the run's resources from the working state so later runs in this
+5. reserve  — bind each worker to a node of the chosen cluster with the packer the
+              openb simulator measures (``packing.live``; first fit where it does not
+              apply) and deduct them from the working state, so later runs in this
               cycle see them as taken.
 6. dispatch / 7. requeue — done by the caller (hub or simulator): it persists
               ``Decision``s, sends assignments, and on dispatch failure unreserves.
@@ -23,14 +25,17 @@ Deterministic: ties break on cluster ID. No clock, no I/O, no randomness.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import enum
+import math
 from collections.abc import Mapping
 
 from taugrid.platform import models as pm
 from taugrid.scheduling import admission as adm
 from taugrid.scheduling import plugins, plugins_data
 from taugrid.scheduling import snapshot as snap
+from taugrid.scheduling.packing import fgd, live
 
 __all__ = [
     "PLUGIN_ERROR",
@@ -39,9 +44,11 @@ __all__ = [
     "Outcome",
     "Policy",
     "default_policy",
+    "first_fit",
     "policy_from",
     "reserve",
     "schedule",
+    "take",
 ]
 
 
@@ -85,7 +92,8 @@ class Decision:
     ``preempt``: with WAITING_QUOTA, the runs that must be evicted (reason ``Preempted``,
     ``preempt_reasons`` aligned with them) before this run can be admitted.
     ``objective`` and ``weights``: the preset and normalised weights its clusters were
-    scored with (set when placement ran). ``unresolvable``: with ADMITTED, every
+    scored with (set when placement ran). ``nodes``: with PLACED, the node ID of each
+    worker (phase 5, ``reserve``), which the agent pins. ``unresolvable``: with ADMITTED, every
     cluster dropped the run for good (``Code.UNSCHEDULABLE_AND_UNRESOLVABLE``: region
     not allowed, compliance not met, bigger than the cluster): waiting will not help.
     """
@@ -102,6 +110,7 @@ class Decision:
     objective: str = ""
     weights: dict[str, float] = dataclasses.field(default_factory=dict)
     unresolvable: bool = False
+    nodes: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -185,6 +194,7 @@ class _Work:
 
     clusters: dict[str, snap.ClusterView]
     policy: Policy
+    workload: fgd.TypicalWorkload | None = None
     weights: dict[tuple[str | None, str | None], dict[str, float]] = dataclasses.field(init=False)
     order: list[str] = dataclasses.field(init=False)
     verdicts: dict[str, dict[tuple[object, ...], ClusterVerdict]] = dataclasses.field(init=False)
@@ -213,9 +223,13 @@ class _Work:
             out.append(v)
         return tuple(out)
 
-    def reserve(self, run: snap.PendingRun, cluster_id: str) -> None:
-        self.clusters[cluster_id] = reserve(run, self.clusters[cluster_id])
+    def reserve(self, run: snap.PendingRun, cluster_id: str) -> tuple[str, ...]:
+        """Bind ``run``'s workers to nodes of the cluster (the packer, else first fit)."""
+        view = self.clusters[cluster_id]
+        nodes = live.bind(run, view, self.workload) or first_fit(run, view)
+        self.clusters[cluster_id] = take(run, view, nodes)
         self.verdicts[cluster_id] = {}
+        return nodes
 
 
 def _heads(pending: list[snap.PendingRun]) -> list[snap.PendingRun]:
@@ -308,20 +322,37 @@ def reserve(run: snap.PendingRun, cluster: snap.ClusterView) -> snap.ClusterView
     Workers that fit nowhere are left out (the hub also reserves attempts it has
     assigned but the agent has not reported yet, which may no longer fit).
     """
-    shape, left = run.shape, run.workers
-    changed: dict[int, snap.NodeView] = {}
-    for i, n in enumerate(cluster.nodes):
+    return take(run, cluster, first_fit(run, cluster))
+
+
+def first_fit(run: snap.PendingRun, cluster: snap.ClusterView) -> tuple[str, ...]:
+    """The node of each worker that fits, filling nodes in order (may be fewer)."""
+    shape, left, nodes = run.shape, run.workers, []
+    for n in cluster.nodes:
         if left <= 0:
             break
-        take = min(left, snap.node_slots(n, shape))
-        if take > 0:
+        fit = snap.node_slots(n, shape)
+        take_here = left if fit == math.inf else min(left, int(fit))
+        nodes += [n.node_id] * take_here
+        left -= take_here
+    return tuple(nodes)
+
+
+def take(
+    run: snap.PendingRun, cluster: snap.ClusterView, nodes: tuple[str, ...]
+) -> snap.ClusterView:
+    """``cluster`` with one of ``run``'s workers deducted on each of ``nodes``."""
+    count = collections.Counter(nodes)
+    changed: dict[int, snap.NodeView] = {}
+    for i, n in enumerate(cluster.nodes):
+        k = count.get(n.node_id, 0)
+        if k:
             changed[i] = dataclasses.replace(
                 n,
-                gpus_free=n.gpus_free - take * run.gpus_per_worker,
-                cpus_free=n.cpus_free - take * run.cpus_per_worker,
-                memory_free=n.memory_free - take * run.memory_per_worker,
+                gpus_free=n.gpus_free - k * run.gpus_per_worker,
+                cpus_free=n.cpus_free - k * run.cpus_per_worker,
+                memory_free=n.memory_free - k * run.memory_per_worker,
             )
-            left -= int(take)
     return cluster.with_nodes(changed) if changed else cluster
 
 
@@ -346,7 +377,7 @@ def _place(run: snap.PendingRun, work: _Work) -> Decision:
             weights=weights,
             unresolvable=bool(verdicts) and all(v.code == _NEVER for v in verdicts),
         )
-    work.reserve(run, best.cluster_id)
+    nodes = work.reserve(run, best.cluster_id)
     why = f"best score {best.total:g}"
     return Decision(
         run.run_id,
@@ -356,6 +387,7 @@ def _place(run: snap.PendingRun, work: _Work) -> Decision:
         verdicts,
         objective=objective,
         weights=weights,
+        nodes=nodes,
     )
 
 
@@ -406,9 +438,9 @@ def schedule(
     snapshot: snap.Snapshot, pending: list[snap.PendingRun], policy: Policy
 ) -> list[Decision]:
     """Run phases 1-5 over ``pending``; one ``Decision`` per run, in head order."""
-    work = _Work({c.cluster_id: c for c in snapshot.clusters}, policy)
     heads = _heads(pending)
     due = [r for r in heads if r.not_before <= snapshot.now]
+    work = _Work({c.cluster_id: c for c in snapshot.clusters}, policy, live.typical(due))
     admission = _admit(snapshot, [r for r in due if not r.admitted and r.total_gpus > 0])
     decisions = []
     for run in heads:

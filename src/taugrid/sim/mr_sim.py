@@ -195,10 +195,12 @@ class _World:
                 )
             )
 
-    def place(self, job: sc.Job, run: snap.PendingRun, cluster_id: str, now: float) -> None:
+    def place(self, job: sc.Job, run: snap.PendingRun, d: cycle.Decision, now: float) -> None:
+        """Take the workers on the nodes the cycle bound them to (as the agent pins them)."""
+        cluster_id = d.cluster_id or ""
         pool = self.pools[cluster_id]
         view = snap.ClusterView(cluster_id, pool.region, True, tuple(self.nodes[cluster_id]))
-        after = cycle.reserve(run, view).nodes
+        after = cycle.take(run, view, d.nodes).nodes
         alloc = [
             (i, b.gpus_free - a.gpus_free)
             for i, (b, a) in enumerate(zip(view.nodes, after, strict=True))
@@ -301,7 +303,7 @@ class _World:
         self.cycles += 1
         for d in cycle.schedule(snapshot, runs, self.policy):
             if d.outcome is cycle.Outcome.PLACED and d.cluster_id is not None:
-                self.place(self.pending[d.run_id], by_id[d.run_id], d.cluster_id, now)
+                self.place(self.pending[d.run_id], by_id[d.run_id], d, now)
             elif d.outcome is cycle.Outcome.ADMITTED:
                 self.admitted.add(d.run_id)
 

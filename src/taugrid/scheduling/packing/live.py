@@ -1,0 +1,104 @@
+"""Node binding on the live path: a run's workers → nodes of its cluster, by the packer.
+
+The cycle (``cycle.schedule``) picks a cluster; this module picks the node of every
+worker on it with the same packer and score the openb simulator measures (TauGrid's
+``default.TauGridScore``), so the hub binds workers where the benchmarked policy would,
+and the agent pins them there.
+
+Vocabulary and approximations (an agent report is coarser than the simulator's state):
+- A node's capacity is what it reports *free* now (CPU and memory have no totals in a
+  report); its GPUs are ``gpus_total`` devices, of which ``floor(gpus_free)`` are whole
+  and free, the fraction of one more is free in part, and the rest are taken.
+- Nodes that are not usable (dead, unhealthy) or have more than ``state.MAX_GPUS`` GPUs
+  make ``bind`` return ``None``: the caller falls back to first fit, which is what the
+  hub did before node binding.
+- The typical workload is the shapes of the runs pending in this cycle, one task per
+  worker (``typical``): the packer keeps room for what is waiting.
+
+Pure: no I/O, no clock; same inputs → same bindings.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from taugrid.scheduling import snapshot as snap
+from taugrid.scheduling.packing import default, fgd, packer
+from taugrid.scheduling.packing import state as st
+
+__all__ = ["bind", "task_of", "typical"]
+
+_MIB = 2**20
+
+
+def task_of(run: snap.PendingRun) -> st.Task | None:
+    """One worker of ``run`` as a packing task; ``None`` when it asks for no GPUs."""
+    gpus = run.gpus_per_worker
+    if gpus <= 0:
+        return None
+    whole = gpus >= 1
+    if whole and gpus != int(gpus):
+        return None  # more than one GPU, not whole: not a shape the packer knows
+    models = frozenset({run.gpu_model}) if run.gpu_model else frozenset()
+    return st.Task(
+        name=run.run_id,
+        cpu_milli=math.ceil(run.cpus_per_worker * 1000),
+        memory_mib=math.ceil(run.memory_per_worker / _MIB),
+        num_gpu=int(gpus) if whole else 1,
+        gpu_milli=st.MILLI if whole else round(gpus * st.MILLI),
+        models=models,
+    )
+
+
+def typical(runs: Sequence[snap.PendingRun]) -> fgd.TypicalWorkload | None:
+    """Every worker shape of ``runs`` weighted by worker count; ``None`` without GPU runs."""
+    tasks = [t for r in runs if (t := task_of(r)) is not None for _ in range(r.workers)]
+    if not tasks:
+        return None
+    return fgd.TypicalWorkload.from_tasks(tasks, popularity=1.0)
+
+
+def _state(nodes: Sequence[snap.NodeView]) -> st.ClusterState | None:
+    if any(n.gpus_total > st.MAX_GPUS or n.gpus_total != int(n.gpus_total) for n in nodes):
+        return None
+    state = st.ClusterState(
+        [n.node_id for n in nodes],
+        [math.floor(n.cpus_free * 1000) if n.usable else 0 for n in nodes],
+        [math.floor(n.memory_free / _MIB) if n.usable else 0 for n in nodes],
+        [int(n.gpus_total) for n in nodes],
+        [n.gpu_model or "" for n in nodes],
+    )
+    for i, n in enumerate(nodes):
+        free = max(0.0, min(n.gpus_free, n.gpus_total)) if n.usable else 0.0
+        whole = math.floor(free)
+        row = np.zeros(st.MAX_GPUS, dtype=np.int64)
+        row[:whole] = st.MILLI
+        if whole < int(n.gpus_total):
+            row[whole] = round((free - whole) * st.MILLI)
+        state.gpu_left[i] = row
+    return state
+
+
+def bind(
+    run: snap.PendingRun, cluster: snap.ClusterView, workload: fgd.TypicalWorkload | None
+) -> tuple[str, ...] | None:
+    """The node ID of each of ``run``'s workers on ``cluster``, chosen by the packer.
+
+    ``None`` when the packer does not apply (no GPUs asked, no typical workload, a node
+    shape it cannot model) or a worker fits nowhere: the caller then binds first fit.
+    """
+    task = task_of(run)
+    state = _state(cluster.nodes) if task is not None and workload is not None else None
+    if task is None or workload is None or state is None:
+        return None
+    chooser = packer.Packer(default.TauGridScore(workload))
+    nodes = []
+    for _ in range(run.workers):
+        placed = chooser.place(task, state)
+        if placed is None:
+            return None
+        nodes.append(state.names[placed.node])
+    return tuple(nodes)

@@ -1,0 +1,96 @@
+"""The hub binds each worker to a node with the packer, and the agent pins it there.
+
+Real Ray: a CPU-only head and two 4-GPU nodes (127.0.30.x), the embedded platform's hub
+and a real agent. Before node binding, Ray spread a 2x2-GPU run over both nodes
+(STRICT_SPREAD) while the hub counted it on one, so a 1x4-GPU run sent next sat
+pending. Now the 2x2 run's workers are bound to one node (the packer keeps the other
+whole for 4-GPU work) and land there, and the 1x4 run starts beside it on the other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from taugrid.backends import ray_local
+from tests.hub import region as rg
+from tests.hub.harness import HubServer
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+HOLD = """\
+import os, pathlib, time
+print("holding", os.environ.get("RANK", "0"), flush=True)
+flag = pathlib.Path(os.environ["TAU_HOLD_FLAG"])
+deadline = time.time() + 240
+while not flag.exists() and time.time() < deadline:
+    time.sleep(0.2)
+"""
+
+RUN = """\
+schema_version: 1
+name: {name}
+run:
+  entrypoint: hold.py
+compute:
+  workers: {workers}
+  gpus: {gpus}
+  cpus: 1
+  memory: 1Gi
+runtime:
+  env:
+    TAU_HOLD_FLAG: "{flag}"
+"""
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ray_local.LocalRayCluster]:
+    ips = ["127.0.30.2", "127.0.30.3", "127.0.30.4"]
+    c = rg.start_cpu_head(ips, tmp_path_factory.mktemp("ray"))
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+@pytest.fixture
+def hub(tmp_path: Path, cluster: ray_local.LocalRayCluster) -> Iterator[HubServer]:
+    with rg.hub_and_agent(tmp_path, cluster) as server:
+        yield server
+
+
+def _submit(c: httpx.Client, code: Path, name: str, workers: int, gpus: int, flag: Path) -> str:
+    text = RUN.format(name=name, workers=workers, gpus=gpus, flag=flag)
+    return str(rg.submit_run(c, text, code)["id"])
+
+
+def _running(run: dict[str, Any]) -> bool:
+    return rg.phases(run).get("scheduled") == "done"
+
+
+def test_packed_run_leaves_a_whole_node_for_the_next(hub: HubServer, tmp_path: Path) -> None:
+    code, flag = tmp_path / "code", tmp_path / "release"
+    code.mkdir()
+    (code / "hold.py").write_text(HOLD)
+    with hub.http() as c:
+        pair = _submit(c, code, "pair", 2, 2, flag)
+        rg.wait_run(c, pair, _running, timeout=240)
+        whole = _submit(c, code, "whole", 1, 4, flag)
+        rg.wait_run(c, whole, _running, timeout=240)  # before: pending behind "pair"
+        pair_doc = c.get(f"/v1/runs/{pair}/placement").json()
+        whole_doc = c.get(f"/v1/runs/{whole}/placement").json()
+        flag.touch()
+        for run_id in (pair, whole):
+            done = rg.wait_run(c, run_id, rg.finished, timeout=240)
+            assert done["state"] == "succeeded", rg.phases(done)
+        events = c.get(f"/v1/runs/{pair}/events").json()
+    bound = pair_doc["nodes"]
+    assert len(bound) == 2 and bound[0] == bound[1], pair_doc  # packed on one node
+    assert set(bound) <= set(pair_doc["landed"]), pair_doc  # and landed there
+    assert whole_doc["nodes"] != bound[:1] and whole_doc["nodes"][0] in whole_doc["landed"]
+    kinds = [e["kind"] for e in (events if isinstance(events, list) else events["events"])]
+    assert "node_binding_mismatch" not in kinds
