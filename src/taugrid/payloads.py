@@ -140,6 +140,11 @@ class AttemptReport(_Payload):
     exit_code: Int32 | None = None
     failure_kind: str | None = None
     nodes: list[str] = pydantic.Field(default_factory=list)
+    worker_nodes: list[str] = pydantic.Field(
+        default_factory=list,
+        description="Nodes holding the attempt's workers once seen (the driver's for one "
+        "worker, the launcher's actors' for several); the hub compares them with its binding.",
+    )
     log_chunk: str = ""
     metrics: list[dict[str, Any]] = pydantic.Field(default_factory=list)
     last_step: Count32 | None = None

@@ -74,6 +74,7 @@ class AttemptTracker:
         self.submission: dict[str, Any] | None = None
         self.log_tail = ""
         self._nodes_seen: set[str] = set()
+        self._workers_seen: set[str] = set()
         self._nodes_at = self._logs_at = 0.0
         self.stall = stall.StallDetector(stall.Settings.from_spec(assignment.spec), time.time())
         self._stall_level = stall.Level.OK
@@ -121,6 +122,7 @@ class AttemptTracker:
             state=self._reported_state().value,
             submission_id=self.submission_id,
             nodes=sorted(nodes),
+            worker_nodes=sorted(self._workers_seen),
             log_chunk=self._logs(backend) if due else "",
             metrics=self._metrics(),
             checkpoint_step=self._checkpoint_step(),
@@ -204,12 +206,17 @@ class AttemptTracker:
         if status.state is not base.JobState.RUNNING:
             return driver
         now = time.monotonic()
+        several = int(self.a.spec.get("workers", 1)) > 1
+        waiting = several and not self._workers_seen  # until the workers show, look each poll
         if self.state is st.AttemptState.RUNNING and now - self._nodes_at < NODES_EVERY_S:
-            return self._nodes_seen or driver
+            if not waiting:
+                return self._nodes_seen or driver
         try:
-            self._nodes_seen = set(backend.job_nodes(self.submission_id).node_ids)
+            placement = backend.job_nodes(self.submission_id)
         except errors.TauError:
             return driver
+        self._nodes_seen = set(placement.node_ids)
+        self._workers_seen = set(placement.worker_node_ids) if several else driver
         self._nodes_at = now
         return self._nodes_seen
 

@@ -302,7 +302,8 @@ def _running(
         )
     if rep.nodes and rep.nodes != a["nodes"]:
         hub.runs.update_attempt(a["token"], nodes=rep.nodes)
-        _binding_mismatch(hub, run, a, rep.nodes)
+        if rep.worker_nodes:
+            _binding_mismatch(hub, run, a, rep.worker_nodes)
     where = ", ".join(n[:12] for n in rep.nodes) or "Ray"
     _phase(
         hub, run["id"], ph.Phase.SCHEDULED, ph.PhaseStatus.DONE, "ray", f"workers bound to {where}"
