@@ -16,8 +16,10 @@ from typing import Any
 
 import httpx
 import pytest
+from typer.testing import CliRunner
 
 from taugrid.backends import ray_local
+from taugrid.cli import main as cli_main
 from tests.hub import region as rg
 from tests.hub.harness import HubServer
 
@@ -81,11 +83,22 @@ def _landed(c: httpx.Client, run_id: str) -> dict[str, Any]:
         time.sleep(0.5)
 
 
+def _explain(hub: HubServer, run_id: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """``tau run explain-placement RUN`` through the console app, as a researcher runs it."""
+    monkeypatch.setenv("TAU_HUB_URL", hub.url)
+    monkeypatch.setenv("TAU_TOKEN", hub.admin_token)
+    out = CliRunner().invoke(cli_main._app.app, ["run", "explain-placement", run_id])
+    assert out.exit_code == 0, out.output
+    return str(out.output)
+
+
 def _running(run: dict[str, Any]) -> bool:
     return rg.phases(run).get("scheduled") == "done"
 
 
-def test_packed_run_leaves_a_whole_node_for_the_next(hub: HubServer, tmp_path: Path) -> None:
+def test_packed_run_leaves_a_whole_node_for_the_next(
+    hub: HubServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     code, flag = tmp_path / "code", tmp_path / "release"
     code.mkdir()
     (code / "hold.py").write_text(HOLD)
@@ -95,6 +108,7 @@ def test_packed_run_leaves_a_whole_node_for_the_next(hub: HubServer, tmp_path: P
         whole = _submit(c, code, "whole", 1, 4, flag)
         rg.wait_run(c, whole, _running, timeout=240)  # before: pending behind "pair"
         pair_doc, whole_doc = _landed(c, pair), _landed(c, whole)
+        shown = _explain(hub, pair, monkeypatch)
         flag.touch()
         for run_id in (pair, whole):
             done = rg.wait_run(c, run_id, rg.finished, timeout=240)
@@ -104,3 +118,5 @@ def test_packed_run_leaves_a_whole_node_for_the_next(hub: HubServer, tmp_path: P
     assert len(bound) == 2 and bound[0] == bound[1], pair_doc  # packed on one node
     assert whole_doc["nodes"] != bound[:1]  # the other node, kept whole
     assert "node_binding_mismatch" not in [e["kind"] for e in events]
+    shown = " ".join(shown.split())  # rich wraps long lines
+    assert f"workers bound to nodes: {bound[0][:12]}, {bound[0][:12]}; landed on:" in shown
