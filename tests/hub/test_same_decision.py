@@ -22,10 +22,11 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from taugrid.hub import scheduler
+from taugrid import payloads as wire
+from taugrid.hub import agents, runs, scheduler
 from taugrid.scheduling import cycle
 from taugrid.scheduling import snapshot as snap
-from tests.hub.harness import HubServer, platform_hub
+from tests.hub.harness import HubServer, make_hub, platform_hub
 
 COST = {"a": 3.0, "b": 1.0, "c": 2.0}
 FREE = {"a": [4, 2], "b": [1, 0], "c": [3, 4]}  # free GPUs per node (4 per node)
@@ -57,12 +58,15 @@ run:
   entrypoint: train.py
 compute:
   gpus: {gpus}
+  workers: {workers}
   cpus: 1
   memory: 1Gi
 """
 
 # submitted in this order; the last finds no node with 4 GPUs left
 RUNS = [("r1", 2), ("r2", 4), ("r3", 1), ("r4", 3), ("r5", 2), ("big", 4)]
+# (name, workers, GPUs per worker) for the node-binding comparison
+PAIRS = [("p1", 2, 1), ("p2", 1, 2), ("p3", 2, 2), ("p4", 1, 1)]
 
 
 @pytest.fixture
@@ -99,7 +103,7 @@ def live(hub: HubServer) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
             assert r.status_code == 200, r.text
     with hub.http() as c:
         for name, gpus in RUNS:
-            r = c.post("/v1/runs", json={"tau_yaml": RUN.format(name=name, gpus=gpus)})
+            r = c.post("/v1/runs", json={"tau_yaml": RUN.format(name=name, gpus=gpus, workers=1)})
             assert r.status_code == 201, r.text
         docs = {name: wait_decided(c, name) for name, _ in RUNS}
         explained = {name: c.get(f"/v1/runs/{name}/placement").json() for name, _ in RUNS}
@@ -116,16 +120,19 @@ def wait_decided(c: httpx.Client, name: str) -> dict[str, Any]:
         time.sleep(0.1)
 
 
-def simulated() -> tuple[list[cycle.Decision], dict[str, snap.ClusterView]]:
-    """The simulator's path: the same reports → views → one cycle, reserving as it places."""
+def simulated(
+    shapes: list[tuple[str, int, int]] | None = None,
+) -> tuple[list[cycle.Decision], dict[str, snap.ClusterView]]:
+    """The simulator's path: the same reports → views → one cycle, taking each run on
+    the nodes the cycle bound it to. ``shapes``: (name, workers, GPUs) of the runs."""
     views = tuple(
         snap.cluster_from_report(c, c, True, {**report(c), "cost_per_gpu_hour": COST[c]})
         for c in COST
     )
     quotas = (snap.QuotaView("research", "A100-80G", 64, 0),)
     runs = [
-        snap.PendingRun(name, "research", 1000, float(i), 1, gpus, 1.0, float(2**30))
-        for i, (name, gpus) in enumerate(RUNS)
+        snap.PendingRun(name, "research", 1000, float(i), workers, gpus, 1.0, float(2**30))
+        for i, (name, workers, gpus) in enumerate(shapes or [(n, 1, g) for n, g in RUNS])
     ]
     decisions = cycle.schedule(
         snap.Snapshot(time.time(), views, quotas), runs, cycle.default_policy()
@@ -133,7 +140,7 @@ def simulated() -> tuple[list[cycle.Decision], dict[str, snap.ClusterView]]:
     after = {v.cluster_id: v for v in views}
     for run, d in zip(runs, decisions, strict=True):
         if d.cluster_id is not None:
-            after[d.cluster_id] = cycle.reserve(run, after[d.cluster_id])
+            after[d.cluster_id] = cycle.take(run, after[d.cluster_id], d.nodes)
     return decisions, after
 
 
@@ -153,3 +160,24 @@ def test_simulator_and_live_hub_make_the_same_decisions(hub: HubServer) -> None:
     views = scheduler.build_snapshot(hub.hub, time.time()).clusters
     free = {v.cluster_id: [n.gpus_free for n in v.nodes] for v in views}
     assert free == {c: [n.gpus_free for n in v.nodes] for c, v in after.items()}
+
+
+def test_a_hub_tick_binds_the_nodes_the_simulator_binds(engine: sa.Engine, tmp_path: Path) -> None:
+    """One hub tick over the real store (no scheduler thread: every run is pending in the
+    same cycle, as in the simulated one) binds every worker to the simulator's node."""
+    (tmp_path / "platform.yaml").write_text(PLATFORM)
+    hub = make_hub(engine, tmp_path / "home", tmp_path / "platform.yaml")
+    for c in COST:
+        agents.register(hub, wire.AgentRegister(cluster_id=c, region=c))
+        agents.sync(hub, c, wire.AgentSync.model_validate({"report": report(c)}))
+    ids = {}
+    for name, workers, gpus in PAIRS:
+        text = RUN.format(name=name, gpus=gpus, workers=workers)
+        ids[name] = runs.submit(hub, wire.SubmitRequest(tau_yaml=text), "admin")["id"]
+    scheduler.tick(hub, cycle.policy_from(hub.platform.scheduling))
+    decisions, _after = simulated(PAIRS)
+    assert all(d.outcome is cycle.Outcome.PLACED for d in decisions)
+    for d in decisions:
+        (attempt,) = hub.runs.attempts_for_run(ids[d.run_id])
+        assert attempt["cluster_id"] == d.cluster_id, d.run_id
+        assert attempt["placement"]["nodes"] == list(d.nodes), d.run_id

@@ -208,9 +208,9 @@ class AttemptTracker:
         now = time.monotonic()
         several = int(self.a.spec.get("workers", 1)) > 1
         waiting = several and not self._workers_seen  # until the workers show, look each poll
-        if self.state is st.AttemptState.RUNNING and now - self._nodes_at < NODES_EVERY_S:
-            if not waiting:
-                return self._nodes_seen or driver
+        recent = self.state is st.AttemptState.RUNNING and now - self._nodes_at < NODES_EVERY_S
+        if recent and not waiting:
+            return self._nodes_seen or driver
         try:
             placement = backend.job_nodes(self.submission_id)
         except errors.TauError:

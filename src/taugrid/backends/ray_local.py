@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import glob
 import json
+import logging
 import os
 import secrets
 import shutil
@@ -58,6 +59,9 @@ __all__ = [
 ]
 
 _STATE_FILE = "cluster.json"
+# What a node's log says when Ray gave up waiting for its raylet (fixed 30 s in Ray).
+_STARTUP_TIMEOUTS = ("timed out during startup", "Timed out waiting for node info")
+log = logging.getLogger(__name__)
 
 
 class NodeShape(pydantic.BaseModel):
@@ -218,7 +222,28 @@ class LocalRayCluster:
 
     # -- lifecycle -----------------------------------------------------------------
     def start(self, timeout_s: float = 90.0) -> LocalRayCluster:
-        """Start the head, then every other node; return once all are ALIVE."""
+        """Start the head, then every other node; return once all are ALIVE.
+
+        A node whose raylet does not register with the GCS in Ray's fixed 30 s (a busy
+        machine) is a startup timeout: everything is stopped and started once more.
+        """
+        try:
+            return self._start_once(timeout_s)
+        except errors.LocalClusterError as exc:
+            if not any(m in str(exc) for m in _STARTUP_TIMEOUTS):
+                raise
+            log.warning("Ray start timed out on a busy machine; starting it once more")
+            self._wait_ports_free(30.0)
+            return self._start_once(timeout_s)
+
+    def _wait_ports_free(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and any(
+            _port_in_use(self.ip, p) for p in (self.gcs_port, self.dashboard_port)
+        ):
+            time.sleep(0.5)
+
+    def _start_once(self, timeout_s: float) -> LocalRayCluster:
         if self._nodes:
             raise errors.LocalClusterError("cluster already started", hint="stop() it first")
         for port in (self.gcs_port, self.dashboard_port):

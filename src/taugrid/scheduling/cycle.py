@@ -35,7 +35,7 @@ from taugrid.platform import models as pm
 from taugrid.scheduling import admission as adm
 from taugrid.scheduling import plugins, plugins_data
 from taugrid.scheduling import snapshot as snap
-from taugrid.scheduling.packing import fgd, live
+from taugrid.scheduling.packing import live
 
 __all__ = [
     "PLUGIN_ERROR",
@@ -194,7 +194,6 @@ class _Work:
 
     clusters: dict[str, snap.ClusterView]
     policy: Policy
-    workload: fgd.TypicalWorkload | None = None
     weights: dict[tuple[str | None, str | None], dict[str, float]] = dataclasses.field(init=False)
     order: list[str] = dataclasses.field(init=False)
     verdicts: dict[str, dict[tuple[object, ...], ClusterVerdict]] = dataclasses.field(init=False)
@@ -226,7 +225,7 @@ class _Work:
     def reserve(self, run: snap.PendingRun, cluster_id: str) -> tuple[str, ...]:
         """Bind ``run``'s workers to nodes of the cluster (the packer, else first fit)."""
         view = self.clusters[cluster_id]
-        nodes = live.bind(run, view, self.workload) or first_fit(run, view)
+        nodes = live.bind(run, view) or first_fit(run, view)
         self.clusters[cluster_id] = take(run, view, nodes)
         self.verdicts[cluster_id] = {}
         return nodes
@@ -440,7 +439,7 @@ def schedule(
     """Run phases 1-5 over ``pending``; one ``Decision`` per run, in head order."""
     heads = _heads(pending)
     due = [r for r in heads if r.not_before <= snapshot.now]
-    work = _Work({c.cluster_id: c for c in snapshot.clusters}, policy, live.typical(due))
+    work = _Work({c.cluster_id: c for c in snapshot.clusters}, policy)
     admission = _admit(snapshot, [r for r in due if not r.admitted and r.total_gpus > 0])
     decisions = []
     for run in heads:

@@ -12,14 +12,18 @@ Vocabulary and approximations (an agent report is coarser than the simulator's s
 - Nodes that are not usable (dead, unhealthy) or have more than ``state.MAX_GPUS`` GPUs
   make ``bind`` return ``None``: the caller falls back to first fit, which is what the
   hub did before node binding.
-- The typical workload is the shapes of the runs pending in this cycle, one task per
-  worker (``typical``): the packer keeps room for what is waiting.
+- The typical workload (what FGD keeps room for) is a fixed prior per cluster
+  (``workload_for``): whole-GPU tasks of 1, 2, 4, ... GPUs up to the cluster's largest
+  node, equally likely. It does not depend on which runs happen to be pending in a
+  tick, so a binding depends only on the cluster's state and the run — the hub and a
+  simulator replaying the same reports bind alike, however runs are grouped in ticks.
 
 Pure: no I/O, no clock; same inputs → same bindings.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 
@@ -29,7 +33,7 @@ from taugrid.scheduling import snapshot as snap
 from taugrid.scheduling.packing import default, fgd, packer
 from taugrid.scheduling.packing import state as st
 
-__all__ = ["bind", "task_of", "typical"]
+__all__ = ["bind", "task_of", "workload_for"]
 
 _MIB = 2**20
 
@@ -53,12 +57,12 @@ def task_of(run: snap.PendingRun) -> st.Task | None:
     )
 
 
-def typical(runs: Sequence[snap.PendingRun]) -> fgd.TypicalWorkload | None:
-    """Every worker shape of ``runs`` weighted by worker count; ``None`` without GPU runs."""
-    tasks = [t for r in runs if (t := task_of(r)) is not None for _ in range(r.workers)]
-    if not tasks:
-        return None
-    return fgd.TypicalWorkload.from_tasks(tasks, popularity=1.0)
+@functools.cache
+def workload_for(largest: int) -> fgd.TypicalWorkload:
+    """Whole-GPU tasks of 1, 2, 4, ... GPUs (up to ``largest``), equally likely."""
+    sizes = [1 << k for k in range(max(1, largest).bit_length()) if 1 << k <= largest] or [1]
+    shapes = tuple(fgd.Shape(0, st.MILLI, n) for n in sizes)
+    return fgd.TypicalWorkload(shapes, tuple(1.0 / len(shapes) for _ in shapes))
 
 
 def _state(nodes: Sequence[snap.NodeView]) -> st.ClusterState | None:
@@ -82,18 +86,17 @@ def _state(nodes: Sequence[snap.NodeView]) -> st.ClusterState | None:
     return state
 
 
-def bind(
-    run: snap.PendingRun, cluster: snap.ClusterView, workload: fgd.TypicalWorkload | None
-) -> tuple[str, ...] | None:
+def bind(run: snap.PendingRun, cluster: snap.ClusterView) -> tuple[str, ...] | None:
     """The node ID of each of ``run``'s workers on ``cluster``, chosen by the packer.
 
-    ``None`` when the packer does not apply (no GPUs asked, no typical workload, a node
-    shape it cannot model) or a worker fits nowhere: the caller then binds first fit.
+    ``None`` when the packer does not apply (no GPUs asked, a node shape it cannot
+    model) or a worker fits nowhere: the caller then binds first fit.
     """
     task = task_of(run)
-    state = _state(cluster.nodes) if task is not None and workload is not None else None
-    if task is None or workload is None or state is None:
+    state = _state(cluster.nodes) if task is not None and cluster.nodes else None
+    if task is None or state is None:
         return None
+    workload = workload_for(int(max(n.gpus_total for n in cluster.nodes)))
     chooser = packer.Packer(default.TauGridScore(workload))
     nodes = []
     for _ in range(run.workers):
