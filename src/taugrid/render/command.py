@@ -12,7 +12,8 @@ Owns three things both backends share (KubeRay objects and Ray Jobs submissions)
   entrypoint is ``python -m taugrid.backends.launch`` (a placement group, one process
   per worker) and the driver takes only ``DRIVER_CPUS``. Ray Train/Tune scripts place
   their own workers, so their driver is small too and they read the sizes from
-  ``TAU_WORKERS``/``TAU_GPUS_PER_WORKER``/``TAU_CPUS_PER_WORKER``;
+  ``TAU_WORKERS``/``TAU_GPUS_PER_WORKER``/``TAU_CPUS_PER_WORKER``; so does a
+  ``pipeline``'s driver, whose stages are Ray Data actor pools;
 - ``run_env``: ``TAU_RUN_ID``, ``TAU_OUTPUT_DIR``, ``CHECKPOINT_PATH``, sizes, then the
   researcher's ``runtime.env``.
 """
@@ -94,7 +95,8 @@ def user_command(spec: runspec.RunSpec) -> list[str]:
 def plan(spec: runspec.RunSpec) -> EntrypointPlan:
     """Where the entrypoint runs and what it reserves (see the module docstring)."""
     argv = user_command(spec)
-    if spec.launcher in (sm.Launcher.RAY_TRAIN, sm.Launcher.RAY_TUNE):
+    driver_only = spec.workload_kind is sm.WorkloadKind.PIPELINE
+    if driver_only or spec.launcher in (sm.Launcher.RAY_TRAIN, sm.Launcher.RAY_TUNE):
         return EntrypointPlan(tuple(argv), DRIVER_CPUS, 0, None, {}, driver_only=True)
     if spec.workers == 1:
         resources = {}
