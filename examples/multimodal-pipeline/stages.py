@@ -46,7 +46,8 @@ def source() -> list[Item]:
     items = []
     for i in range(total):
         low, high = _SIDES[_mix(i, total)]
-        items.append({"id": i, "h": int(rng.integers(low, high)), "w": int(rng.integers(low, high))})
+        h, w = int(rng.integers(low, high)), int(rng.integers(low, high))
+        items.append({"id": i, "h": h, "w": w})
     return items
 
 
@@ -84,7 +85,7 @@ def embed(items: list[Item]) -> list[Item]:
     return out
 
 
-def filter(items: list[Item]) -> list[Item]:  # noqa: A001 - the stage's name in tau.yaml
+def filter(items: list[Item]) -> list[Item]:
     time.sleep(0.2e-3 * len(items))
     return [i for i in items if float(i["embedding"][0]) >= 0.5]
 
@@ -94,5 +95,6 @@ def write(items: list[Item]) -> list[Item]:
     root.mkdir(parents=True, exist_ok=True)
     with (root / f"part-{os.getpid()}.jsonl").open("a") as f:
         for item in items:
-            f.write(json.dumps({"id": int(item["id"]), "embedding": [float(x) for x in item["embedding"]]}) + "\n")
+            vector = [float(x) for x in item["embedding"]]
+            f.write(json.dumps({"id": int(item["id"]), "embedding": vector}) + "\n")
     return [{"id": item["id"]} for item in items]

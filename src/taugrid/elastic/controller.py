@@ -5,9 +5,10 @@ each window it hands the controller what each stage did (``StageWindow``: items 
 out, replica-seconds spent in the stage's callable, batches) and gets the configuration
 for the next window (``controller.observe``).
 
-Each stage's cost model (``sizing.CostModel``, from ``tau run plan``'s sample or a
-first guess) is corrected by the ratio of measured to modelled seconds per batch,
-smoothed (``ALPHA``), so a stage that became slower (larger images in the data mix, a
+Each stage's cost model (``sizing.CostModel``, from the sample the driver measures) is
+corrected by the ratio of measured to modelled seconds per batch: a change of more
+than ``JUMP`` (a new data mix, a slower node) is taken at once, a smaller one is
+smoothed (``ALPHA``) as noise, so a stage that became slower (larger images in the data mix, a
 slow node) gets more replicas and one that became faster gives replicas back; the
 same ``sizing.recommend`` that plans the run then picks the configuration. A window
 in which a stage saw no batches leaves its model as it was.
@@ -20,10 +21,12 @@ from collections.abc import Mapping, Sequence
 
 from taugrid.elastic import sizing
 
-__all__ = ["ALPHA", "Controller", "StageWindow"]
+__all__ = ["ALPHA", "JUMP", "Controller", "StageWindow"]
 
 ALPHA = 0.7
 """Weight of the newest window in the smoothed correction (1: trust only the newest)."""
+JUMP = 0.25
+"""A measured/modelled ratio further than this from 1 replaces the model outright."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,23 +54,21 @@ class Controller:
 
     def observe(self, window: Mapping[str, StageWindow]) -> sizing.Recommendation:
         """Correct each stage's model by ``window`` and return the next configuration."""
-        chosen = {c.name: c for c in self.current.stages}
         for index, profile in enumerate(self._profiles):
             seen = window.get(profile.name)
             if seen is None or seen.batches == 0 or seen.items_in == 0:
                 continue
-            self._profiles[index] = _corrected(profile, seen, chosen[profile.name].batch_size)
+            self._profiles[index] = _corrected(profile, seen)
         self.current = sizing.recommend(self._profiles, self.target)
         return self.current
 
 
-def _corrected(
-    profile: sizing.StageProfile, seen: StageWindow, batch: int
-) -> sizing.StageProfile:
+def _corrected(profile: sizing.StageProfile, seen: StageWindow) -> sizing.StageProfile:
     mean_batch = max(round(seen.items_in / seen.batches), 1)
     measured = seen.busy_s / seen.batches
-    modelled = profile.cost.seconds(mean_batch or batch)
-    factor = (1 - ALPHA) + ALPHA * (measured / modelled)
+    modelled = profile.cost.seconds(mean_batch)
+    ratio = measured / modelled
+    factor = ratio if abs(ratio - 1) > JUMP else (1 - ALPHA) + ALPHA * ratio
     cost = sizing.CostModel(profile.cost.fixed_s * factor, profile.cost.per_item_s * factor)
     selectivity = (1 - ALPHA) * profile.selectivity + ALPHA * (seen.items_out / seen.items_in)
     return dataclasses.replace(profile, cost=cost, selectivity=selectivity)

@@ -151,7 +151,7 @@ def _dataset(
     import ray.data
 
     search, dead_dir, stats = ctx
-    ds = ray.data.from_items(chunk)
+    ds: Any = ray.data.from_items(chunk)
     for stage, choice in zip(spec.stages, config.stages, strict=True):
         args = (stage.name, stage.fn, search, spec.on_error == "fail", dead_dir, stats)
         ds = ds.map_batches(
@@ -186,7 +186,7 @@ def run(
 
     ray.data.DataContext.get_current().enable_progress_bars = False
     source = stages.load(spec.source, where="pipeline.source", search=search)
-    stats = ray.remote(num_cpus=0)(_Stats).remote()
+    stats: Any = ray.remote(num_cpus=0)(_Stats).remote()
     size = max(math.ceil(spec.target_throughput * spec.window_s), 1)
     total = 0
     for index, chunk in enumerate(_windows(source(), size)):

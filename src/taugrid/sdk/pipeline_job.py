@@ -139,6 +139,17 @@ def run(pipe: spec_pipeline.PipelineSpec, workdir: str) -> dict[str, Any]:
     }
 
 
+def _tau_error(exc: BaseException) -> errors.TauError | None:
+    """The TauError behind ``exc``: itself, a chained cause, or one a Ray task raised."""
+    seen: BaseException | None = exc
+    for _ in range(8):
+        if seen is None or isinstance(seen, errors.TauError):
+            return seen
+        ray_cause = getattr(seen, "cause", None)
+        seen = ray_cause if isinstance(ray_cause, BaseException) else seen.__cause__
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command line: ``python -m taugrid.sdk.pipeline_job [--config tau.yaml]``."""
     parser = argparse.ArgumentParser(prog="python -m taugrid.sdk.pipeline_job")
@@ -151,13 +162,16 @@ def main(argv: list[str] | None = None) -> int:
                 f"{args.config} has no 'pipeline' section", "see docs/pipelines.md"
             )
         summary = run(config.pipeline, str(Path(args.config).resolve().parent))
-    except errors.TauError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except Exception as exc:
+        cause = _tau_error(exc)
+        if cause is None:
+            raise
+        print(f"error: {cause.message}\n  hint: {cause.hint}", file=sys.stderr)
         return 2
     out = Path(tempfile.mkdtemp(prefix="tau-pipeline-")) / "pipeline.json"
     out.write_text(json.dumps(summary, indent=2) + "\n")
     injob.save_artifact(out)
-    print(f"pipeline done: {summary['items_out']} items out, {summary['dead_letters']} dead letters")
+    print(f"pipeline done: {summary['items_out']} items out, {summary['dead_letters']} set aside")
     return 0
 
 
