@@ -88,9 +88,7 @@ def test_pipeline_runs_resizes_reports_stages_and_dead_letters(
     assert all(d["stage"] == "decode" and "corrupt image" in d["error"] for d in dead)
 
 
-def test_fail_fast_pipeline_fails_with_the_stage_error(
-    env: dict[str, str], tmp_path: Path
-) -> None:
+def test_fail_fast_pipeline_fails_with_the_stage_error(env: dict[str, str], tmp_path: Path) -> None:
     work = _project(tmp_path / "work", 40, 1, on_error="fail")
     run = tau(env, "run", str(work), "--watch", cwd=tmp_path, timeout=900)
     assert run.returncode == 1, run.stderr + run.stdout

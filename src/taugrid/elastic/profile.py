@@ -49,19 +49,20 @@ def _measure_stage(
     spec: spec_pipeline.StageSpec, fn: stages.StageFn, items: list[stages.Item]
 ) -> tuple[Measured, list[stages.Item]]:
     timings: list[tuple[int, float]] = []
+    retried: list[tuple[int, float]] = []  # batches retried item by item cost more
     out: list[stages.Item] = []
     dead = 0
     sizes = sorted({spec.batch_size.min, min(spec.batch_size.max, len(items))})
     for index, size in enumerate(sizes):
         for batch in _batches(items, size):
             result = stages.run_batch(spec.name, fn, batch, fail_fast=False)
-            timings.append((len(batch), result.busy_s))
+            (retried if result.dead else timings).append((len(batch), result.busy_s))
             if index == 0:  # the output of one pass feeds the next stage
                 out.extend(result.items)
                 dead += len(result.dead)
     profile = sizing.StageProfile(
         name=spec.name,
-        cost=sizing.fit(timings),
+        cost=sizing.fit(timings or retried),
         selectivity=len(out) / len(items),
         batch_min=spec.batch_size.min,
         batch_max=spec.batch_size.max,
@@ -70,7 +71,7 @@ def _measure_stage(
         gpus=spec.gpus,
         cpus=spec.cpus,
     )
-    return Measured(profile, tuple(timings), len(items), len(out), dead), out
+    return Measured(profile, tuple(timings + retried), len(items), len(out), dead), out
 
 
 def measure(spec: spec_pipeline.PipelineSpec, *, search: str | None) -> list[Measured]:
