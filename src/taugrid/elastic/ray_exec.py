@@ -3,8 +3,8 @@
 Thin on purpose: every decision is in ``controller``/``sizing`` (pure, tested without
 Ray). ``run`` reads the source in **windows** of ``target_throughput * window_s``
 items; each window is one Ray Data execution (``from_items`` → one ``map_batches``
-actor pool per stage, with that stage's CPUs/GPUs per replica, its batch size and
-``concurrency`` = the replicas the controller chose). Stage actors report items in and
+actor pool per stage, with that stage's CPUs/GPUs per replica, its batch size and an
+``ActorPoolStrategy`` of the replicas the controller chose). Stage actors report items in and
 out, replica-seconds in the callable and batches to one ``_Stats`` actor; after the
 window the controller turns that into the next window's configuration, and
 ``on_window`` gets a ``WindowReport`` (the in-job driver logs it as metrics).
@@ -158,7 +158,7 @@ def _dataset(
             StageActor,
             fn_constructor_args=args,
             batch_size=choice.batch_size,
-            concurrency=(choice.replicas, choice.replicas),
+            compute=ray.data.ActorPoolStrategy(size=choice.replicas),
             num_cpus=stage.cpus,
             num_gpus=stage.gpus,
             batch_format="numpy",
