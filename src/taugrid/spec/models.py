@@ -26,6 +26,7 @@ import pydantic
 
 from taugrid.spec import errors, rules, units
 from taugrid.spec import pipeline as spec_pipeline
+from taugrid.spec import roles as spec_roles
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -512,6 +513,8 @@ class TauConfig(_Model):
     """How the entrypoint is launched."""
     pipeline: spec_pipeline.PipelineSpec | None = None
     """Stages and target throughput (only with workload_kind: pipeline)."""
+    roles: dict[Name, spec_roles.RoleSpec] = pydantic.Field(default_factory=dict)
+    """Ray actor roles of a single-controller job (e.g. actor, critic, reward), by name."""
 
     @pydantic.field_validator("schema_version")
     @classmethod
