@@ -96,3 +96,25 @@ def test_pipeline_mistakes_are_reported_at_their_line(case: tuple[str, int, str,
     assert matching, f"no problem containing {message!r} in {found}"
     assert matching[0].line == line, matching[0]
     assert hint in matching[0].hint and matching[0].hint
+
+
+ROLES = """\
+name: rl
+run:
+  entrypoint: driver.py
+roles:
+  actor:
+    gpus: 1
+    max_restarts: 3
+  reward:
+    cpus: 0.5
+"""
+
+
+def test_roles_load_and_their_mistakes_point_at_the_key() -> None:
+    config = load.parse_tau_yaml(ROLES, "tau.yaml")
+    assert config.roles["actor"].gpus == 1 and config.roles["reward"].max_task_retries == 3
+    unknown = problems_of(ROLES.replace("    cpus: 0.5", "    cpu: 0.5"))
+    assert unknown[0].line == 9 and "cpus" in unknown[0].hint, unknown
+    negative = problems_of(ROLES.replace("gpus: 1", "gpus: -1"))
+    assert negative[0].line == 6 and "roles.actor.gpus" in negative[0].message, negative
