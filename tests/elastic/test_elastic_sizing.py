@@ -83,3 +83,16 @@ def test_controller_learns_selectivity() -> None:
     for _ in range(10):
         rec = control.observe(window)
     assert rec.stages[1].replicas == 1 and control.profiles[0].selectivity < 0.3
+
+
+def test_a_gpu_budget_caps_gpu_replicas_and_names_the_limit() -> None:
+    embed = _stage("embed", 0.0, 0.01, gpus=1.0, replicas_max=8)  # 100 items/s per GPU
+    score = _stage("score", 0.0, 0.005, gpus=0.5, replicas_max=8)  # 200 items/s per replica
+    free = sizing.recommend([embed, score], 400)
+    assert free.gpus == 4 + 2 * 0.5 and free.reachable
+    capped = sizing.recommend([embed, score], 400, gpu_budget=4)
+    assert capped.gpus <= 4 and not capped.reachable and capped.limit is not None
+    assert capped.limit.stage == "embed" and capped.limit.gpu_budget == 4
+    assert "all the run's 4 GPUs allow" in capped.limit.describe()
+    roomy = sizing.recommend([embed, score], 400, gpu_budget=16)
+    assert roomy == free

@@ -42,10 +42,16 @@ class StageWindow:
 class Controller:
     """Keeps per-stage models and the current configuration; one ``observe`` per window."""
 
-    def __init__(self, profiles: Sequence[sizing.StageProfile], target: float) -> None:
+    def __init__(
+        self,
+        profiles: Sequence[sizing.StageProfile],
+        target: float,
+        gpu_budget: float | None = None,
+    ) -> None:
         self._profiles = list(profiles)
         self.target = target
-        self.current = sizing.recommend(self._profiles, target)
+        self.gpu_budget = gpu_budget  # the GPUs the run holds: never sized past them
+        self.current = sizing.recommend(self._profiles, target, gpu_budget)
 
     @property
     def profiles(self) -> tuple[sizing.StageProfile, ...]:
@@ -59,7 +65,7 @@ class Controller:
             if seen is None or seen.batches == 0 or seen.items_in == 0:
                 continue
             self._profiles[index] = _corrected(profile, seen)
-        self.current = sizing.recommend(self._profiles, self.target)
+        self.current = sizing.recommend(self._profiles, self.target, self.gpu_budget)
         return self.current
 
 

@@ -126,6 +126,7 @@ class Limit:
     max_replicas: int
     ceiling: float
     target: float
+    gpu_budget: float | None = None  # set when the run's GPUs, not the stage's bounds, cap it
 
     @property
     def shortfall(self) -> float:
@@ -134,10 +135,14 @@ class Limit:
 
     def describe(self) -> str:
         """One line for people."""
+        where = (
+            f"at its most replicas ({self.max_replicas})"
+            if self.gpu_budget is None
+            else f"with {self.max_replicas} replicas, all the run's {self.gpu_budget:g} GPUs allow"
+        )
         return (
-            f"stage {self.stage} limits the pipeline to {self.ceiling:.1f} items/s at its "
-            f"most replicas ({self.max_replicas}): {self.shortfall:.0%} short of the target "
-            f"{self.target:g} items/s"
+            f"stage {self.stage} limits the pipeline to {self.ceiling:.1f} items/s {where}: "
+            f"{self.shortfall:.0%} short of the target {self.target:g} items/s"
         )
 
 
@@ -178,8 +183,41 @@ def _choose(profile: StageProfile, demand: float, pass_ratio: float) -> StageCho
     )
 
 
-def recommend(profiles: Sequence[StageProfile], target: float) -> Recommendation:
-    """Replicas and batch size per stage for ``target`` items/s (module docstring)."""
+def recommend(
+    profiles: Sequence[StageProfile], target: float, gpu_budget: float | None = None
+) -> Recommendation:
+    """Replicas and batch size per stage for ``target`` items/s (module docstring).
+
+    ``gpu_budget``: the GPUs the run holds. A configuration that needs more gives up GPU
+    replicas, one at a time from the GPU stage with the most capacity, until it fits.
+    """
+    rec = _unbounded(profiles, target)
+    if gpu_budget is None or rec.gpus <= gpu_budget + 1e-9:
+        return rec
+    return _within(rec, profiles, gpu_budget)
+
+
+def _within(rec: Recommendation, profiles: Sequence[StageProfile], budget: float) -> Recommendation:
+    mins = {p.name: p.replicas_min for p in profiles}
+    stages = list(rec.stages)
+    while sum(c.replicas * c.gpus for c in stages) > budget + 1e-9:
+        shrinkable = [i for i, c in enumerate(stages) if c.gpus > 0 and c.replicas > mins[c.name]]
+        if not shrinkable:
+            break
+        i = max(shrinkable, key=lambda k: stages[k].capacity * (stages[k].replicas - 1))
+        c = stages[i]
+        per = c.capacity / c.replicas
+        stages[i] = dataclasses.replace(c, replicas=c.replicas - 1, capacity=per * (c.replicas - 1))
+    neck = min(stages, key=lambda c: c.capacity)
+    limit = rec.limit
+    if neck.capacity < rec.target * (1 - _SLACK) and (
+        limit is None or neck.capacity < limit.ceiling
+    ):
+        limit = Limit(neck.name, neck.replicas, neck.capacity, rec.target, budget)
+    return Recommendation(rec.target, tuple(stages), neck.name, neck.capacity, limit)
+
+
+def _unbounded(profiles: Sequence[StageProfile], target: float) -> Recommendation:
     if not profiles:
         raise ValueError("a pipeline has at least one stage")
     choices: list[StageChoice] = []

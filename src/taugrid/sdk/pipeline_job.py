@@ -34,7 +34,7 @@ from taugrid.sdk import injob
 from taugrid.spec import load
 from taugrid.spec import pipeline as spec_pipeline
 
-__all__ = ["main", "plan_document", "window_metrics"]
+__all__ = ["gpu_budget", "main", "plan_document", "window_metrics"]
 
 
 def plan_document(rec: sizing.Recommendation) -> dict[str, Any]:
@@ -50,6 +50,7 @@ def plan_document(rec: sizing.Recommendation) -> dict[str, Any]:
         if rec.limit is None
         else {
             "stage": rec.limit.stage,
+            "gpu_budget": rec.limit.gpu_budget,
             "ceiling": round(rec.limit.ceiling, 3),
             "shortfall": round(rec.limit.shortfall, 4),
             "message": rec.limit.describe(),
@@ -110,6 +111,12 @@ def _dead_letters(dead_dir: Path) -> int:
     return count
 
 
+def gpu_budget() -> float | None:
+    """The GPUs the run holds (``TAU_WORKERS`` x ``TAU_GPUS_PER_WORKER``); None when 0."""
+    held = int(os.environ.get("TAU_WORKERS", "1")) * int(os.environ.get("TAU_GPUS_PER_WORKER", "0"))
+    return float(held) if held > 0 else None
+
+
 def run(pipe: spec_pipeline.PipelineSpec, workdir: str) -> dict[str, Any]:
     """Measure, plan, run; returns the summary written to ``pipeline.json``."""
     import ray
@@ -117,7 +124,9 @@ def run(pipe: spec_pipeline.PipelineSpec, workdir: str) -> dict[str, Any]:
     if not ray.is_initialized():
         ray.init(address=os.environ.get("RAY_ADDRESS", "auto"), log_to_driver=False)
     measured = profile.measure(pipe, search=workdir)
-    control = controller.Controller([m.profile for m in measured], pipe.target_throughput)
+    control = controller.Controller(
+        [m.profile for m in measured], pipe.target_throughput, gpu_budget()
+    )
     planned = control.current
     print(f"pipeline plan: {json.dumps(plan_document(planned))}", flush=True)
     windows: list[dict[str, Any]] = []

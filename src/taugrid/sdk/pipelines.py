@@ -3,7 +3,9 @@
 Runs on the researcher's machine before anything is submitted: loads tau.yaml, makes
 the working dir importable, sets ``runtime.env`` for the duration (the stages read it
 as they would in the run), measures each stage (``elastic.profile``) and sizes it for
-the target (``elastic.sizing``). The document it returns is the one the run's driver
+the target (``elastic.sizing``) within the GPUs ``compute`` holds
+(``compute.workers`` x ``compute.gpus``, when set) — the same budget the run's driver
+keeps to. The document it returns is the one the run's driver
 prints and stores in ``pipeline.json`` (``sdk.pipeline_job.plan_document``), plus what
 was measured per stage.
 """
@@ -59,7 +61,8 @@ def plan(target: str | None, config: str | None, throughput: float | None) -> di
     ):
         measured = profile.measure(spec.pipeline, search=str(workdir))
     goal = throughput if throughput is not None else spec.pipeline.target_throughput
-    rec = sizing.recommend([m.profile for m in measured], goal)
+    held = (spec.compute.workers or 1) * (spec.compute.gpus or 0)
+    rec = sizing.recommend([m.profile for m in measured], goal, float(held) if held else None)
     doc = pipeline_job.plan_document(rec)
     for stage, one in zip(doc["stages"], measured, strict=True):
         stage["measured"] = {
