@@ -18,9 +18,9 @@ from typing import Annotated, Any
 import rich.live
 import typer
 
-from taugrid.cli import app, views
+from taugrid.cli import app, pipeline_cmds, views
 from taugrid.sdk import client as sdk_client
-from taugrid.sdk import embedded, submit, usage
+from taugrid.sdk import embedded, pipelines, submit, usage
 
 __all__: list[str] = []
 
@@ -175,12 +175,15 @@ def status_cmd(
     run = _pick(cli, name)
     run = _watch(cli, run["id"], _done) if watch else run
     cost = usage.run_cost(cli, run["id"])
+    stages = pipelines.stage_status(cli.metrics(run["id"]))
     if output == "json":
-        views.emit_json({**run, "cost": cost})
+        views.emit_json({**run, "cost": cost, **({"pipeline": stages} if stages else {})})
         return
     if not watch:
         views.console.print(views.phase_tree(run))
     views.console.print(_cost_line(cost))
+    if stages is not None:
+        pipeline_cmds.print_stage_status(stages)
 
 
 def _cost_line(cost: dict[str, Any]) -> str:

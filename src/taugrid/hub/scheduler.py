@@ -22,6 +22,7 @@ from typing import Any
 from taugrid.hub import agents, context, data_view, limits, runs, staging
 from taugrid.lifecycle import phases as ph
 from taugrid.lifecycle import states as st
+from taugrid.render import command, runspec
 from taugrid.scheduling import cycle
 from taugrid.scheduling import snapshot as snap
 
@@ -212,7 +213,9 @@ def _place(hub: context.Hub, run: dict[str, Any], d: cycle.Decision) -> None:
         "objective": d.objective,
         "weights": d.weights,
         "verdicts": [dataclasses.asdict(v) for v in d.verdicts],
-        "nodes": list(d.nodes),
+        "nodes": list(d.nodes)
+        if command.pinnable(runspec.RunSpec.model_validate(run["spec"]))
+        else [],
     }
     to_stage = staging.missing(hub, run, d.cluster_id)  # dispatch gate: data not there yet
     if to_stage:

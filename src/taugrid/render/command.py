@@ -12,10 +12,12 @@ Owns three things both backends share (KubeRay objects and Ray Jobs submissions)
   entrypoint is ``python -m taugrid.backends.launch`` (a placement group, one process
   per worker) and the driver takes only ``DRIVER_CPUS``. Ray Train/Tune scripts place
   their own workers, so their driver is small too and they read the sizes from
-  ``TAU_WORKERS``/``TAU_GPUS_PER_WORKER``/``TAU_CPUS_PER_WORKER``. With the hub's node
+  ``TAU_WORKERS``/``TAU_GPUS_PER_WORKER``/``TAU_CPUS_PER_WORKER``; so does a
+  ``pipeline``'s driver, whose stages are Ray Data actor pools. With the hub's node
   binding (``nodes``, one node ID per worker) the worker is pinned there: one worker by
   a label selector on Ray's ``ray.io/node-id`` node label, several by
-  ``launch --nodes`` (one bundle label selector each); Ray Train/Tune are not pinned;
+  ``launch --nodes`` (one bundle label selector each); Ray Train/Tune and pipelines
+  are not pinned;
 - ``run_env``: ``TAU_RUN_ID``, ``TAU_OUTPUT_DIR``, ``CHECKPOINT_PATH``, sizes, then the
   researcher's ``runtime.env``.
 """
@@ -35,6 +37,7 @@ __all__ = [
     "NODE_ID_LABEL",
     "EntrypointPlan",
     "accelerator_resource",
+    "pinnable",
     "plan",
     "run_env",
     "runtime_env",
@@ -97,13 +100,20 @@ def user_command(spec: runspec.RunSpec) -> list[str]:
     return [*(["python"] if is_script else []), *program, *spec.args]
 
 
+def pinnable(spec: runspec.RunSpec) -> bool:
+    """Whether TauGrid starts the run's workers itself (and so can pin them to nodes):
+    not Ray Train/Tune scripts or pipelines, which place their own workers."""
+    own = spec.launcher in (sm.Launcher.RAY_TRAIN, sm.Launcher.RAY_TUNE)
+    return not own and spec.workload_kind is not sm.WorkloadKind.PIPELINE
+
+
 def plan(spec: runspec.RunSpec, nodes: tuple[str, ...] = ()) -> EntrypointPlan:
     """Where the entrypoint runs and what it reserves (see the module docstring).
 
     ``nodes``: the node ID of each worker, as the hub bound them (empty: Ray places them).
     """
     argv = user_command(spec)
-    if spec.launcher in (sm.Launcher.RAY_TRAIN, sm.Launcher.RAY_TUNE):
+    if not pinnable(spec):
         return EntrypointPlan(tuple(argv), DRIVER_CPUS, 0, None, {}, driver_only=True)
     if spec.workers == 1:
         resources = {}

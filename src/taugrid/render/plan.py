@@ -8,6 +8,7 @@ caller shares (``tau run --dry-run=client -o yaml|json``, the run record's
     raycluster  → [RayCluster]        (render.kuberay.render_raycluster)
     rayservice  → [RayService]        (render.kuberay.render_rayservice)
     job         → [batch/v1 Job]      (render.kuberay.render_job)
+    pipeline    → [RayJob]            (its driver places the stages' actors itself)
 
 Serialisation is deterministic: keys in insertion order, block style, multi-document
 YAML separated by ``---``.
@@ -31,6 +32,7 @@ _RENDERERS: dict[sm.WorkloadKind, Callable[[runspec.RunSpec, str], dict[str, Any
     sm.WorkloadKind.RAYCLUSTER: kuberay.render_raycluster,
     sm.WorkloadKind.RAYSERVICE: kuberay.render_rayservice,
     sm.WorkloadKind.JOB: kuberay.render_job,
+    sm.WorkloadKind.PIPELINE: kuberay.render_rayjob,
 }
 
 

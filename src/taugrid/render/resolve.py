@@ -79,6 +79,16 @@ def canonical_hash(value: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def _hashed_config(config: sm.TauConfig) -> dict[str, Any]:
+    """The config as hashed: sections added later (``pipeline``, ``roles``) are left out
+    while unset, so a tau.yaml that does not use them keeps the hash it always had."""
+    doc = config.model_dump(mode="json")
+    for key, unset in (("pipeline", None), ("roles", {})):
+        if doc.get(key) == unset:
+            doc.pop(key, None)
+    return doc
+
+
 class _Resolver:
     """One resolution: the inputs, and the provenance collected so far."""
 
@@ -416,7 +426,7 @@ def resolve(
         allowed_regions=tuple(allowed),
         preferred_regions=tuple(preferred),
         compliance=tuple(config.placement.compliance),
-        config_hash=canonical_hash(config.model_dump(mode="json")),
+        config_hash=canonical_hash(_hashed_config(config)),
         profile_hash=canonical_hash(profile.model_dump(mode="json") if profile else None),
         provenance={},
     )

@@ -62,6 +62,14 @@ EXAMPLES: dict[str, str] = {
     "  import_path: serve_app:app\n  route_prefix: /v1\n  autoscaling:\n"
     "    min_replicas: 1\n    max_replicas: 4\n",
     "execution": "compute:\n  workers: 2\n  gpus: 8\nexecution:\n  launcher: torchrun\n",
+    "pipeline": "run:\n  entrypoint: python -m taugrid.sdk.pipeline_job\n"
+    "  workload_kind: pipeline\npipeline:\n  source: stages:source\n"
+    "  target_throughput: 200\n  stages:\n    - name: decode\n      fn: stages:decode\n"
+    "      cpus: 1\n      batch_size: {min: 8, max: 64}\n      replicas: {min: 1, max: 16}\n"
+    "    - name: embed\n      fn: stages:embed\n      gpus: 1\n"
+    "      batch_size: {min: 16, max: 128}\n      replicas: {min: 1, max: 4}\n",
+    "roles": "roles:\n  actor:\n    gpus: 1\n    max_restarts: 3\n  critic:\n    gpus: 1\n"
+    "  reward:\n    cpus: 1\n    max_restarts: -1\n",
 }
 
 RULES = (
@@ -77,6 +85,9 @@ RULES = (
     "with `rayservice`, which takes no `run.args` and no `execution.launcher` other than "
     "`python`.",
     "`execution.launcher: torchrun` or `ray-train` needs `compute.workers`.",
+    "`run.workload_kind: pipeline` needs a `pipeline` section and `pipeline` is only valid "
+    "with it; its driver is `python -m taugrid.sdk.pipeline_job` (docs/pipelines.md). Stage "
+    "names are unique; every `{min, max}` range has `min <= max`.",
     "`compute.gpu_model` needs `compute.gpus` of 1 or more.",
     "`serve.autoscaling.min_replicas` must be at most `max_replicas`; `serve.replicas` "
     "and `serve.autoscaling` exclude each other; `serve.route_prefix` starts with `/`.",
@@ -106,9 +117,9 @@ def _groups() -> list[tuple[str, type[pydantic.BaseModel]]]:
 
     def walk(prefix: str, model: type[pydantic.BaseModel]) -> None:
         for name, field in model.model_fields.items():
-            child, is_list = _nested_model(field.annotation)
+            child, kind = _nested_model(field.annotation)
             if child is not None:
-                path = f"{prefix}{name}" + ("[]" if is_list else "")
+                path = f"{prefix}{name}" + {"list": "[]", "dict": ".<name>"}.get(kind, "")
                 found.append((path, child))
                 walk(path + ".", child)
 
@@ -116,15 +127,17 @@ def _groups() -> list[tuple[str, type[pydantic.BaseModel]]]:
     return found
 
 
-def _nested_model(tp: Any) -> tuple[type[pydantic.BaseModel] | None, bool]:
+def _nested_model(tp: Any) -> tuple[type[pydantic.BaseModel] | None, str]:
+    """The model nested in ``tp`` and how: ``""`` itself, ``list`` items, ``dict`` values."""
     for candidate in _unwrap(tp):
         if _is_model(candidate):
-            return candidate, False
-        if typing.get_origin(candidate) is list:
-            inner = typing.get_args(candidate)[0]
+            return candidate, ""
+        origin = typing.get_origin(candidate)
+        if origin in (list, dict):
+            inner = typing.get_args(candidate)[-1]
             if _is_model(inner):
-                return inner, True
-    return None, False
+                return inner, "list" if origin is list else "dict"
+    return None, ""
 
 
 def _is_model(tp: Any) -> bool:

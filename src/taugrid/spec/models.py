@@ -25,6 +25,8 @@ from typing import Annotated
 import pydantic
 
 from taugrid.spec import errors, rules, units
+from taugrid.spec import pipeline as spec_pipeline
+from taugrid.spec import roles as spec_roles
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -69,12 +71,14 @@ class _Model(pydantic.BaseModel):
 
 
 class WorkloadKind(enum.StrEnum):
-    """What the workload is: a batch RayJob, a plain job, an interactive cluster, a service."""
+    """What the workload is: a batch RayJob, a plain job, an interactive cluster, a service,
+    or an elastic pipeline (a RayJob whose stages the platform sizes; see ``pipeline``)."""
 
     RAYJOB = "rayjob"
     JOB = "job"
     RAYCLUSTER = "raycluster"
     RAYSERVICE = "rayservice"
+    PIPELINE = "pipeline"
 
 
 class Communication(enum.StrEnum):
@@ -122,7 +126,7 @@ class RunSection(_Model):
         "(python train.py, bash run.sh); args are appended to either.",
     )
     workload_kind: WorkloadKind = WorkloadKind.RAYJOB
-    """rayjob (batch on a fresh Ray cluster), job, raycluster (interactive) or rayservice."""
+    """rayjob (batch on a fresh Ray cluster), job, raycluster, rayservice or pipeline."""
     args: list[str] = pydantic.Field(default_factory=list)
     """Arguments passed to the entrypoint; quote numbers ("3") so they stay text."""
     working_dir: str = pydantic.Field(default=".", description="Directory shipped to the job.")
@@ -507,6 +511,10 @@ class TauConfig(_Model):
     """The Ray Serve application (only with workload_kind: rayservice)."""
     execution: ExecutionSpec = pydantic.Field(default_factory=ExecutionSpec)
     """How the entrypoint is launched."""
+    pipeline: spec_pipeline.PipelineSpec | None = None
+    """Stages and target throughput (only with workload_kind: pipeline)."""
+    roles: dict[Name, spec_roles.RoleSpec] = pydantic.Field(default_factory=dict)
+    """Ray actor roles of a single-controller job (e.g. actor, critic, reward), by name."""
 
     @pydantic.field_validator("schema_version")
     @classmethod
@@ -529,6 +537,7 @@ class TauConfig(_Model):
                 loc=("serve",),
                 hint="set run.workload_kind: rayservice, or remove the serve section",
             )
+        rules.check_pipeline(self)
         rules.check_launcher(self)
         return self
 

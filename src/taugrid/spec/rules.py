@@ -21,6 +21,7 @@ __all__ = [
     "check_entrypoint",
     "check_exclude",
     "check_launcher",
+    "check_pipeline",
     "check_service",
     "first_duplicate",
 ]
@@ -74,6 +75,30 @@ def check_service(config: models.TauConfig) -> None:
             f"launcher {config.execution.launcher} cannot start a rayservice",
             loc=("execution", "launcher"),
             hint="remove execution.launcher; Ray Serve starts the replicas",
+        )
+
+
+def check_pipeline(config: models.TauConfig) -> None:
+    """A ``pipeline`` section exactly when ``workload_kind`` is ``pipeline``."""
+    kind = config.run.workload_kind
+    if kind == "pipeline" and config.pipeline is None:
+        raise errors.FieldError(
+            "workload_kind pipeline needs a 'pipeline' section",
+            loc=("run", "workload_kind"),
+            hint="add 'pipeline:' with 'source', 'target_throughput' and 'stages' "
+            "(docs/pipelines.md)",
+        )
+    if kind != "pipeline" and config.pipeline is not None:
+        raise errors.FieldError(
+            f"'pipeline' is only valid with run.workload_kind: pipeline, not {kind}",
+            loc=("pipeline",),
+            hint="set run.workload_kind: pipeline, or remove the pipeline section",
+        )
+    if kind == "pipeline" and config.execution.launcher != "python":
+        raise errors.FieldError(
+            f"launcher {config.execution.launcher} cannot start a pipeline",
+            loc=("execution", "launcher"),
+            hint="remove execution.launcher; the pipeline driver places its own stages",
         )
 
 

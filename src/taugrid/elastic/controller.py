@@ -1,0 +1,80 @@
+"""The elastic controller: resize stage pools toward the target from live measurements.
+
+Pure (no clock, no Ray). The Ray side (``ray_exec``) runs the pipeline in windows; after
+each window it hands the controller what each stage did (``StageWindow``: items in and
+out, replica-seconds spent in the stage's callable, batches) and gets the configuration
+for the next window (``controller.observe``).
+
+Each stage's cost model (``sizing.CostModel``, from the sample the driver measures) is
+corrected by the ratio of measured to modelled seconds per batch: a change of more
+than ``JUMP`` (a new data mix, a slower node) is taken at once, a smaller one is
+smoothed (``ALPHA``) as noise, so a stage that became slower (larger images in the data mix, a
+slow node) gets more replicas and one that became faster gives replicas back; the
+same ``sizing.recommend`` that plans the run then picks the configuration. A window
+in which a stage saw no batches leaves its model as it was.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+
+from taugrid.elastic import sizing
+
+__all__ = ["ALPHA", "JUMP", "Controller", "StageWindow"]
+
+ALPHA = 0.7
+"""Weight of the newest window in the smoothed correction (1: trust only the newest)."""
+JUMP = 0.25
+"""A measured/modelled ratio further than this from 1 replaces the model outright."""
+
+
+@dataclasses.dataclass(frozen=True)
+class StageWindow:
+    """What one stage did during one window."""
+
+    items_in: int
+    items_out: int
+    busy_s: float
+    batches: int
+
+
+class Controller:
+    """Keeps per-stage models and the current configuration; one ``observe`` per window."""
+
+    def __init__(
+        self,
+        profiles: Sequence[sizing.StageProfile],
+        target: float,
+        gpu_budget: float | None = None,
+    ) -> None:
+        self._profiles = list(profiles)
+        self.target = target
+        self.gpu_budget = gpu_budget  # the GPUs the run holds: never sized past them
+        self.current = sizing.recommend(self._profiles, target, gpu_budget)
+
+    @property
+    def profiles(self) -> tuple[sizing.StageProfile, ...]:
+        """The stage models as corrected so far."""
+        return tuple(self._profiles)
+
+    def observe(self, window: Mapping[str, StageWindow]) -> sizing.Recommendation:
+        """Correct each stage's model by ``window`` and return the next configuration."""
+        for index, profile in enumerate(self._profiles):
+            seen = window.get(profile.name)
+            if seen is None or seen.batches == 0 or seen.items_in == 0:
+                continue
+            self._profiles[index] = _corrected(profile, seen)
+        self.current = sizing.recommend(self._profiles, self.target, self.gpu_budget)
+        return self.current
+
+
+def _corrected(profile: sizing.StageProfile, seen: StageWindow) -> sizing.StageProfile:
+    mean_batch = max(round(seen.items_in / seen.batches), 1)
+    measured = seen.busy_s / seen.batches
+    modelled = profile.cost.seconds(mean_batch)
+    ratio = measured / modelled
+    factor = ratio if abs(ratio - 1) > JUMP else (1 - ALPHA) + ALPHA * ratio
+    cost = sizing.CostModel(profile.cost.fixed_s * factor, profile.cost.per_item_s * factor)
+    selectivity = (1 - ALPHA) * profile.selectivity + ALPHA * (seen.items_out / seen.items_in)
+    return dataclasses.replace(profile, cost=cost, selectivity=selectivity)

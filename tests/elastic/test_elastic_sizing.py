@@ -1,0 +1,98 @@
+"""elastic.sizing and elastic.controller: recommendations from cost models, the limiting
+stage of an unreachable target, and the controller resizing toward the target when a
+stage's measured cost changes (pure: no Ray)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from taugrid.elastic import controller, sizing
+
+
+def _stage(name: str, fixed: float, per_item: float, **kw: float) -> sizing.StageProfile:
+    return sizing.StageProfile(name=name, cost=sizing.CostModel(fixed, per_item), **kw)  # type: ignore[arg-type]
+
+
+def test_fit_recovers_fixed_and_per_item_cost() -> None:
+    samples = [(8, 0.1 + 8 * 0.002), (8, 0.1 + 8 * 0.002), (64, 0.1 + 64 * 0.002)]
+    model = sizing.fit(samples)
+    assert model.fixed_s == pytest.approx(0.1) and model.per_item_s == pytest.approx(0.002)
+    one_size = sizing.fit([(10, 0.05), (10, 0.07)])
+    assert one_size.fixed_s == 0 and one_size.per_item_s == pytest.approx(0.006)
+
+
+def test_recommendation_sizes_each_stage_for_the_target() -> None:
+    decode = _stage("decode", 0.0, 0.01, batch_min=4, batch_max=16)  # 100 items/s/replica
+    embed = _stage("embed", 0.1, 0.002, batch_min=8, batch_max=64, gpus=1.0)
+    keep_half = _stage("filter", 0.0, 0.001, selectivity=0.5)
+    write = _stage("write", 0.0, 0.01)  # sees half the items: 150 items/s of demand
+    rec = sizing.recommend([decode, embed, keep_half, write], 300)
+    by = {s.name: s for s in rec.stages}
+    assert by["decode"].replicas == 3 and by["decode"].batch_size == 4  # no fixed cost
+    assert by["embed"].batch_size > 8  # a fixed cost per batch favours big batches
+    assert by["embed"].replicas == math.ceil(300 / by["embed"].rate_per_replica)
+    assert by["write"].replicas == 2 and by["write"].demand == pytest.approx(150)
+    assert rec.reachable and rec.limit is None and rec.expected_throughput >= 300
+    assert rec.gpus == by["embed"].replicas and rec.bottleneck in by
+
+
+def test_an_unreachable_target_names_the_limiting_stage_and_the_shortfall() -> None:
+    fast = _stage("decode", 0.0, 0.001, replicas_max=8)
+    slow = _stage("embed", 0.0, 0.02, replicas_max=2, gpus=1.0)  # at most 2 x 50 items/s
+    rec = sizing.recommend([fast, slow], 400)
+    assert not rec.reachable and rec.limit is not None
+    assert rec.limit.stage == "embed" and rec.limit.ceiling == pytest.approx(100)
+    assert rec.limit.shortfall == pytest.approx(0.75)
+    assert rec.limit.describe().startswith("stage embed limits the pipeline to 100.0 items/s")
+    assert "75% short of the target 400" in rec.limit.describe()
+    assert rec.bottleneck == "embed" and rec.expected_throughput == pytest.approx(100)
+
+
+def test_a_filter_before_a_slow_stage_lowers_its_demand() -> None:
+    keep_tenth = _stage("filter", 0.0, 0.0001, selectivity=0.1)
+    slow = _stage("embed", 0.0, 0.02, replicas_max=2)
+    rec = sizing.recommend([keep_tenth, slow], 400)  # embed sees 40 items/s: 1 replica
+    assert rec.reachable and {s.name: s.replicas for s in rec.stages}["embed"] == 1
+
+
+def test_controller_grows_a_stage_that_became_slower_and_shrinks_it_back() -> None:
+    decode = _stage("decode", 0.0, 0.005, batch_min=4, batch_max=4, replicas_max=8)
+    control = controller.Controller([decode], 400)  # 200 items/s per replica: 2
+    assert control.current.stages[0].replicas == 2
+    slower = controller.StageWindow(items_in=400, items_out=400, busy_s=400 * 0.02, batches=100)
+    sizes = [control.observe({"decode": slower}).stages[0].replicas for _ in range(4)]
+    assert sizes[0] > 2 and sizes[-1] == 8  # 50 items/s per replica: 8 (its most)
+    faster = controller.StageWindow(items_in=400, items_out=400, busy_s=400 * 0.005, batches=100)
+    back = [control.observe({"decode": faster}).stages[0].replicas for _ in range(10)]
+    assert back[-1] == 2
+    idle = control.observe({})  # no batches seen: the model stays as it was
+    assert idle.stages[0].replicas == 2
+
+
+def test_controller_learns_selectivity() -> None:
+    keep = _stage("filter", 0.0, 0.0001)
+    write = _stage("write", 0.0, 0.01, replicas_max=8)
+    control = controller.Controller([keep, write], 400)
+    assert control.current.stages[1].replicas == 4
+    window = {
+        "filter": controller.StageWindow(400, 100, 0.04, 10),
+        "write": controller.StageWindow(100, 100, 1.0, 10),
+    }
+    for _ in range(10):
+        rec = control.observe(window)
+    assert rec.stages[1].replicas == 1 and control.profiles[0].selectivity < 0.3
+
+
+def test_a_gpu_budget_caps_gpu_replicas_and_names_the_limit() -> None:
+    embed = _stage("embed", 0.0, 0.01, gpus=1.0, replicas_max=8)  # 100 items/s per GPU
+    score = _stage("score", 0.0, 0.005, gpus=0.5, replicas_max=8)  # 200 items/s per replica
+    free = sizing.recommend([embed, score], 400)
+    assert free.gpus == 4 + 2 * 0.5 and free.reachable
+    capped = sizing.recommend([embed, score], 400, gpu_budget=4)
+    assert capped.gpus <= 4 and not capped.reachable and capped.limit is not None
+    assert capped.limit.stage == "embed" and capped.limit.gpu_budget == 4
+    assert "all the run's 4 GPUs allow" in capped.limit.describe()
+    roomy = sizing.recommend([embed, score], 400, gpu_budget=16)
+    assert roomy == free
