@@ -22,6 +22,7 @@ import pytest
 import sqlalchemy as sa
 
 from taugrid.hub import context
+from taugrid.sdk import client
 from taugrid.store import db
 from tests.hub import agent_builders as ab
 from tests.hub import pg_server
@@ -127,6 +128,11 @@ def test_partitioned_leader_steps_down_and_a_standby_takes_over(
             refused = submit(a).json()
             assert "database" in refused["detail"] and "another hub" in refused["hint"]
             assert submit(b).status_code == 201
+            # a client with both URLs fails over on a's 503; one with a alone says why
+            both = client.Client(client.HubConfig(f"{a.url},{b.url}", a.admin_token))
+            assert both.submit(QUICK, "tau.yaml", None)["state"] == "queued"
+            with pytest.raises(client.HubUnreachable, match="database"):
+                client.Client(client.HubConfig(a.url, a.admin_token)).submit(QUICK, "t.yaml", None)
             proxy.heal()
             pg_server.wait_for(lambda: submit(a).status_code == 201, 30, "a to accept again")
             assert not a.hub.is_leader() and b.hub.is_leader()  # b keeps the lease
