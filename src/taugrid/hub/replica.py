@@ -136,7 +136,8 @@ class Replica:
             self.beat()
 
     def status(self) -> dict[str, Any]:
-        """What ``GET /v1/admin/hub`` reports: every replica, the lease, the database."""
+        """What ``GET /v1/admin/hub`` reports: every replica, the lease, the newest
+        takeovers (``hub_leader`` events), the database."""
         lease, now = self.store.current()
         url = self.hub.engine.url
         replicas = [
@@ -153,6 +154,7 @@ class Replica:
             "mode": "single" if self.single else "replicated",
             "leader": _lease_doc(lease, now, self.single, self.id),
             "replicas": replicas,
+            "takeovers": self.store.history(),
             "database": {
                 "dialect": url.get_backend_name(),
                 "url": url.render_as_string(hide_password=True),

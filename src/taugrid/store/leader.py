@@ -135,6 +135,19 @@ class LeaderStore:
         with self.engine.connect() as c:
             return [dict(r._mapping) for r in c.execute(q)]
 
+    def history(self, limit: int = 20) -> list[dict[str, Any]]:
+        """The newest takeovers (``hub_leader`` events: replica, url, epoch), oldest first."""
+        et = t.events.c
+        q = (
+            sa.select(et.ts, et.payload)
+            .where(et.kind == "hub_leader", et.run_id.is_(None))
+            .order_by(et.id.desc())
+            .limit(limit)
+        )
+        with self.engine.connect() as c:
+            rows = [{"time": r.ts, **r.payload} for r in c.execute(q)]
+        return rows[::-1]
+
     def remove(self, replica: str) -> None:
         """Drop a replica from the registry (its clean shutdown)."""
         with self.engine.begin() as c:
