@@ -28,6 +28,7 @@ from typing import Any
 import httpx
 import sqlalchemy as sa
 
+from taugrid.agent import daemon as agent_daemon
 from taugrid.sdk import client, submit
 from tests.hub import pg_server, region
 from tests.hub.harness import free_port
@@ -125,6 +126,7 @@ class Outcome:
     leaderless_s: float
     killed: str
     new_leader: str
+    submit_s: float
 
     @property
     def lost(self) -> int:
@@ -154,9 +156,13 @@ def _submitter(
 
 @contextlib.contextmanager
 def ray_region(base: Path, ip: str, reps: Replicas) -> Iterator[None]:
-    """One real Ray node (4 emulated GPUs) and the real agent loop syncing to ``reps``."""
+    """One real Ray node (4 emulated GPUs) and the real agent loop syncing to ``reps``;
+    dead Ray nodes are started again as the agent daemon does (a loaded machine)."""
     cluster = region.start_ray([ip], base / "ray")
+    stop = threading.Event()
+    watch = threading.Thread(target=agent_daemon._watch_ray, args=(cluster, stop), daemon=True)
     try:
+        watch.start()
         agent = region.AgentThread(reps, cluster, base / "agent", sync_s=0.3)  # type: ignore[arg-type]
         agent.start()
         try:
@@ -164,11 +170,16 @@ def ray_region(base: Path, ip: str, reps: Replicas) -> Iterator[None]:
         finally:
             agent.stop()
     finally:
+        stop.set()
+        watch.join(timeout=120)
         cluster.stop()
 
 
-def kill_leader_run(reps: Replicas, base: Path, n: int, clients: int, timeout_s: float) -> Outcome:
-    """The scenario of the module docstring; waits (bounded) until every run ended."""
+def kill_leader_run(
+    reps: Replicas, base: Path, n: int, clients: int, timeout_s: float, run_budget_s: float = 0
+) -> Outcome:
+    """The scenario of the module docstring; waits (bounded) until every run ended, or
+    with ``run_budget_s`` only that long (the benchmark: 1,000 runs take hours here)."""
     log = base / "executions.log"
     code_dir = base / "code"
     code_dir.mkdir(parents=True, exist_ok=True)
@@ -181,6 +192,7 @@ def kill_leader_run(reps: Replicas, base: Path, n: int, clients: int, timeout_s:
         threading.Thread(target=_submitter, args=(reps, code, names[k::clients], accepted, refused))
         for k in range(clients)
     ]
+    started = time.time()
     for t in threads:
         t.start()
     pg_server.wait_for(lambda: len(accepted) >= n // 2, timeout_s, "half of the submissions")
@@ -189,8 +201,12 @@ def kill_leader_run(reps: Replicas, base: Path, n: int, clients: int, timeout_s:
     reps.kill(killed)
     for t in threads:
         t.join(timeout=timeout_s)
+    submit_s = time.time() - started
     cli = reps.client()
-    pg_server.wait_for(lambda: _all_ended(reps, accepted), timeout_s, "every accepted run to end")
+    if run_budget_s:
+        time.sleep(run_budget_s)
+    else:
+        pg_server.wait_for(lambda: _all_ended(reps, accepted), timeout_s, "every run to end")
     takeover = _takeover_after(cli, killed_at)
     rows = _runs(reps)
     by_name = collections.Counter(r["name"] for r in rows)
@@ -204,6 +220,7 @@ def kill_leader_run(reps: Replicas, base: Path, n: int, clients: int, timeout_s:
         leaderless_s=takeover[0] - killed_at,
         killed=killed,
         new_leader=takeover[1],
+        submit_s=submit_s,
     )
 
 

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.skipif(not pg_server.available(), reason="PostgreSQL 15
 
 HOST = "127.0.26.5"
 RAY_IP = "127.0.26.6"
-N = 24
+N = 16
 
 
 @pytest.fixture(scope="module")
