@@ -49,6 +49,7 @@ def _measure_on(
 
 def _section(out: ha_cluster.Outcome, clients: int, budget_s: float, lease_s: float) -> str:
     ran = [r for r in out.accepted if r in out.executions]
+    retried = sum(1 for r in ran if out.attempts.get(r, 0) > 1)
     bound = f"bound: lease + lease/3 = {lease_s * 4 / 3:.1f} s"
     done = sum(1 for r in out.accepted if out.states.get(r) == "succeeded")
     return f"""## Hub failover: kill -9 the leader during {out.submitted:,} submissions
@@ -67,7 +68,8 @@ submissions were accepted; shared 2-core machine).
 | stored twice | **{out.duplicated}** |
 | time without a leader (kill → takeover) | **{out.leaderless_s:.1f} s** ({bound}) |
 | runs executed within {budget_s:.0f} s after the submissions | {len(ran):,} ({done:,} succeeded) |
-| runs executed twice | **{out.executed_twice}** |
+| runs executed twice (a token twice, or more executions than attempts) | **{out.executed_twice}** |
+| runs retried (a Ray failure on the loaded machine) | {retried} |
 
 Runs execute at the region's pace (4 GPUs, Ray job start-up on a loaded machine), so
 only those that ran within the budget are checked for double execution; every
