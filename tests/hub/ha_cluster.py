@@ -77,6 +77,7 @@ class Replicas:
         home.mkdir(parents=True, exist_ok=True)
         url = f"http://{self.host}:{port}"
         env = {**os.environ, "TAU_DATABASE_URL": self.database_url, "TAU_HUB_EXTENSIONS": ""}
+        env["TAU_DATA_ROOT"] = str(self.base / "data")  # records: shared by every replica
         cmd = [sys.executable, "-m", "taugrid.hub.daemon", "--home", str(home)]
         cmd += ["--host", self.host, "--port", str(port), "--leader-lease", str(self.lease_s)]
         log = (home / "hub.log").open("wb")
