@@ -9,7 +9,7 @@ submissions were accepted (``tests/hub/ha_cluster.kill_leader_run``). Reported: 
 takeover event), and — for the runs that executed within the run budget — runs executed
 more than once (each job appends its run ID to one file).
 
-    python -m benchmarks.bench_hub_failover [--quick] [--no-write] [--n 1000]
+    python -m benchmarks.bench_hub_failover [--quick] [--no-write] [--n 1000] [--budget 240]
 """
 
 from __future__ import annotations
@@ -54,7 +54,8 @@ def _section(out: ha_cluster.Outcome, clients: int, budget_s: float, lease_s: fl
     done = sum(1 for r in out.accepted if out.states.get(r) == "succeeded")
     return f"""## Hub failover: kill -9 the leader during {out.submitted:,} submissions
 
-`python -m benchmarks.bench_hub_failover` (3 hub replica processes on PostgreSQL 15,
+`python -m benchmarks.bench_hub_failover --n {out.submitted} --budget {budget_s:g}` (3 hub
+replica processes on PostgreSQL 15,
 leader lease {lease_s:g} s, {clients} concurrent SDK clients with the URL list, one Ray
 region of 4 emulated GPUs with the real agent; the leader SIGKILLed once half the
 submissions were accepted; shared 2-core machine).
@@ -83,8 +84,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--no-write", action="store_true")
     parser.add_argument("--n", type=int, default=1000)
+    parser.add_argument("--budget", type=float, default=240.0, help="seconds runs may execute")
     args = parser.parse_args(argv)
-    n, clients, budget = (20, 4, 30.0) if args.quick else (args.n, 8, 240.0)
+    n, clients, budget = (20, 4, 30.0) if args.quick else (args.n, 8, args.budget)
     lease = 2.0 if args.quick else LEASE_S
     out = measure(n, clients, budget, lease)
     section = _section(out, clients, budget, lease)
