@@ -249,7 +249,7 @@ def _takeover_after(cli: client.Client, t: float) -> tuple[float, str]:
     events: list[dict[str, Any]] = cli.request("GET", "/v1/admin/hub")["takeovers"]
     for e in events:
         if e["time"] > t:
-            return float(e["time"]), str(e["payload"]["url"])
+            return float(e["time"]), str(e["url"])
     raise AssertionError(f"no leader took over after the kill: {events}")
 
 
