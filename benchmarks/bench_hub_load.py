@@ -35,16 +35,25 @@ YAML = ab.ONE_GPU_RUN.format(name="load")
 Samples = dict[str, list[float]]
 
 
-async def _timed(samples: Samples, name: str, call: object) -> httpx.Response:
+async def _timed(samples: Samples, name: str, call: object) -> httpx.Response | None:
+    """The response, its latency recorded; a failed request counts as an error."""
     t0 = time.perf_counter()
-    r: httpx.Response = await call  # type: ignore[misc]
+    try:
+        r: httpx.Response = await call  # type: ignore[misc]
+    except httpx.HTTPError:
+        samples[f"{name} errors"].append(0.0)
+        return None
     samples[name].append(time.perf_counter() - t0)
     return r
 
 
 async def _region(http: httpx.AsyncClient, i: int, stop: asyncio.Event, samples: Samples) -> None:
     cid = f"sim{i:03d}"
-    await http.post(f"/v1/agents/{cid}/register", json={"cluster_id": cid, "region": cid})
+    await _timed(
+        samples,
+        "register",
+        http.post(f"/v1/agents/{cid}/register", json={"cluster_id": cid, "region": cid}),
+    )
     beat = 0
     while not stop.is_set():
         body = {"report": ab.report(cid)} if beat % 10 == 0 else {}
@@ -57,6 +66,8 @@ async def _user(http: httpx.AsyncClient, stop: asyncio.Event, samples: Samples) 
     while not stop.is_set():
         body = {"tau_yaml": YAML, "filename": "tau.yaml"}
         r = await _timed(samples, "submit", http.post("/v1/runs", json=body))
+        if r is None or r.status_code != 201:
+            continue
         run_id = r.json()["id"]
         await _timed(samples, "status", http.get(f"/v1/runs/{run_id}"))
         await _timed(samples, "log tail", http.get(f"/v1/runs/{run_id}/logs", params={"tail": 50}))
@@ -91,7 +102,7 @@ def run(levels: list[int], seconds: float) -> list[tuple[int, float, Samples]]:
         try:
             for users in levels:
                 samples, took = asyncio.run(_step(reps.url, reps.admin_token, users, seconds))
-                rps = sum(len(v) for v in samples.values()) / took
+                rps = sum(len(v) for k, v in samples.items() if "errors" not in k) / took
                 out.append((users, rps, samples))
                 print(f"{users} users: {rps:.0f} req/s", flush=True)
         finally:
@@ -107,20 +118,23 @@ def _section(results: list[tuple[int, float, Samples]], seconds: float) -> str:
         cells = " | ".join(
             f"{_pct(s[e], 50):.0f} / {_pct(s[e], 99):.0f}" if s[e] else "-" for e in endpoints
         )
-        rows.append(f"| {users} | {rps:.0f} | {len(s['submit']) / seconds:.1f} | {cells} |")
+        errs = sum(len(v) for k, v in s.items() if k.endswith("errors"))
+        rows.append(
+            f"| {users} | {rps:.0f} | {len(s['submit']) / seconds:.1f} | {errs} | {cells} |"
+        )
         if saturated is None and prev and rps < prev * 1.1:
             saturated = users
         prev = rps
     sat = f"{saturated} concurrent users" if saturated else "not reached in these steps"
     return f"""## Hub load on PostgreSQL (100 simulated regions)
 
-`python -m benchmarks.bench_hub_load` (one hub daemon on PostgreSQL 15, 100 simulated
-regions syncing every second with a full report every 10 s, N users each looping
-submit → status → log tail, {seconds:g} s per step; shared 2-core machine, so the
+`python -m benchmarks.bench_hub_load --seconds {seconds:g}` (one hub daemon on
+PostgreSQL 15, 100 simulated regions syncing every second with a full report every
+10 s, N users each looping submit → status → log tail, {seconds:g} s per step; shared 2-core machine, so the
 client, the hub and the database share the same cores).
 
-| users | req/s (all) | submits/s | {head} |
-|---|---|---|{"---|" * len(endpoints)}
+| users | req/s (all) | submits/s | failed requests | {head} |
+|---|---|---|---|{"---|" * len(endpoints)}
 {chr(10).join(rows)}
 
 Saturation (throughput grows < 10 % with more users): **{sat}**.
@@ -131,8 +145,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument("--seconds", type=float, default=20.0, help="per step")
     args = parser.parse_args(argv)
-    levels, seconds = ([1, 4], 3.0) if args.quick else ([1, 2, 4, 8, 16, 32], 20.0)
+    levels, seconds = ([1, 4], 3.0) if args.quick else ([1, 2, 4, 8, 16, 32], args.seconds)
     section = _section(run(levels, seconds), seconds)
     print(section)
     if not args.quick and not args.no_write:
