@@ -130,8 +130,8 @@ def _section(results: list[tuple[int, float, Samples]], seconds: float) -> str:
 
 `python -m benchmarks.bench_hub_load --seconds {seconds:g}` (one hub daemon on
 PostgreSQL 15, 100 simulated regions syncing every second with a full report every
-10 s, N users each looping submit → status → log tail, {seconds:g} s per step; shared 2-core machine, so the
-client, the hub and the database share the same cores).
+10 s, N users each looping submit → status → log tail, {seconds:g} s per step;
+shared 2-core machine, so the client, the hub and the database share the same cores).
 
 | users | req/s (all) | submits/s | failed requests | {head} |
 |---|---|---|---|{"---|" * len(endpoints)}
