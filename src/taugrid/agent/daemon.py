@@ -121,7 +121,11 @@ def _args() -> argparse.Namespace:
     p.add_argument(
         "--home", type=Path, default=Path(os.environ.get("TAU_HOME", "~/.tau")).expanduser()
     )
-    p.add_argument("--hub", help="the hub's URL (required unless --stop-leftover-ray)")
+    p.add_argument(
+        "--hub",
+        help="the hub's URL, or several replicas' URLs comma-separated "
+        "(required unless --stop-leftover-ray)",
+    )
     p.add_argument(
         "--stop-leftover-ray",
         action="store_true",

@@ -28,7 +28,7 @@ from typing import Any
 
 import httpx
 
-from taugrid import errors
+from taugrid import errors, huburls
 from taugrid import payloads as wire_hub
 from taugrid.agent import dataserver, peers, probes
 from taugrid.dataplane import manifest, objstore, transfer, wire
@@ -239,8 +239,11 @@ class Sidecar:
         self.data_server = dataserver.DataServer(
             cfg.data_root, addrs, cfg.data_port, cfg.netns, cfg.token, cfg.delays
         )
+        # the data plane's reports go to the first of several hub URLs (no failover yet)
         self.http = httpx.Client(
-            base_url=hub_url, timeout=30, headers={"Authorization": f"Bearer {token}"}
+            base_url=huburls.split(hub_url)[0],
+            timeout=30,
+            headers={"Authorization": f"Bearer {token}"},
         )
         self.data = DataAgent(
             self.http,

@@ -2,7 +2,8 @@
 
 Errors: ``HubUnreachable`` (retryable: the agent keeps its attempts running and tries
 again) and ``HubRefused`` (the hub answered 4xx: a configuration problem such as a
-wrong token or cluster ID).
+wrong token or cluster ID). ``url`` may list several hub replicas, comma-separated;
+requests fail over between them (``taugrid.huburls``).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import Any
 
 import httpx
 
-from taugrid import errors
+from taugrid import errors, huburls
 from taugrid import payloads as wire
 
 __all__ = ["HubClient", "HubRefused", "HubUnreachable"]
@@ -29,18 +30,17 @@ class HubRefused(errors.UserError):
 class HubClient:
     def __init__(self, url: str, token: str, cluster_id: str, timeout_s: float = 10.0) -> None:
         self.cluster_id = cluster_id
-        self._http = httpx.Client(
-            base_url=url, timeout=timeout_s, headers={"Authorization": f"Bearer {token}"}
-        )
+        self._hubs = huburls.Failover(url)
+        self._http = httpx.Client(timeout=timeout_s, headers={"Authorization": f"Bearer {token}"})
 
     def close(self) -> None:
         self._http.close()
 
     def _post(self, path: str, body: dict[str, Any]) -> Any:
         try:
-            r = self._http.post(path, json=body)
+            r = self._hubs.send(self._http, "POST", path, json=body)
         except httpx.HTTPError as exc:
-            raise HubUnreachable(f"hub at {self._http.base_url}: {exc}") from exc
+            raise HubUnreachable(f"hub at {self._hubs.current}: {exc}") from exc
         if r.status_code >= 500:
             raise HubUnreachable(f"hub answered {r.status_code}: {r.text[:200]}")
         if r.status_code >= 400:
@@ -69,8 +69,8 @@ class HubClient:
 
     def code(self, run_id: str) -> bytes:
         try:
-            r = self._http.get(f"/v1/agents/{self.cluster_id}/code/{run_id}")
+            r = self._hubs.send(self._http, "GET", f"/v1/agents/{self.cluster_id}/code/{run_id}")
         except httpx.HTTPError as exc:
-            raise HubUnreachable(f"hub at {self._http.base_url}: {exc}") from exc
+            raise HubUnreachable(f"hub at {self._hubs.current}: {exc}") from exc
         r.raise_for_status()
         return r.content

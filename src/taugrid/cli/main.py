@@ -14,6 +14,7 @@ from taugrid.cli import app as _app
 from taugrid.cli import (
     context_cmds,
     data_cmds,
+    hub_cmds,
     lab_cmds,
     metrics_cmds,
     ops_cmds,
@@ -30,6 +31,7 @@ __all__ = ["main"]
 _COMMAND_MODULES = (
     context_cmds,
     data_cmds,
+    hub_cmds,
     lab_cmds,
     metrics_cmds,
     ops_cmds,

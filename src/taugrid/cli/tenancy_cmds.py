@@ -291,7 +291,12 @@ def queue_list(
 @app.app.command("login")
 @views.guard
 def login_cmd(
-    hub: Annotated[str, typer.Option("--hub", help="Hub URL, e.g. https://tau.example.com")],
+    hub: Annotated[
+        str,
+        typer.Option(
+            "--hub", help="Hub URL, e.g. https://tau.example.com (replicas: comma-separated)"
+        ),
+    ],
     token: Annotated[str, typer.Option("--token", prompt=True, hide_input=True)],
     output: Output = "text",
 ) -> None:

@@ -1,8 +1,10 @@
 """The hub's ASGI application: routes, error handlers, and the scheduling loop's life.
 
-``create_app(hub)`` is what both the daemon (uvicorn) and the tests use; the scheduler
-thread starts with the app and stops with it. A value the database refuses
-(``sqlalchemy.exc.DataError``) is the request's fault: 400, never a 500.
+``create_app(hub)`` is what both the daemon (uvicorn) and the tests use; the replica's
+heartbeat (``hub.replica``: leadership on PostgreSQL) and the scheduler thread start
+with the app and stop with it; the scheduler runs only while this replica leads. A
+value the database refuses (``sqlalchemy.exc.DataError``) is the request's fault: 400,
+never a 500.
 
 ``/docs`` is Swagger UI served from the ``swagger-ui-bundle`` package (no CDN: it works
 offline); ``/healthz`` is liveness only and needs no token.
@@ -31,7 +33,18 @@ import sqlalchemy as sa
 import swagger_ui_bundle
 from fastapi import responses
 
-from taugrid.hub import api, auth, context, data_api, nodes_api, results, scheduler, tenancy_api
+from taugrid.hub import (
+    api,
+    auth,
+    context,
+    data_api,
+    ha_api,
+    nodes_api,
+    replica,
+    results,
+    scheduler,
+    tenancy_api,
+)
 
 __all__ = ["DEFAULT_EXTENSIONS", "create_app", "install_extensions"]
 
@@ -44,6 +57,10 @@ def create_app(hub: context.Hub) -> fastapi.FastAPI:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: fastapi.FastAPI) -> AsyncIterator[None]:
+        rep = replica.Replica(hub, hub.config.advertise_url)
+        app.state.replica = rep
+        rep.start()
+        hub.is_leader = rep.is_leader
         sched = scheduler.Scheduler(hub)
         app.state.scheduler = sched
         sched.start()
@@ -54,6 +71,7 @@ def create_app(hub: context.Hub) -> fastapi.FastAPI:
         finally:
             exports.stop()
             sched.stop()
+            rep.stop()
 
     app = fastapi.FastAPI(
         title="TauGrid hub", version="0.1.0", lifespan=lifespan, docs_url=None, redoc_url=None
@@ -65,6 +83,7 @@ def create_app(hub: context.Hub) -> fastapi.FastAPI:
     app.include_router(nodes_api.router)
     data_api.install(app, hub)
     api.install_error_handlers(app)
+    ha_api.install(app)
 
     @app.exception_handler(sa.exc.DataError)
     async def _unstorable(_: fastapi.Request, exc: sa.exc.DataError) -> responses.JSONResponse:

@@ -16,6 +16,7 @@ import dataclasses
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -40,6 +41,10 @@ class HubConfig:
     lease_s: float = 30.0
     grace_s: float = 120.0
     cycle_s: float = 0.5
+    leader_lease_s: float = 10.0
+    """The leader lease of replicated hubs (PostgreSQL; ``hub.replica``)."""
+    advertise_url: str = ""
+    """This replica's URL as other replicas and ``tau admin hub status`` show it."""
 
     @property
     def data_root(self) -> Path:
@@ -73,6 +78,8 @@ class Hub:
         self._wakeups_lock = threading.Lock()
         self.schedule_wakeup = threading.Event()
         """Set to run the scheduling loop now (``hub.scheduler`` waits on it)."""
+        self.is_leader: Callable[[], bool] = lambda: True
+        """Whether this replica runs the singletons now (``hub.replica`` sets it)."""
 
     def wakeup(self, cluster_id: str) -> threading.Event:
         """The event an agent's long-poll sync waits on (set when its work changes)."""

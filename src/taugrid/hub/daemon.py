@@ -14,11 +14,13 @@ import argparse
 import json
 import logging
 import os
+import sys
 from pathlib import Path
 
 import uvicorn
 
 from taugrid.hub import app, context
+from taugrid.store import db
 
 __all__ = ["bootstrap_credentials", "main"]
 
@@ -62,13 +64,35 @@ def main() -> None:
     parser.add_argument("--platform", type=Path, default=os.environ.get("TAU_PLATFORM_FILE"))
     parser.add_argument("--grace", type=float, default=float(os.environ.get("TAU_GRACE_S", "120")))
     parser.add_argument("--lease", type=float, default=float(os.environ.get("TAU_LEASE_S", "30")))
+    parser.add_argument(
+        "--leader-lease",
+        type=float,
+        default=float(os.environ.get("TAU_LEADER_LEASE_S", "10")),
+        help="leader lease of replicated hubs (PostgreSQL), seconds",
+    )
+    parser.add_argument(
+        "--advertise-url",
+        default=os.environ.get("TAU_HUB_ADVERTISE_URL", ""),
+        help="this replica's URL as `tau admin hub status` shows it",
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    url = f"http://{args.host}:{args.port}"
     cfg = context.HubConfig(
-        tau_home=args.home, platform_file=args.platform, grace_s=args.grace, lease_s=args.lease
+        tau_home=args.home,
+        platform_file=args.platform,
+        grace_s=args.grace,
+        lease_s=args.lease,
+        leader_lease_s=args.leader_lease,
+        advertise_url=args.advertise_url or url,
     )
-    hub = context.Hub(cfg)
-    bootstrap_credentials(hub, f"http://{args.host}:{args.port}")
+    try:
+        hub = context.Hub(cfg)
+    except db.SchemaTooNew as exc:  # an older replica on a newer database: say why, exit
+        logging.getLogger(__name__).error("%s", exc)
+        print(f"tau hub: {exc}", file=sys.stderr)
+        raise SystemExit(1) from None
+    bootstrap_credentials(hub, url)
     uvicorn.run(app.create_app(hub), host=args.host, port=args.port, log_level="warning")
 
 

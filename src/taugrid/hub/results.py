@@ -147,6 +147,8 @@ class ResultsThread:
 
     def _loop(self) -> None:
         while not self._stop.wait(self.every_s):
+            if not self.hub.is_leader():  # one replica exports (hub.replica)
+                continue
             try:
                 retry_pending(self.hub)
             except Exception:  # never let one bad round end the retries

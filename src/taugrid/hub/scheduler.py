@@ -317,7 +317,8 @@ def tick(hub: context.Hub, policy: cycle.Policy, now: float | None = None) -> li
 
 
 class Scheduler:
-    """Runs ``tick`` every ``cycle_s`` in a daemon thread until ``stop``."""
+    """Runs ``tick`` every ``cycle_s`` in a daemon thread until ``stop``, while this
+    replica is the leader (``hub.is_leader``; always on a single hub)."""
 
     def __init__(self, hub: context.Hub, policy: cycle.Policy | None = None) -> None:
         self.hub = hub
@@ -340,6 +341,10 @@ class Scheduler:
     def _loop(self) -> None:
         while not self._stop.is_set():
             started = time.monotonic()
+            if not self.hub.is_leader():  # a standby replica: the leader schedules
+                self._wake.wait(self.hub.config.cycle_s)
+                self._wake.clear()
+                continue
             try:
                 tick(self.hub, self.policy)
             except Exception:  # the loop must survive one bad cycle; it is logged

@@ -4,6 +4,8 @@ Owns hub discovery (``TAU_HUB_URL``/``TAU_TOKEN``, else the current context of
 ``sdk.contexts`` when it is not ``local``, else ``$TAU_HOME/credentials.json`` written
 by the embedded platform), bearer auth, and the mapping of HTTP failures to
 errors users can act on (hierarchy below). Request path: CLI → SDK → HTTP → hub.
+A hub URL may list several replicas, comma-separated: requests fail over between them
+(``taugrid.huburls``: connection refused or 503 → the next URL).
 
     TauError
     ├── ApiError (UserError)       the hub answered 4xx: ``status``, ``detail``, ``hint``,
@@ -22,7 +24,7 @@ from typing import Any
 
 import httpx
 
-from taugrid import errors
+from taugrid import errors, huburls
 from taugrid.sdk import contexts
 
 __all__ = ["ApiError", "Client", "HubConfig", "HubUnreachable", "SpecRejected", "tau_home"]
@@ -92,8 +94,8 @@ class Client:
         """``transport``: a shared connection pool (the portal makes one client per
         request); with it, proxy settings from the environment are not consulted."""
         self.config = config
+        self._hubs = huburls.Failover(config.url)
         self._http = httpx.Client(
-            base_url=config.url,
             timeout=timeout_s,
             headers={"Authorization": f"Bearer {config.token}"},
             transport=transport,
@@ -106,7 +108,7 @@ class Client:
     def request(self, method: str, path: str, *, raw: bool = False, **kw: Any) -> Any:
         """The decoded JSON reply (bytes for other content, or always with ``raw``)."""
         try:
-            r = self._http.request(method, path, **kw)
+            r = self._hubs.send(self._http, method, path, **kw)
         except httpx.HTTPError as exc:
             raise HubUnreachable(self.config.url, str(exc) or type(exc).__name__) from exc
         if r.status_code >= 500:

@@ -4,6 +4,11 @@ Owns: choosing the URL (``TAU_DATABASE_URL`` or SQLite under ``$TAU_HOME``), SQL
 pragmas (WAL, foreign keys, busy timeout), and running the numbered Alembic migrations
 at start under a lock (an advisory lock on PostgreSQL, an exclusive file lock next to
 the SQLite file) so that several hub processes starting at once migrate exactly once.
+
+Replicas of different versions on one database: the newer one migrates (its newest
+revision is ahead of the database's); the older one finds a revision it does not know
+and refuses to start (``SchemaTooNew``) rather than write rows an older schema shapes.
+A replica already running learns of it from its heartbeat (``hub.replica``).
 """
 
 from __future__ import annotations
@@ -18,8 +23,20 @@ from typing import Any
 import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config
+from alembic.script import ScriptDirectory
 
-__all__ = ["create_engine", "database_url", "migrate", "open_engine"]
+from taugrid import errors
+
+__all__ = [
+    "SchemaTooNew",
+    "create_engine",
+    "database_revision",
+    "database_url",
+    "head_revision",
+    "migrate",
+    "open_engine",
+    "too_new",
+]
 
 _MIGRATIONS = Path(__file__).parent / "migrations"
 _PG_LOCK_KEY = 7_411_530_001  # arbitrary, fixed: "TauGrid migrations"
@@ -45,7 +62,15 @@ def create_engine(url: str) -> sa.Engine:
         engine = sa.create_engine(url, connect_args={"check_same_thread": False, "timeout": 10})
         sa.event.listen(engine, "connect", _sqlite_pragmas)
         return engine
-    return sa.create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
+    # connect_timeout: a replica cut off from its database fails fast (and answers 503)
+    # instead of hanging requests on a connect that never completes.
+    return sa.create_engine(
+        url,
+        pool_pre_ping=True,
+        pool_size=10,
+        max_overflow=20,
+        connect_args={"connect_timeout": 5},
+    )
 
 
 @contextlib.contextmanager
@@ -69,11 +94,49 @@ def _migration_lock(engine: sa.Engine) -> Iterator[sa.Connection]:
             yield conn
 
 
-def migrate(engine: sa.Engine) -> None:
-    """Bring the schema to the newest numbered migration, once, under a lock."""
+class SchemaTooNew(errors.SystemFault):
+    """The database was migrated by a newer TauGrid than this one."""
+
+
+def _config(location: Path) -> Config:
     cfg = Config()
-    cfg.set_main_option("script_location", str(_MIGRATIONS))
+    cfg.set_main_option("script_location", str(location))
+    return cfg
+
+
+def head_revision(location: Path = _MIGRATIONS) -> str:
+    """The newest migration this TauGrid knows."""
+    return str(ScriptDirectory.from_config(_config(location)).get_current_head())
+
+
+def database_revision(conn: sa.Connection) -> str | None:
+    """The revision the database is at (None before the first migration)."""
+    if not sa.inspect(conn).has_table("alembic_version"):
+        return None
+    return conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar()
+
+
+def too_new(revision: str, location: Path = _MIGRATIONS) -> SchemaTooNew:
+    """The error of a replica whose code is older than the database's schema."""
+    return SchemaTooNew(
+        f"the database schema is at revision {revision}, newer than this hub knows "
+        f"(its newest is {head_revision(location)}): a newer TauGrid migrated it; "
+        "this replica refuses to serve so that it never writes with an older schema",
+        "upgrade TauGrid on this replica to the version the other replicas run",
+    )
+
+
+def migrate(engine: sa.Engine, location: Path = _MIGRATIONS) -> None:
+    """Bring the schema to the newest numbered migration, once, under a lock.
+
+    Raises ``SchemaTooNew`` when the database is at a revision this code does not know.
+    """
+    cfg = _config(location)
+    known = {s.revision for s in ScriptDirectory.from_config(cfg).walk_revisions()}
     with _migration_lock(engine) as conn:
+        current = database_revision(conn)
+        if current is not None and current not in known:
+            raise too_new(current, location)
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, "head")
         conn.commit()

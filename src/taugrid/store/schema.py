@@ -23,6 +23,8 @@ __all__ = [
     "dataset_replicas",
     "datasets",
     "events",
+    "hub_leader",
+    "hub_replicas",
     "metadata",
     "metrics",
     "node_marks",
@@ -283,4 +285,30 @@ transfers = sa.Table(
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Column("started_at", sa.Float, nullable=True),
     sa.Column("ended_at", sa.Float, nullable=True),
+)
+
+# Hub high availability (migration 0006, ``store.leader``): the leader lease row and the
+# replicas' heartbeats. ``hub_leader`` holds one row per singleton role ("scheduler").
+hub_leader = sa.Table(
+    "hub_leader",
+    metadata,
+    sa.Column("name", sa.String(32), primary_key=True),
+    sa.Column("holder", sa.String(64), nullable=False),
+    sa.Column("holder_url", sa.String(256), nullable=False),
+    sa.Column("epoch", sa.Integer, nullable=False),
+    sa.Column("acquired_at", sa.Float, nullable=False),
+    sa.Column("renewed_at", sa.Float, nullable=False),
+    sa.Column("expires_at", sa.Float, nullable=False),
+)
+
+hub_replicas = sa.Table(
+    "hub_replicas",
+    metadata,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("url", sa.String(256), nullable=False),
+    sa.Column("host", sa.String(256), nullable=False),
+    sa.Column("pid", sa.Integer, nullable=False),
+    sa.Column("started_at", sa.Float, nullable=False),
+    sa.Column("last_seen", sa.Float, nullable=False),
+    sa.Column("schema_revision", sa.String(32), nullable=False),
 )
