@@ -9,9 +9,9 @@ Vocabulary and approximations (an agent report is coarser than the simulator's s
 - A node's capacity is what it reports *free* now (CPU and memory have no totals in a
   report); its GPUs are ``gpus_total`` devices, of which ``floor(gpus_free)`` are whole
   and free, the fraction of one more is free in part, and the rest are taken.
-- Nodes that are not usable (dead, unhealthy) or have more than ``state.MAX_GPUS`` GPUs
-  make ``bind`` return ``None``: the caller falls back to first fit, which is what the
-  hub did before node binding.
+- Only the nodes where a worker fits now are scored. A node with more than
+  ``state.MAX_GPUS`` GPUs makes ``bind`` return ``None``: the caller falls back to
+  first fit, which is what the hub did before node binding.
 - The typical workload (what FGD keeps room for) is a fixed prior per cluster
   (``workload_for``): whole-GPU tasks of 1, 2, 4, ... GPUs up to the cluster's largest
   node, equally likely. It does not depend on which runs happen to be pending in a
@@ -93,7 +93,10 @@ def bind(run: snap.PendingRun, cluster: snap.ClusterView) -> tuple[str, ...] | N
     model) or a worker fits nowhere: the caller then binds first fit.
     """
     task = task_of(run)
-    state = _state(cluster.nodes) if task is not None and cluster.nodes else None
+    # Only nodes that can take a worker now: the packer's choice is among them anyway,
+    # and a 100-node cluster is then scored over a few candidates, not every node.
+    fits = [n for n in cluster.nodes if snap.node_slots(n, run.shape) >= 1]
+    state = _state(fits) if task is not None and fits else None
     if task is None or state is None:
         return None
     workload = workload_for(int(max(n.gpus_total for n in cluster.nodes)))
