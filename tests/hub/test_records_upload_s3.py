@@ -22,8 +22,6 @@ import dataclasses
 import hashlib
 import json
 import secrets
-import socket
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -38,6 +36,7 @@ from taugrid.platform import models as pm
 from taugrid.sdk import injob_checkpoint, injob_fence
 from taugrid.store import checkpoints, db
 from tests import weed_s3 as ws
+from tests.hub import cut_proxy
 from tests.hub import region as rg
 from tests.hub.harness import HubServer, make_hub
 
@@ -70,57 +69,6 @@ def creds(weed_s3: ws.WeedS3, monkeypatch: pytest.MonkeyPatch) -> ws.WeedS3:
     monkeypatch.setenv("TAU_TEST_S3_KEY", ws.KEY)
     monkeypatch.setenv("TAU_TEST_S3_SECRET", ws.SECRET)
     return weed_s3
-
-
-class Proxy:
-    """A TCP forwarder the test can cut (closes every connection, refuses new ones)."""
-
-    def __init__(self, target: tuple[str, int]) -> None:
-        self.target = target
-        self.sock = socket.create_server((PROXY_IP, 0))
-        self.port = self.sock.getsockname()[1]
-        self.open = threading.Event()
-        self.open.set()
-        self._conns: list[socket.socket] = []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    @property
-    def endpoint(self) -> str:
-        return f"http://{PROXY_IP}:{self.port}"
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.sock.accept()
-            except OSError:
-                return
-            if not self.open.is_set():
-                client.close()
-                continue
-            upstream = socket.create_connection(self.target)
-            self._conns += [client, upstream]
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
-
-    @staticmethod
-    def _pipe(a: socket.socket, b: socket.socket) -> None:
-        with contextlib.suppress(OSError):
-            while data := a.recv(65536):
-                b.sendall(data)
-        with contextlib.suppress(OSError):
-            b.shutdown(socket.SHUT_WR)
-
-    def cut(self) -> None:
-        self.open.clear()
-        for c in self._conns:
-            with contextlib.suppress(OSError):
-                c.shutdown(socket.SHUT_RDWR)
-                c.close()
-        self._conns.clear()
-
-    def close(self) -> None:
-        self.cut()
-        self.sock.close()
 
 
 @contextlib.contextmanager
@@ -183,7 +131,7 @@ def test_store_unreachable_from_the_region_holds_artifacts_saved_until_it_return
     creds: ws.WeedS3, tmp_path: Path, ray_cluster: ray_local.LocalRayCluster
 ) -> None:
     host, port = creds.endpoint.removeprefix("http://").split(":")
-    proxy = Proxy((host, int(port)))
+    proxy = cut_proxy.Proxy(PROXY_IP, (host, int(port)))
     text = rg.quickstart_yaml("--steps 40 --checkpoint-every 10 --step-sleep 0.2", retries=0)
     try:
         with (
