@@ -10,7 +10,7 @@ On the real SeaweedFS server (``tests/weed_s3.py``, built by ``s3/build.sh``):
   marker) versus a plain ``s3fs.put`` of the same files; throughput and the ratio;
 - cross-region failover (full run only): the scenario of
   ``tests/hub/test_failover_s3.py`` (two one-node Ray regions, a hub, two agents, the
-  bucket between them; east's hub link cut past the 8 s grace): seconds from the cut to
+  bucket between them; east's hub link cut past the 12 s grace): seconds from the cut to
   attempt 2's first metric in west, and the steps redone.
 
     python -m benchmarks.bench_record_uploads [--quick] [--no-write]
@@ -152,7 +152,7 @@ def _failover(server: Any, work: Path) -> tuple[float, int]:
             fo.two_regions(server, work, clusters) as (hub, _prefix, proxy, _agents),
             hub.http() as c,
         ):
-            text = rg.quickstart_yaml("--steps 150 --checkpoint-every 20 --step-sleep 0.1")
+            text = rg.quickstart_yaml(fo.ARGS)
             run = rg.submit_run(c, text)
             rg.wait_run(c, run["id"], fo._on_east_with_checkpoint, timeout=180)
             cut = time.time()
@@ -239,7 +239,7 @@ def _section(
     failover: tuple[float, int] | None,
 ) -> str:
     fo = (
-        f"| cross-region failover, partition to resumed training (grace 8 s) | "
+        f"| cross-region failover, partition to resumed training (lease 3 s, grace 12 s) | "
         f"{failover[0]:.1f} s, {failover[1]} steps redone |\n"
         if failover
         else ""
@@ -262,7 +262,7 @@ The lag is the upload interval plus one whole-file upload of `metrics.jsonl` (ob
 cannot be appended to) plus the reader's 20 ms poll. `RecordSync` reads every file back
 to verify its sha256 against the checkpoint's marker and reads `FENCE` twice around the
 marker; that read-back is most of the ratio's excess over 1. The failover time is the
-hub's grace (8 s in the scenario) plus the lease it waits on, placement in west, the
+hub's grace (12 s in the scenario) plus the lease it waits on, placement in west, the
 newest complete checkpoint's download into west's scratch and the job's start; the
 steps redone are those since east's last uploaded checkpoint (checkpoint every 20 steps
 of 0.1 s, plus the upload lag).

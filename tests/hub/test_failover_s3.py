@@ -4,7 +4,8 @@ hub, two real agents and the real SeaweedFS server.
 Regions ``east`` (cheaper: runs go there first) on 127.0.27.10 and ``west`` on
 127.0.27.11, each with its own agent root; the record store is an S3 bucket both reach.
 East loses the hub (a cut TCP proxy on 127.0.27.12 between its agent and the hub) past
-the grace period while its job keeps running and its agent still reaches the store:
+the grace period (12 s; lease 3 s) while its job keeps running and its agent still
+reaches the store:
 the hub re-places the run in west, which resumes from the checkpoint east uploaded;
 east's agent sees the fence move in the store, refuses its uploads from then on and
 mirrors the fence into its scratch, so the stray job's own writes are refused too.
@@ -33,6 +34,8 @@ pytestmark = [pytest.mark.ray, pytest.mark.slow]
 BUCKET = "failover"
 IPS = {"east": "127.0.27.10", "west": "127.0.27.11"}
 PROXY_IP = "127.0.27.12"
+ARGS = "--steps 300 --checkpoint-every 20 --step-sleep 0.1"
+"""Long enough that east's job outlives the lease plus the grace after the cut."""
 POOL = (
     "[{name: a, gpu_model: A100-80G, gpus_per_node: 4, cpus_per_node: 16, "
     "memory_per_node: 128Gi, nodes: 1, cost_per_gpu_hour: %s}]"
@@ -79,7 +82,7 @@ def two_regions(
     prefix = f"{BUCKET}/{secrets.token_hex(4)}"
     (tmp / "platform.yaml").write_text(platform_yaml(weed, f"s3://{prefix}"))
     engine = db.open_engine(f"sqlite:///{tmp / 'hub.db'}")
-    hub = make_hub(engine, tmp / "home", tmp / "platform.yaml", lease_s=2.0, grace_s=8.0)
+    hub = make_hub(engine, tmp / "home", tmp / "platform.yaml", lease_s=3.0, grace_s=12.0)
     server = HubServer(hub).start()
     host, port = server.url.removeprefix("http://").split(":")
     proxy = cut_proxy.Proxy(PROXY_IP, (host, int(port)))
@@ -105,7 +108,7 @@ def two_regions(
 def _on_east_with_checkpoint(run: dict[str, object]) -> bool:
     attempts = run["attempts"]
     assert isinstance(attempts, list)
-    a = attempts[-1] if attempts else None
+    a = attempts[0] if attempts else None
     return bool(a and a["cluster_id"] == "east" and (a["checkpoint_step"] or 0) >= 40)
 
 
@@ -120,7 +123,7 @@ def creds(weed_s3: ws.WeedS3, monkeypatch: pytest.MonkeyPatch) -> ws.WeedS3:
 def test_a_partitioned_region_fails_over_and_resumes_from_its_uploaded_checkpoint(
     creds: ws.WeedS3, tmp_path: Path, clusters: dict[str, ray_local.LocalRayCluster]
 ) -> None:
-    text = rg.quickstart_yaml("--steps 150 --checkpoint-every 20 --step-sleep 0.1", name="fo")
+    text = rg.quickstart_yaml(ARGS, name="fo")
     with (
         two_regions(creds, tmp_path, clusters) as (server, prefix, proxy, _agents),
         server.http() as c,

@@ -120,7 +120,8 @@ class RecordSync:
         self._adopted = False
         self._authorized = False
         self._done: set[str] = set()  # checkpoint step dirs and artifacts already stored
-        self._metrics_size = -1
+        self._metrics_size = -1  # bytes of metrics.jsonl in the store
+        self._metrics_seen = -1  # size of the scratch file at the last look
         self._fence_seen: int | None = None
         self._wake, self._stop = threading.Event(), threading.Event()
         self._thread = threading.Thread(
@@ -239,11 +240,21 @@ class RecordSync:
             )
 
     def _metrics(self) -> None:
+        """Upload the whole lines of ``metrics.jsonl`` when it grew (a snapshot: the job
+        appends while the upload runs, and the upload is verified by its sha256)."""
         path = self.scratch / METRICS
         size = path.stat().st_size if path.exists() else -1
-        if size > 0 and size != self._metrics_size:
-            self.store.put_file(self._k(METRICS), path)
-            self._metrics_size = size
+        if size <= 0 or size == self._metrics_seen:
+            return
+        data = path.read_bytes()
+        end = data.rfind(b"\n") + 1
+        self._metrics_seen = size
+        if end == 0 or end == self._metrics_size:
+            return
+        snap = self.scratch / ".metrics.upload"
+        snap.write_bytes(data[:end])
+        self.store.put_file(self._k(METRICS), snap)
+        self._metrics_size = end
 
     def _checkpoint(self, root: Path, fenced: bool) -> None:
         """Upload the newest committed checkpoint not stored yet (older ones are moot)."""
