@@ -8,7 +8,8 @@ the grace period (12 s; lease 3 s) while its job keeps running and its agent sti
 reaches the store:
 the hub re-places the run in west, which resumes from the checkpoint east uploaded;
 east's agent sees the fence move in the store, refuses its uploads from then on and
-mirrors the fence into its scratch, so the stray job's own writes are refused too.
+mirrors the fence into its scratch, so the stray job's own writes are refused too; when
+the link returns, east's agent reports the old attempt ended and the run finishes.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import secrets
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -131,6 +133,15 @@ def test_a_partitioned_region_fails_over_and_resumes_from_its_uploaded_checkpoin
         run = rg.submit_run(c, text)
         rg.wait_run(c, run["id"], _on_east_with_checkpoint, timeout=180)
         proxy.cut()  # east loses the hub past the grace; it still reaches the store
+        moved = rg.wait_run(c, run["id"], lambda r: len(r["attempts"]) >= 2, timeout=120)
+        token = moved["attempts"][0]["token"]
+        # east's agent reads the moved fence in the store and mirrors it into its scratch
+        fence = tmp_path / "root-east" / "scratch" / run["id"] / "a1" / "FENCE"
+        deadline = time.time() + 60
+        while fence.read_text().strip() == str(token):
+            assert time.time() < deadline, "east never saw its attempt fenced"
+            time.sleep(0.5)
+        proxy.open.set()  # the region comes back: its agent reports the old attempt ended
         done = rg.wait_run(c, run["id"], rg.finished, timeout=300)
         metrics = c.get(f"/v1/runs/{run['id']}/metrics").json()
     assert done["state"] == "succeeded", done["reason"]
@@ -149,9 +160,6 @@ def test_a_partitioned_region_fails_over_and_resumes_from_its_uploaded_checkpoin
     for path in fs.glob(f"{base}/checkpoints/step-*/_CHECKPOINT.json"):
         marker = json.loads(fs.cat_file(path))
         assert marker["attempt"] != 1 or marker["created_at"] <= ended, marker
-    # and mirrored the fence into its own scratch (the stray job's SDK refuses there)
-    fences = list((tmp_path / "root-east" / "scratch").rglob("FENCE"))
-    assert fences and all(int(p.read_text()) != first["token"] for p in fences)
     # each region wrote under its own root; the hub's home holds no job output
     assert (tmp_path / "root-west" / "scratch" / run["id"]).is_dir()
     assert not list((tmp_path / "home").rglob("metrics.jsonl"))
