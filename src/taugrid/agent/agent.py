@@ -235,7 +235,14 @@ class Agent:
     # -- actions ----------------------------------------------------------------
     def _start(self, a: wire.Assignment) -> None:
         sid = a.submission_id or rayjobs.submission_id(a.run_id, a.attempt)
-        t = tracker.AttemptTracker(a, sid, self._record_sync(a))
+        # a Kubernetes job (RUN_SPEC) writes the mounted data root itself: no scratch
+        own = self.backend.supports(base.Capability.RUN_SPEC)
+        sync = (
+            None
+            if own
+            else recordsync.for_assignment(a, self.config.state_dir, self.config.store_endpoint)
+        )
+        t = tracker.AttemptTracker(a, sid, sync)
         self.trackers[a.token] = t
         if a.submission_id:
             t.restore(self._attempts_dir)
@@ -270,14 +277,6 @@ class Agent:
                 self._fail(t, message, st.FailureKind.RUNTIME_ENV)
             else:  # ready, past the wait, or not built for reasons of its own: Ray builds it
                 self._submit(t)
-
-    def _record_sync(self, a: wire.Assignment) -> recordsync.RecordSync | None:
-        """The attempt's scratch and uploads (``agent.recordsync``); None where the job
-        writes its record itself (a Kubernetes job mounts the data root)."""
-        if not a.records or not a.record_key or self.backend.supports(base.Capability.RUN_SPEC):
-            return None
-        store = recordsync.open_for(a, self.config.store_endpoint)
-        return recordsync.RecordSync(a, recordsync.scratch_dir(self.config.state_dir, a), store)
 
     def _submit(self, t: tracker.AttemptTracker) -> None:
         a, sid = t.a, t.submission_id

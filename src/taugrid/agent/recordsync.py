@@ -54,7 +54,15 @@ from taugrid.dataplane import recordstore
 from taugrid.platform import models as pm
 from taugrid.store import checkpoints
 
-__all__ = ["BACKOFF_MAX_S", "UPLOAD_S", "Fenced", "RecordSync", "open_for", "scratch_dir"]
+__all__ = [
+    "BACKOFF_MAX_S",
+    "UPLOAD_S",
+    "Fenced",
+    "RecordSync",
+    "for_assignment",
+    "open_for",
+    "scratch_dir",
+]
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +97,13 @@ def open_for(a: wire.Assignment, endpoint: str | None) -> recordstore.RecordStor
     if endpoint and (spec.url or "").startswith("s3://"):
         spec = spec.model_copy(update={"endpoint_url": endpoint})
     return recordstore.cached_store(spec, Path(spec.url or "."))
+
+
+def for_assignment(a: wire.Assignment, state_dir: Path, endpoint: str | None) -> RecordSync | None:
+    """The attempt's scratch and uploads; None when the hub named no record store."""
+    if not a.records or not a.record_key:
+        return None
+    return RecordSync(a, scratch_dir(state_dir, a), open_for(a, endpoint))
 
 
 def _sha256(path: Path) -> str:
