@@ -13,7 +13,7 @@ On the real SeaweedFS server (``tests/weed_s3.py``, built by ``s3/build.sh``):
   bucket between them; east's hub link cut past the 12 s grace): seconds from the cut to
   attempt 2's first metric in west, and the steps redone.
 
-    python -m benchmarks.bench_record_uploads [--quick] [--no-write]
+    python -m benchmarks.bench_record_uploads [--quick] [--no-write] [--no-failover]
 
 ``--quick`` (seconds): the local-directory store, small sizes, printed only. The full
 run writes the "## Record uploads: metric lag and checkpoint throughput" section.
@@ -121,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument("--no-failover", action="store_true", help="skip the Ray scenario")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="tau-bench-up-") as tmp:
         work = Path(tmp)
@@ -132,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
         server.start()
         try:
             server.make_bucket("bench")
-            failover = _failover(server, work / "fo")
+            failover = None if args.no_failover else _failover(server, work / "fo")
             return _run(work, server, n=400, mb=256, write=not args.no_write, failover=failover)
         finally:
             server.stop()
