@@ -158,6 +158,9 @@ def _failover(server: Any, work: Path) -> tuple[float, int]:
             rg.wait_run(c, run["id"], fo._on_east_with_checkpoint, timeout=180)
             cut = time.time()
             proxy.cut()
+            rg.wait_run(c, run["id"], lambda r: len(r["attempts"]) >= 2, timeout=120)
+            time.sleep(5)  # east's agent sees the moved fence in the store
+            proxy.open.set()  # east comes back and reports its old attempt ended
             done = rg.wait_run(c, run["id"], rg.finished, timeout=300)
             metrics = c.get(f"/v1/runs/{run['id']}/metrics").json()
     finally:
