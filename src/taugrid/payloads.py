@@ -154,6 +154,18 @@ class AttemptReport(_Payload):
     progress_warning: str = pydantic.Field(default="", max_length=2000)
     """Set once when the attempt stops showing progress (``resilience.stall``)."""
     phases: list[dict[str, str]] = pydantic.Field(default_factory=list, max_length=20)
+    uploads_pending: str = pydantic.Field(
+        default="", max_length=2000, description="Why the outputs are not in the store yet."
+    )
+    uploaded: bool = pydantic.Field(
+        default=False, description="The outputs held back by uploads_pending are now stored."
+    )
+    adopted: list[list[str]] = pydantic.Field(
+        default_factory=list, max_length=100, description="(source, step dir) the agent adopted."
+    )
+    unusable: list[list[str]] = pydantic.Field(
+        default_factory=list, max_length=100, description="(source, why) it could not adopt."
+    )
     """Phase signals the cluster itself gave (``lifecycle.phases`` names and statuses,
     ``source``: the object that said it, ``reason``), applied after the state's own."""
 
@@ -199,6 +211,12 @@ class Assignment(_Payload):
     workspace: str
     spec: dict[str, Any]
     run_dir: str
+    records: dict[str, Any] = pydantic.Field(
+        default_factory=dict,
+        description="The workspace's record store (platform.yaml records; a local store's "
+        "url is its directory); credentials come from the agent's environment.",
+    )
+    record_key: str = pydantic.Field(default="", description="The run record's key prefix.")
     submission_id: str | None = None
     resumed_from: str | None = None
     inputs: dict[str, str] = pydantic.Field(
@@ -239,6 +257,10 @@ class AgentSyncReply(_Payload):
         default_factory=list, description="Other regions' data planes; with full reports."
     )
     prepare: list[PrepareHint] = pydantic.Field(default_factory=list)
+    uploads: list[int] = pydantic.Field(
+        default_factory=list,
+        description="Ended attempts whose held-back uploads the hub still wants (succeeded).",
+    )
 
 
 # -- tenancy (hub.tenancy_api) ---------------------------------------------------------

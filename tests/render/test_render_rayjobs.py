@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import json
 
-import pytest
 import render_builders as rb
 
-from taugrid import errors
 from taugrid.render import rayjobs, resolve, runspec
 
 
@@ -58,12 +56,14 @@ def test_object_store_output_leaves_the_job_writing_its_record() -> None:
     assert local.runtime_env["env_vars"]["TAU_OUTPUT_DIR"] == "/mnt/out"  # type: ignore[index]
 
 
-def test_a_record_in_an_object_store_is_refused_with_the_fix() -> None:
-    with pytest.raises(errors.UserError, match="object store") as err:
-        rayjobs.render_submission(
-            _spec(), "run1", attempt=1, run_dir="s3://rec/p/nlp/runs/run1", working_dir="/src"
-        )
-    assert "records.url" in err.value.hint
+def test_the_job_writes_into_the_directory_the_agent_gives() -> None:
+    """The agent passes the attempt's scratch (agent.recordsync), whatever the record store."""
+    sub = rayjobs.render_submission(
+        _spec(), "run1", attempt=2, run_dir="/agent/scratch/run1/a2", working_dir="/src"
+    )
+    env = sub.runtime_env["env_vars"]  # type: ignore[index]
+    assert env["TAU_OUTPUT_DIR"] == "/agent/scratch/run1/a2"
+    assert env["CHECKPOINT_PATH"] == "/agent/scratch/run1/a2/checkpoints"
 
 
 def test_multi_worker_uses_the_launcher_with_a_small_driver() -> None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import logging
+import shutil
 import threading
 import time
 import zipfile
@@ -34,10 +35,19 @@ from typing import Any
 
 from taugrid import errors
 from taugrid import payloads as wire
-from taugrid.agent import datasync, health, hubclient, nodecheck, prewarm, strays, tracker
+from taugrid.agent import (
+    datasync,
+    health,
+    hubclient,
+    nodecheck,
+    prewarm,
+    recordsync,
+    strays,
+    tracker,
+)
 from taugrid.backends import base, ray_cordon
 from taugrid.backends import errors as berr
-from taugrid.dataplane import runtimes
+from taugrid.dataplane import recordstore, runtimes
 from taugrid.health import signals
 from taugrid.lifecycle import states as st
 from taugrid.render import rayjobs, runspec
@@ -75,6 +85,8 @@ class AgentConfig:
         default_factory=nodecheck.CheckerConfig
     )
     """The node health checker (``agent.nodecheck``); None turns it off."""
+    store_endpoint: str | None = None
+    """How this region reaches an S3 record store (None: platform.yaml's endpoint_url)."""
 
 
 SUBMIT_TRIES = 4
@@ -199,7 +211,11 @@ class Agent:
                 self.prewarm.ensure(hint.key, hint.pip, hint.run_ids)
         if self.sidecar is not None and reply.peers:
             self.sidecar.announce(reply.peers)
-        wanted = {a.token for a in reply.assignments}
+        wanted = {a.token for a in reply.assignments} | set(reply.uploads)
+        for tok in reply.uploads:
+            held = self.trackers.get(tok)
+            if held is not None and held.sync is not None:
+                held.sync.authorize()
         fresh = [a for a in reply.assignments if a.token not in self.trackers]
         if fresh and self._cordons_hold():  # else offered again on the next sync
             for a in fresh:
@@ -210,16 +226,28 @@ class Agent:
             ended = t.state not in st.ACTIVE_ATTEMPT_STATES
             if tok not in wanted and ended and t.released:
                 del self.trackers[tok]
+                if t.sync is not None:
+                    t.sync.stop()
+                    shutil.rmtree(t.sync.scratch, ignore_errors=True)
                 self._reaped.pop(tok, None)
                 (self._attempts_dir / f"{tok}.json").unlink(missing_ok=True)
 
     # -- actions ----------------------------------------------------------------
     def _start(self, a: wire.Assignment) -> None:
         sid = a.submission_id or rayjobs.submission_id(a.run_id, a.attempt)
-        t = tracker.AttemptTracker(a, sid)
+        # a Kubernetes job (RUN_SPEC) writes the mounted data root itself: no scratch
+        own = self.backend.supports(base.Capability.RUN_SPEC)
+        sync = (
+            None
+            if own
+            else recordsync.for_assignment(a, self.config.state_dir, self.config.store_endpoint)
+        )
+        t = tracker.AttemptTracker(a, sid, sync)
         self.trackers[a.token] = t
         if a.submission_id:
             t.restore(self._attempts_dir)
+            if t.sync is not None:
+                t.sync.start()
             log.info("re-attaching to attempt %s (%s)", a.token, sid)
             return
         key = runtimes.runtime_key(a.spec)
@@ -256,11 +284,21 @@ class Agent:
             if self.backend.supports(base.Capability.RUN_SPEC):
                 self.backend.submit_run(a.spec, a.run_id, sid)
                 return
-            sub = self._submission(a, sid)
+            if t.sync is not None:
+                t.sync.stage()  # the resume checkpoint into scratch, before the job starts
+            sub = self._submission(a, sid, t.run_dir)
             t.submission = sub.model_dump(mode="json")
             self.backend.submit(sub)
+            if t.sync is not None:
+                t.sync.start()
+        except recordsync.Fenced as exc:
+            self._fail(t, f"submission refused: {exc.message}", st.FailureKind.SUBMIT_ERROR)
+        except (recordstore.RecordStoreError, OSError) as exc:
+            self._retry_submit(t, exc)
         except berr.DuplicateSubmission:
             log.info("attempt %s was already submitted; re-attaching", a.token)
+            if t.sync is not None:
+                t.sync.start()
         except berr.RayUnavailable as exc:
             self._retry_submit(t, exc)
         except errors.TauError as exc:
@@ -297,14 +335,14 @@ class Agent:
             )
         )
 
-    def _submission(self, a: wire.Assignment, sid: str) -> rayjobs.RayJobSubmission:
+    def _submission(self, a: wire.Assignment, sid: str, run_dir: Path) -> rayjobs.RayJobSubmission:
         spec = runspec.RunSpec.model_validate(a.spec)
         code_dir = self._code_dir(a)
         sub = rayjobs.render_submission(
             spec,
             a.run_id,
             attempt=a.attempt,
-            run_dir=a.run_dir,
+            run_dir=str(run_dir),
             working_dir=str(code_dir),
             nodes=tuple(a.nodes),
         )
@@ -472,3 +510,6 @@ class Agent:
             wait = min(self.config.sync_s, self.config.busy_sync_s) if busy else self.config.sync_s
             if not self.step(wait_s=wait):
                 stop.wait(self.config.sync_s)
+        for t in self.trackers.values():
+            if t.sync is not None:
+                t.sync.stop()

@@ -203,6 +203,7 @@ def _serve(args: argparse.Namespace) -> None:
         prewarm=not args.no_prewarm,
         prewarm_wait_s=args.prewarm_wait,
         expected_nodes=len(node_shapes(spec)) if cluster is not None else None,
+        store_endpoint=os.environ.get("TAU_STORE_ENDPOINT") or None,
     )
     stop = threading.Event()
     sidecar: datasync.Sidecar | None = None

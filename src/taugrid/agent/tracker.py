@@ -27,6 +27,7 @@ from typing import Any
 
 from taugrid import errors
 from taugrid import payloads as wire
+from taugrid.agent import recordsync
 from taugrid.backends import base
 from taugrid.backends import errors as berr
 from taugrid.health import logscan, stall
@@ -61,9 +62,15 @@ class AttemptTracker:
     ``LOGS_EVERY_S``, and whenever its state changes.
     """
 
-    def __init__(self, assignment: wire.Assignment, submission_id: str) -> None:
+    def __init__(
+        self,
+        assignment: wire.Assignment,
+        submission_id: str,
+        sync: recordsync.RecordSync | None = None,
+    ) -> None:
         self.a = assignment
         self.submission_id = submission_id
+        self.sync = sync
         self.log_offset = 0
         self.metrics_offset = 0
         self.last_step: int | None = None
@@ -99,7 +106,8 @@ class AttemptTracker:
 
     @property
     def run_dir(self) -> Path:
-        return Path(self.a.run_dir)
+        """Where the job writes: its scratch (``recordsync``), else the record itself."""
+        return self.sync.scratch if self.sync is not None else Path(self.a.run_dir)
 
     def poll(self, backend: base.Backend, faulty: dict[str, str]) -> wire.AttemptReport:
         """Observe the job once and build the report of what changed."""
@@ -112,10 +120,11 @@ class AttemptTracker:
         if bad and not status.state.terminal and self.fault is None:
             self.fault = f"node {bad[0]} marked faulty ({faulty[bad[0]]}); attempt stopped"
             backend.stop(self.submission_id)
-        changed = _STATE[status.state] is not self.state or status.state.terminal
-        if changed and _STATE[status.state] is st.AttemptState.RUNNING:
+        job = self._held(status.state)
+        changed = _STATE[job] is not self.state or job.terminal
+        if changed and _STATE[job] is st.AttemptState.RUNNING:
             self.stall.progress(time.time())  # the stall clock starts when the job runs
-        self.state = _STATE[status.state]
+        self.state = _STATE[job]
         due = changed or time.monotonic() - self._logs_at >= LOGS_EVERY_S
         report = wire.AttemptReport(
             token=self.a.token,
@@ -132,7 +141,16 @@ class AttemptTracker:
         self.submission = None  # sent once
         if self.state is st.AttemptState.RUNNING:
             self._watch(backend, report, due)
-        return self._finish(backend, status, report)
+        return self._finish(backend, status, report, job.terminal)
+
+    def _held(self, job: base.JobState) -> base.JobState:
+        """The job's state, but not yet terminal while its final upload round runs
+        (``recordsync``: the end is reported once its outputs are stored or pending)."""
+        if not job.terminal or self.sync is None or self.sync.settled.is_set():
+            return job
+        self.sync.finish(job is base.JobState.SUCCEEDED)
+        running = self.state is st.AttemptState.RUNNING
+        return base.JobState.RUNNING if running else base.JobState.PENDING
 
     def _watch(self, backend: base.Backend, r: wire.AttemptReport, read_logs: bool) -> None:
         """The log and progress monitor (see the module docstring)."""
@@ -171,11 +189,16 @@ class AttemptTracker:
         return self.state
 
     def _finish(
-        self, backend: base.Backend, status: base.JobStatus, r: wire.AttemptReport
+        self, backend: base.Backend, status: base.JobStatus, r: wire.AttemptReport, ended: bool
     ) -> wire.AttemptReport:
         r.last_step = self.last_step
-        if not status.state.terminal:
+        if not ended:
             return r
+        if self.sync is not None:
+            r.uploads_pending = self.sync.pending[:2000]
+            r.uploaded = self.sync.uploaded_late
+            r.adopted = [list(x) for x in self.sync.adoption.adopted][:100]
+            r.unusable = [list(x) for x in self.sync.adoption.unusable][:100]
         r.exit_code = status.exit_code
         r.message = self.fault or status.message or ""
         if self.fault:

@@ -32,6 +32,7 @@ from taugrid.lifecycle import phases as ph
 from taugrid.lifecycle import reasons
 from taugrid.lifecycle import states as st
 from taugrid.spec import units
+from taugrid.store import checkpoints
 
 __all__ = ["end_attempt", "preempt", "register", "sync"]
 
@@ -74,7 +75,23 @@ def sync(hub: context.Hub, cluster_id: str, req: wire.AgentSync) -> wire.AgentSy
     if report is not None:
         reply.peers = peer_endpoints(hub, cluster_id)
     reply.prepare = prewarm.hints(hub, cluster_id)
+    reply.uploads = [t for t in req.known if _upload_wanted(hub, t)]
     return reply
+
+
+UPLOAD_SOURCE = "agent upload"
+"""The source of *Artifacts saved* while the agent's final upload waits for the store."""
+
+
+def _upload_wanted(hub: context.Hub, token: int) -> bool:
+    """The agent's held-back uploads of ``token`` are still wanted: the run succeeded with
+    that attempt and *Artifacts saved* waits for them (``recordsync`` in the agent)."""
+    a = hub.runs.get_attempt(token)
+    run = hub.runs.get_run(a["run_id"]) if a is not None else None
+    if run is None or run["current_token"] != token:
+        return False
+    rec = hub.runs.phases(run["id"]).get(ph.Phase.ARTIFACTS_SAVED)
+    return rec is not None and rec.status is ph.PhaseStatus.ACTIVE and rec.source == UPLOAD_SOURCE
 
 
 def peer_endpoints(hub: context.Hub, cluster_id: str) -> list[wire.PeerEndpoint]:
@@ -137,13 +154,16 @@ def _reply(hub: context.Hub, cluster_id: str) -> wire.AgentSyncReply:
 
 
 def _assignment(hub: context.Hub, run: dict[str, Any], a: dict[str, Any]) -> wire.Assignment:
+    rec = runs.record_of(hub, run)
     return wire.Assignment(
+        records=runs.records_for_agent(hub, run["workspace"]),
+        record_key=rec.prefix,
         token=a["token"],
         run_id=run["id"],
         attempt=a["number"],
         workspace=run["workspace"],
         spec=run["spec"],
-        run_dir=runs.record_of(hub, run).location,
+        run_dir=rec.location,
         submission_id=a["submission_id"],
         resumed_from=a["resumed_from"],
         inputs=data_view.local_inputs(hub, run, a["cluster_id"]),
@@ -167,6 +187,9 @@ def _apply(hub: context.Hub, rep: wire.AttemptReport) -> None:
         _check_released(hub, run["id"])
         return
     rec = runs.record_of(hub, run)
+    if rep.uploaded and _upload_wanted(hub, a["token"]):
+        _artifacts(hub, run)
+        runs.finish_record(hub, run["id"])
     if rep.log_chunk:
         rec.append_log("driver.log", rep.log_chunk)
     if rep.submission:
@@ -267,7 +290,19 @@ def _transition(
         st.AttemptState.STOPPED.value,
     ):
         kind = st.FailureKind(rep.failure_kind) if rep.failure_kind else None
-        end_attempt(hub, a, st.AttemptState(state), rep.message, kind=kind, exit_code=rep.exit_code)
+        end_attempt(
+            hub,
+            a,
+            st.AttemptState(state),
+            rep.message,
+            kind=kind,
+            exit_code=rep.exit_code,
+            uploads_pending=rep.uploads_pending,
+            adopted=checkpoints.Adoption(
+                [(x[0], x[1]) for x in rep.adopted if len(x) == 2],
+                [(x[0], x[1]) for x in rep.unusable if len(x) == 2],
+            ),
+        )
 
 
 def _binding_mismatch(
@@ -344,8 +379,12 @@ def end_attempt(
     kind: st.FailureKind | None = None,
     exit_code: int | None = None,
     revoke: bool = False,
+    uploads_pending: str = "",
+    adopted: checkpoints.Adoption | None = None,
 ) -> None:
-    """Record the end of an attempt and decide the run's next state."""
+    """Record the end of an attempt and decide the run's next state. ``adopted``: the
+    checkpoints its agent adopted in the job's scratch (``agent.recordsync``);
+    ``uploads_pending``: why its outputs are not in the record store yet."""
     if a["failure_kind"] == st.FailureKind.PREEMPTION.value and state is st.AttemptState.STOPPED:
         state, kind = st.AttemptState.FAILED, st.FailureKind.PREEMPTION
         message = a["reason"] or message
@@ -368,8 +407,11 @@ def end_attempt(
     if run is None or run["current_token"] != a["token"]:
         return
     adoption = fencing.adopt(hub, run, a, revoked_at)  # what it wrote but never committed
+    if adopted is not None:
+        adoption.adopted += adopted.adopted
+        adoption.unusable += adopted.unusable
     if state is st.AttemptState.SUCCEEDED:
-        _succeeded(hub, run)
+        _succeeded(hub, run, uploads_pending)
     elif run["cancel_requested"]:
         _finish(hub, run, st.RunState.CANCELLED, ph.PhaseStatus.SKIPPED, "cancelled by user")
     else:
@@ -406,9 +448,18 @@ def _finish(
     )
 
 
-def _succeeded(hub: context.Hub, run: dict[str, Any]) -> None:
+def _succeeded(hub: context.Hub, run: dict[str, Any], uploads_pending: str = "") -> None:
     _phase(hub, run["id"], ph.Phase.PROGRESSING, ph.PhaseStatus.DONE, "metrics", "job finished")
     _finish(hub, run, st.RunState.SUCCEEDED, ph.PhaseStatus.DONE, "exit code 0")
+    if uploads_pending:  # the agent uploads them once the store answers (``uploads``)
+        why = f"outputs not in the record store yet: {uploads_pending}"
+        _phase(hub, run["id"], ph.Phase.ARTIFACTS_SAVED, ph.PhaseStatus.ACTIVE, UPLOAD_SOURCE, why)
+        return
+    _artifacts(hub, run)
+
+
+def _artifacts(hub: context.Hub, run: dict[str, Any]) -> None:
+    """*Artifacts saved* from what the record holds (and the results export, if any)."""
     rec = runs.record_of(hub, run)
     outputs = run["spec"].get("outputs", [])
     missing = rec.missing_outputs(outputs)

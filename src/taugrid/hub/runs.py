@@ -135,6 +135,15 @@ def record_store(hub: context.Hub, workspace: str) -> recordstore.RecordStore:
     return recordstore.cached_store(hub.platform.records_for(workspace), hub.data_root)
 
 
+def records_for_agent(hub: context.Hub, workspace: str) -> dict[str, Any]:
+    """The workspace's record store as agents open it: a local store's url is its
+    directory (the embedded platform: one machine), credentials stay env var names."""
+    spec = hub.platform.records_for(workspace)
+    if not spec.url:
+        spec = spec.model_copy(update={"url": str(hub.data_root)})
+    return spec.model_dump(mode="json")
+
+
 def record_of(hub: context.Hub, run: dict[str, Any]) -> record.RunRecord:
     return record.RunRecord(record_store(hub, run["workspace"]), run["workspace"], run["id"])
 
@@ -257,9 +266,13 @@ def resume(hub: context.Hub, run: dict[str, Any], actor: str) -> dict[str, Any]:
 
 def latest_checkpoint(hub: context.Hub, run: dict[str, Any]) -> str | None:
     """The highest complete ``step-*`` folder of the run's checkpoints, if any."""
-    local = record_of(hub, run).dir
-    if local is None:  # an object store: the agents keep checkpoints there (not yet read)
-        return None
+    rec = record_of(hub, run)
+    local = rec.dir
+    if local is None:  # an object store: the newest step whose marker was uploaded
+        if run["spec"].get("checkpoint_path"):
+            return None
+        listed = rec.store.list(rec.key("checkpoints"))
+        return checkpoints.latest_listed([path for path, _size in listed])
     root = checkpoints.checkpoint_root(local, run["spec"].get("checkpoint_path"))
     return checkpoints.latest_name(root)
 

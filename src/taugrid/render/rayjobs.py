@@ -22,7 +22,6 @@ import re
 
 import pydantic
 
-from taugrid import errors
 from taugrid.render import command, naming, runspec
 
 __all__ = [
@@ -94,19 +93,11 @@ def render_submission(
 ) -> RayJobSubmission:
     """The Ray Jobs submission of attempt ``attempt`` of run ``run_id``.
 
-    ``run_dir`` is the run's record directory (``$TAU_HOME/data/<ws>/runs/<id>``);
+    ``run_dir`` is the directory the job writes its outputs into: the attempt's scratch
+    on the agent's machine (``agent.recordsync`` uploads it into the record store);
     ``working_dir`` the code directory or URI to ship as the job's working_dir;
     ``nodes`` the node ID of each worker as the hub bound them (``command.plan``).
-    A record in an object store (``run_dir`` a URL) is refused: jobs write their record
-    through a directory, and the agent-side upload to the store is not built yet.
     """
-    if "://" in run_dir:
-        raise errors.UserError(
-            f"run {run_id}'s record is in an object store ({run_dir}); jobs cannot write "
-            "there yet (their metrics, checkpoints and artifacts go through a directory)",
-            "keep records.url unset or a directory for workspaces that run jobs "
-            "(docs/platform.md, Record stores)",
-        )
     entry = command.plan(spec, nodes)
     env = command.run_env(
         spec, run_id, run_dir=run_dir, checkpoint_default=f"{run_dir.rstrip('/')}/checkpoints"

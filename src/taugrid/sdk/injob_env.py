@@ -4,7 +4,9 @@ The platform starts every attempt of a run with these variables (DESIGN.md secti
 
     TAU_RUN_ID          the run ID (the key of the run record)
     TAU_ATTEMPT         attempt number, an int starting at 1
-    TAU_OUTPUT_DIR      the run record directory ``/data/<ws>/runs/<run-id>/``
+    TAU_OUTPUT_DIR      where the attempt writes: a scratch directory on its node that
+                        the agent uploads into the run record (``agent.recordsync``);
+                        the record ``/data/<ws>/runs/<run-id>/`` itself on Kubernetes
     CHECKPOINT_PATH     where checkpoints go; default ``$TAU_OUTPUT_DIR/checkpoints``
     TAU_FENCING_TOKEN   this attempt's fencing token, an int (see ``injob_fence``)
     RANK / WORLD_SIZE   worker rank and count of a multi-worker run

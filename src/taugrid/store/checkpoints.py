@@ -38,7 +38,7 @@ import time
 import uuid
 from pathlib import Path
 
-__all__ = ["Adoption", "adopt", "checkpoint_root", "latest_name"]
+__all__ = ["Adoption", "adopt", "checkpoint_root", "latest_listed", "latest_name"]
 
 MARKER_FILE = "_CHECKPOINT.json"
 LATEST_FILE = "latest"
@@ -74,6 +74,18 @@ def latest_name(root: Path) -> str | None:
         return None
     steps = sorted(((int(m[1]), n) for n in names if (m := _COMMITTED.match(n))), reverse=True)
     return next((n for s, n in steps if _marker_step(root / n) == s), None)
+
+
+def latest_listed(paths: list[str]) -> str | None:
+    """The highest ``step-*`` folder with a marker among ``paths`` (relative to the
+    checkpoint root, as a record store lists them): its marker is uploaded last."""
+    steps = [
+        (int(m[1]), top)
+        for p in paths
+        if (top := p.partition("/")[0]) and p == f"{top}/{MARKER_FILE}"
+        if (m := _COMMITTED.match(top))
+    ]
+    return max(steps)[1] if steps else None
 
 
 def adopt(

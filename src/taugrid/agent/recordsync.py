@@ -1,0 +1,348 @@
+"""A job's outputs on its agent's machine, and their way into the run's record store.
+
+A job never opens the hub's record. Each attempt writes into a scratch directory its
+agent owns, ``<agent state_dir>/scratch/<run-id>/a<attempt>/`` (``TAU_OUTPUT_DIR``;
+checkpoints in its ``checkpoints/`` unless tau.yaml sets ``checkpoint_path``, which the
+job then manages itself), and ``RecordSync`` — one thread per attempt — copies it into
+the record store through ``dataplane.recordstore``: the same code for a local directory
+(the embedded platform) and an object store.
+
+- ``stage``, before the job is submitted: the newest *complete* checkpoint of the run in
+  the store (its marker uploaded, every file it lists there with the listed sha256),
+  whichever region wrote it, is downloaded into scratch, where ``tau.latest_checkpoint()``
+  finds it; so is ``metrics/metrics.jsonl`` (the record's file keeps every attempt).
+- every ``UPLOAD_S`` while the job runs: the store's ``FENCE`` is read and mirrored into
+  scratch (the in-job SDK then refuses the writes of a revoked attempt); while it holds
+  this attempt's token, ``metrics/metrics.jsonl`` (when it grew) and the newest committed
+  checkpoint not yet uploaded go to the store. A checkpoint's files go first, each
+  verified by reading it back (sha256, checked against its marker), ``_CHECKPOINT.json``
+  last, with the fence read before and after it: a checkpoint cut half-way has no marker
+  in the store and is never offered; a fenced attempt's marker is refused, or deleted
+  again when the fence moved meanwhile.
+- a store that does not answer: retried with backoff (``UPLOAD_S`` doubling up to
+  ``BACKOFF_MAX_S``); the job keeps running and nothing is marked saved.
+- ``finish``, once the job ended: framework checkpoints it never committed are adopted
+  (``store.checkpoints.adopt``), then a last round, plus ``artifacts/`` (files, then
+  ``MANIFEST.json``) when it succeeded; the tracker reports the end only after that
+  round. When the store does not answer, the end is reported with ``pending`` (the
+  reason: the hub keeps *Artifacts saved* active and ``COMPLETE`` unwritten); the round
+  is retried while the hub lists the attempt in ``uploads`` — no fence then: the hub
+  revoked the token when it accepted the success — and ``uploaded_late`` is reported.
+
+Metric lag: a line is in the store at most ``UPLOAD_S`` plus one upload after ``tau.log``
+returned, while the store answers (docs/BENCHMARKS.md). Logs reach the record through the
+hub (the tracker's report), as before.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import re
+import shutil
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from taugrid import errors
+from taugrid import payloads as wire
+from taugrid.dataplane import recordstore
+from taugrid.platform import models as pm
+from taugrid.store import checkpoints
+
+__all__ = [
+    "BACKOFF_MAX_S",
+    "UPLOAD_S",
+    "Fenced",
+    "RecordSync",
+    "for_assignment",
+    "open_for",
+    "scratch_dir",
+]
+
+log = logging.getLogger(__name__)
+
+UPLOAD_S = 1.0
+"""Pause between upload rounds while the store answers (the metric lag bound)."""
+BACKOFF_MAX_S = 30.0
+"""Longest pause between tries while the store does not answer."""
+METRICS = "metrics/metrics.jsonl"
+ARTIFACTS = "artifacts"
+MANIFEST = "MANIFEST.json"
+MARKER = checkpoints.MARKER_FILE
+_STEP = re.compile(r"^step-(\d{8,})$")
+_DOWNLOAD = ".staging"
+
+
+class Fenced(errors.SystemFault):
+    """The store's ``FENCE`` names another attempt: this one may no longer upload."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, "another attempt of the run is authoritative", retryable=False)
+
+
+def scratch_dir(state_dir: Path, a: wire.Assignment) -> Path:
+    """The attempt's scratch directory under the agent's own root."""
+    return state_dir / "scratch" / a.run_id / f"a{a.attempt}"
+
+
+def open_for(a: wire.Assignment, endpoint: str | None) -> recordstore.RecordStore:
+    """The record store the assignment names, reached through ``endpoint`` when given
+    (how this region reaches an S3 store); credentials from this process's environment."""
+    spec = pm.RecordStoreSpec.model_validate(a.records)
+    if endpoint and (spec.url or "").startswith("s3://"):
+        spec = spec.model_copy(update={"endpoint_url": endpoint})
+    return recordstore.cached_store(spec, Path(spec.url or "."))
+
+
+def for_assignment(a: wire.Assignment, state_dir: Path, endpoint: str | None) -> RecordSync | None:
+    """The attempt's scratch and uploads; None when the hub named no record store."""
+    if not a.records or not a.record_key:
+        return None
+    return RecordSync(a, scratch_dir(state_dir, a), open_for(a, endpoint))
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        while block := fh.read(1 << 20):
+            h.update(block)
+    return h.hexdigest()
+
+
+class RecordSync:
+    """Uploads one attempt's scratch into its record (see the module docstring)."""
+
+    def __init__(self, a: wire.Assignment, scratch: Path, store: recordstore.RecordStore) -> None:
+        self.a, self.scratch, self.store = a, scratch, store
+        self.key = a.record_key
+        own_ckpt = not a.spec.get("checkpoint_path")
+        self.ckpt_root: Path | None = scratch / "checkpoints" if own_ckpt else None
+        self.created = time.time()
+        self.error = ""
+        """The last failure (empty while uploads work)."""
+        self.pending = ""
+        """Why the final round did not store everything (reported with the end)."""
+        self.uploaded_late = False
+        self.adoption = checkpoints.Adoption()
+        self.settled = threading.Event()
+        """The final round is over (done, pending or fenced): the end may be reported."""
+        self._final: bool | None = None
+        self._adopted = False
+        self._authorized = False
+        self._done: set[str] = set()  # checkpoint step dirs and artifacts already stored
+        self._metrics_size = -1  # bytes of metrics.jsonl in the store
+        self._metrics_seen = -1  # size of the scratch file at the last look
+        self._fence_seen: int | None = None
+        self._wake, self._stop = threading.Event(), threading.Event()
+        self._thread = threading.Thread(
+            target=self._loop, name=f"tau-upload-{a.token}", daemon=True
+        )
+
+    # -- driven by the agent ----------------------------------------------------------
+    def stage(self) -> None:
+        """Prepare scratch before the job starts (raises ``RecordStoreError``/``Fenced``)."""
+        (self.scratch / "metrics").mkdir(parents=True, exist_ok=True)
+        self._check_fence()
+        metrics = self.scratch / METRICS
+        if not metrics.exists():
+            self.store.get_file(self._k(METRICS), metrics)
+        self._metrics_size = metrics.stat().st_size if metrics.exists() else -1
+        if self.ckpt_root is not None:
+            self._download_latest(self.ckpt_root)
+
+    def start(self) -> None:
+        if not self._thread.is_alive():
+            self._thread.start()
+
+    def finish(self, succeeded: bool) -> None:
+        """The job ended: run the final round (once) in the upload thread."""
+        if self._final is None:
+            self._final = succeeded
+            self.start()
+            self._wake.set()
+
+    def authorize(self) -> None:
+        """The hub still wants this succeeded attempt's held-back uploads."""
+        if self.pending and not self._authorized:
+            self._authorized = True
+            self._wake.set()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=10)
+
+    # -- the thread -------------------------------------------------------------------
+    def _loop(self) -> None:
+        delay = UPLOAD_S
+        while not self._stop.is_set():
+            try:
+                self._step()
+                self.error, delay = "", UPLOAD_S
+            except Fenced as exc:
+                self.error = exc.message
+                if self._final is not None:
+                    self.settled.set()
+                delay = BACKOFF_MAX_S
+            except (errors.TauError, OSError) as exc:
+                self.error = exc.message if isinstance(exc, errors.TauError) else str(exc)
+                log.warning("uploads of attempt %s: %s", self.a.token, self.error)
+                if self._final is not None and not self.settled.is_set():
+                    self.pending = self.error
+                    self.settled.set()
+                delay = min(delay * 2, BACKOFF_MAX_S)
+            self._wake.wait(delay)
+            self._wake.clear()
+
+    def _step(self) -> None:
+        if self._final is None:
+            self._round(fenced=True)
+        elif not self.settled.is_set():
+            if self.ckpt_root is not None and not self._adopted:
+                self._adopted = True
+                self.adoption = checkpoints.adopt(
+                    self.ckpt_root,
+                    attempt=self.a.attempt,
+                    run_id=self.a.run_id,
+                    token=self.a.token,
+                    since=self.created,
+                    until=time.time(),
+                )
+            self._round(fenced=True, artifacts=self._final)
+            self.settled.set()
+        elif self.pending and self._authorized:
+            self._round(fenced=False, artifacts=self._final)
+            self.pending, self.uploaded_late = "", True
+        else:  # nothing left to upload: keep the scratch FENCE current (stray processes)
+            with contextlib.suppress(Fenced):
+                self._check_fence()
+
+    def _round(self, *, fenced: bool, artifacts: bool = False) -> None:
+        if fenced:
+            self._check_fence()
+        self._metrics()
+        if self.ckpt_root is not None:
+            self._checkpoint(self.ckpt_root, fenced)
+        if artifacts:
+            self._artifacts()
+
+    # -- pieces -----------------------------------------------------------------------
+    def _k(self, rel: str) -> str:
+        return f"{self.key}/{rel}"
+
+    def _check_fence(self) -> None:
+        raw = self.store.read(self._k("FENCE"))
+        try:
+            fence = int(raw) if raw is not None else None
+        except ValueError:
+            fence = -1  # unreadable: fail closed, as the in-job SDK does
+        if fence is not None and fence != self._fence_seen:
+            self.scratch.mkdir(parents=True, exist_ok=True)
+            tmp = self.scratch / ".FENCE.tmp"
+            tmp.write_text(f"{fence}\n")
+            os.replace(tmp, self.scratch / "FENCE")
+            self._fence_seen = fence
+        if fence is not None and fence != self.a.token:
+            raise Fenced(
+                f"attempt {self.a.attempt} of run {self.a.run_id} is fenced (its token "
+                f"{self.a.token}, the record's {fence}): its uploads are refused"
+            )
+
+    def _metrics(self) -> None:
+        """Upload the whole lines of ``metrics.jsonl`` when it grew (a snapshot: the job
+        appends while the upload runs, and the upload is verified by its sha256)."""
+        path = self.scratch / METRICS
+        size = path.stat().st_size if path.exists() else -1
+        if size <= 0 or size == self._metrics_seen:
+            return
+        data = path.read_bytes()
+        end = data.rfind(b"\n") + 1
+        self._metrics_seen = size
+        if end == 0 or end == self._metrics_size:
+            return
+        snap = self.scratch / ".metrics.upload"
+        snap.write_bytes(data[:end])
+        self.store.put_file(self._k(METRICS), snap)
+        self._metrics_size = end
+
+    def _checkpoint(self, root: Path, fenced: bool) -> None:
+        """Upload the newest committed checkpoint not stored yet (older ones are moot)."""
+        name = checkpoints.latest_name(root)
+        if name is None or name in self._done:
+            return
+        marker_path = root / name / MARKER
+        files = json.loads(marker_path.read_text()).get("files", {})
+        for rel, sha in sorted(files.items()):
+            got = self.store.put_file(self._k(f"checkpoints/{name}/{rel}"), root / name / rel)
+            if got != sha:
+                raise recordstore.RecordStoreError(
+                    f"checkpoint {name}/{rel} does not match its marker (changed after commit)"
+                )
+        if fenced:
+            self._check_fence()
+        marker = self._k(f"checkpoints/{name}/{MARKER}")
+        self.store.put_file(marker, marker_path)  # the commit point: written last
+        if fenced:
+            try:
+                self._check_fence()
+            except Fenced:
+                self.store.delete(marker)
+                raise
+        self.store.write(self._k("checkpoints/latest"), f"{name}\n".encode())
+        self._done.add(name)
+
+    def _artifacts(self) -> None:
+        top = self.scratch / ARTIFACTS
+        if not top.is_dir():
+            return
+        rels = sorted(
+            p.relative_to(top).as_posix()
+            for p in top.rglob("*")
+            if p.is_file() and not any(s.startswith(".") for s in p.relative_to(top).parts)
+        )
+        for rel in [r for r in rels if r != MANIFEST] + [r for r in rels if r == MANIFEST]:
+            if f"{ARTIFACTS}/{rel}" not in self._done:
+                self.store.put_file(self._k(f"{ARTIFACTS}/{rel}"), top / rel)
+                self._done.add(f"{ARTIFACTS}/{rel}")
+
+    def _download_latest(self, root: Path) -> None:
+        """The newest complete checkpoint in the store into ``root`` (if any is)."""
+        listed: dict[str, set[str]] = {}
+        for rel, _size in self.store.list(self._k("checkpoints")):
+            top, _, rest = rel.partition("/")
+            if _STEP.match(top) and rest:
+                listed.setdefault(top, set()).add(rest)
+        for name in sorted((n for n in listed if MARKER in listed[n]), reverse=True):
+            if (root / name / MARKER).exists() or self._fetch(root, name, listed[name]):
+                self._done.add(name)
+                root.joinpath("latest").write_text(f"{name}\n")
+                return
+
+    def _fetch(self, root: Path, name: str, present: set[str]) -> bool:
+        doc: dict[str, Any] = json.loads(
+            self.store.read(self._k(f"checkpoints/{name}/{MARKER}")) or b"{}"
+        )
+        files = doc.get("files")
+        if not isinstance(files, dict) or not set(files) <= present:
+            log.warning(
+                "checkpoint %s of %s is incomplete in the store; skipped", name, self.a.run_id
+            )
+            return False
+        tmp = root / _DOWNLOAD / f"download-{name}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        for rel, sha in files.items():
+            ok = self.store.get_file(self._k(f"checkpoints/{name}/{rel}"), tmp / rel)
+            if not ok or _sha256(tmp / rel) != sha:
+                log.warning("checkpoint %s/%s does not match its marker; skipped", name, rel)
+                shutil.rmtree(tmp, ignore_errors=True)
+                return False
+        self.store.get_file(self._k(f"checkpoints/{name}/{MARKER}"), tmp / MARKER)
+        with contextlib.suppress(FileExistsError):
+            os.rename(tmp, root / name)
+        return True

@@ -1,0 +1,59 @@
+"""A TCP forwarder a test can cut: the network seam for "X cannot reach Y" (a region
+that loses its object store or its hub) while both sides keep running."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+
+
+class Proxy:
+    """A TCP forwarder the test can cut (closes every connection, refuses new ones)."""
+
+    def __init__(self, ip: str, target: tuple[str, int]) -> None:
+        self.ip, self.target = ip, target
+        self.sock = socket.create_server((ip, 0))
+        self.port = self.sock.getsockname()[1]
+        self.open = threading.Event()
+        self.open.set()
+        self._conns: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://{self.ip}:{self.port}"
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.sock.accept()
+            except OSError:
+                return
+            if not self.open.is_set():
+                client.close()
+                continue
+            upstream = socket.create_connection(self.target)
+            self._conns += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(a: socket.socket, b: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := a.recv(65536):
+                b.sendall(data)
+        with contextlib.suppress(OSError):
+            b.shutdown(socket.SHUT_WR)
+
+    def cut(self) -> None:
+        self.open.clear()
+        for c in self._conns:
+            with contextlib.suppress(OSError):
+                c.shutdown(socket.SHUT_RDWR)
+                c.close()
+        self._conns.clear()
+
+    def close(self) -> None:
+        self.cut()
+        self.sock.close()
