@@ -19,6 +19,7 @@ from taugrid.cli import (
     ops_cmds,
     platform_cmds,
     run_cmds,
+    serve_cmds,
     spec_cmds,
     tenancy_cmds,
     views,
@@ -34,6 +35,7 @@ _COMMAND_MODULES = (
     ops_cmds,
     platform_cmds,
     run_cmds,
+    serve_cmds,
     spec_cmds,
     tenancy_cmds,
 )  # imported to register

@@ -31,7 +31,17 @@ import sqlalchemy as sa
 import swagger_ui_bundle
 from fastapi import responses
 
-from taugrid.hub import api, auth, context, data_api, nodes_api, results, scheduler, tenancy_api
+from taugrid.hub import (
+    api,
+    auth,
+    context,
+    data_api,
+    nodes_api,
+    results,
+    scheduler,
+    serving_api,
+    tenancy_api,
+)
 
 __all__ = ["DEFAULT_EXTENSIONS", "create_app", "install_extensions"]
 
@@ -63,6 +73,7 @@ def create_app(hub: context.Hub) -> fastapi.FastAPI:
     app.include_router(api.router)
     app.include_router(tenancy_api.router)
     app.include_router(nodes_api.router)
+    app.include_router(serving_api.router)
     data_api.install(app, hub)
     api.install_error_handlers(app)
 

@@ -12,7 +12,9 @@ Owns three things both backends share (KubeRay objects and Ray Jobs submissions)
   entrypoint is ``python -m taugrid.backends.launch`` (a placement group, one process
   per worker) and the driver takes only ``DRIVER_CPUS``. Ray Train/Tune scripts place
   their own workers, so their driver is small too and they read the sizes from
-  ``TAU_WORKERS``/``TAU_GPUS_PER_WORKER``/``TAU_CPUS_PER_WORKER``;
+  ``TAU_WORKERS``/``TAU_GPUS_PER_WORKER``/``TAU_CPUS_PER_WORKER``. A rayservice's
+  entrypoint is ``python -m taugrid.backends.serve_driver`` (small too: the Serve
+  replicas take the resources), configured by ``TAU_SERVE_CONFIG`` (``serve_config``);
 - ``run_env``: ``TAU_RUN_ID``, ``TAU_OUTPUT_DIR``, ``CHECKPOINT_PATH``, sizes, then the
   researcher's ``runtime.env``.
 """
@@ -20,6 +22,7 @@ Owns three things both backends share (KubeRay objects and Ray Jobs submissions)
 from __future__ import annotations
 
 import dataclasses
+import json
 import shlex
 
 from taugrid.render import runspec
@@ -29,16 +32,22 @@ __all__ = [
     "ACCELERATOR_PREFIX",
     "DRIVER_CPUS",
     "LAUNCH_MODULE",
+    "SERVE_DRIVER_MODULE",
+    "SERVE_PORT_DEFAULT",
     "EntrypointPlan",
     "accelerator_resource",
     "plan",
     "run_env",
     "runtime_env",
     "script_path",
+    "serve_config",
     "user_command",
 ]
 
 LAUNCH_MODULE = "taugrid.backends.launch"
+SERVE_DRIVER_MODULE = "taugrid.backends.serve_driver"
+SERVE_PORT_DEFAULT = 8000
+"""Port of a cluster's Serve HTTP proxy unless the run's env sets ``TAU_SERVE_PORT``."""
 DRIVER_CPUS = 0.1
 ACCELERATOR_PREFIX = "accelerator_type:"
 _ACCELERATOR_SLIVER = 0.001
@@ -93,6 +102,9 @@ def user_command(spec: runspec.RunSpec) -> list[str]:
 
 def plan(spec: runspec.RunSpec) -> EntrypointPlan:
     """Where the entrypoint runs and what it reserves (see the module docstring)."""
+    if spec.serve is not None:
+        driver = ("python", "-m", SERVE_DRIVER_MODULE)
+        return EntrypointPlan(driver, DRIVER_CPUS, 0, None, {}, driver_only=True)
     argv = user_command(spec)
     if spec.launcher in (sm.Launcher.RAY_TRAIN, sm.Launcher.RAY_TUNE):
         return EntrypointPlan(tuple(argv), DRIVER_CPUS, 0, None, {}, driver_only=True)
@@ -141,8 +153,27 @@ def run_env(
     }
     if spec.gpu_model:
         env["TAU_GPU_MODEL"] = spec.gpu_model
+    if spec.serve is not None:
+        env["TAU_SERVE_CONFIG"] = json.dumps(serve_config(spec))
     # resolve() rejects tau.yaml env that overrides TauGrid's reserved keys.
     return {**env, **spec.env}
+
+
+def serve_config(spec: runspec.RunSpec) -> dict[str, object]:
+    """What the serve driver deploys: the app named after the run, one replica per
+    worker (or autoscaling between its bounds), each with a worker's GPUs and CPUs."""
+    assert spec.serve is not None
+    auto = spec.serve.autoscaling
+    return {
+        "app": spec.name,
+        "import_path": spec.serve.import_path,
+        "route_prefix": spec.serve.route_prefix,
+        "num_replicas": spec.workers,
+        "autoscaling": auto.model_dump(mode="json") if auto else None,
+        "num_gpus": spec.gpus_per_worker,
+        "num_cpus": spec.cpus_per_worker,
+        "port": int(spec.env.get("TAU_SERVE_PORT", SERVE_PORT_DEFAULT)),
+    }
 
 
 def runtime_env(

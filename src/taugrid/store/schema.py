@@ -22,6 +22,7 @@ __all__ = [
     "clusters",
     "dataset_replicas",
     "datasets",
+    "deployments",
     "events",
     "metadata",
     "metrics",
@@ -283,4 +284,18 @@ transfers = sa.Table(
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Column("started_at", sa.Float, nullable=True),
     sa.Column("ended_at", sa.Float, nullable=True),
+)
+
+deployments = sa.Table(
+    "deployments",
+    metadata,
+    sa.Column("id", sa.String(140), primary_key=True),  # <workspace>/<name>
+    sa.Column("name", sa.String(64), nullable=False),
+    sa.Column("workspace", sa.String(64), nullable=False, index=True),
+    sa.Column("state", sa.String(16), nullable=False),  # active|deleted
+    sa.Column("run_id", sa.String(80), nullable=False),  # the serving run
+    sa.Column("previous_run_id", sa.String(80), nullable=True),  # being replaced
+    sa.Column("source", sa.JSON, nullable=False),  # run, checkpoint/artifact, model path
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
 )
