@@ -17,7 +17,8 @@ What it does, from ``TAU_SERVE_CONFIG`` (JSON written by ``render.command.serve_
    for. Deploying over a running app of the same name is Ray Serve's rolling update,
    which is how ``tau serve update`` and ``scale`` replace a serving run;
 4. every second writes ``$TAU_OUTPUT_DIR/serve/status.json`` (Serve's status of the
-   app, replica states, endpoint; the hub reads it for ``tau serve status``);
+   app, replica states, endpoint, and every ``TRAFFIC_EVERY`` polls requests/s and
+   latency from the proxy's access log; the hub reads it for ``tau serve status``);
 5. ends: failed (exit 1) when Serve reports ``DEPLOY_FAILED``; succeeded (exit 0) once
    another run has claimed the app and it is running again (it was replaced); on
    SIGTERM (``tau serve delete``: the run is cancelled) it deletes the app if it still
@@ -36,10 +37,18 @@ import time
 from pathlib import Path
 from typing import Any
 
+from taugrid.backends import serve_traffic
+
 __all__ = ["main"]
 
 _KV_NAMESPACE = "taugrid"
 POLL_S = 1.0
+TRAFFIC_EVERY = 5
+"""Polls between two reads of the proxy's access log (``backends.serve_traffic``)."""
+_NOT_A_STRAY = {"env_vars": {"TAU_FENCING_TOKEN": ""}}
+"""Env of the actors Serve starts for this run (controller, proxy, replicas): they outlive
+the run (an update's new run takes them over), so they must not carry the run's fencing
+token, by which the agent finds an ended run's stray processes (``agent.strays``)."""
 
 
 def _owner_key(app: str) -> bytes:
@@ -83,7 +92,11 @@ def _load(cfg: dict[str, Any]) -> Any:
     if not isinstance(target, serve.Application):
         raise TypeError(f"{cfg['import_path']} is not a Ray Serve application (Deployment.bind())")
     opts: dict[str, Any] = {
-        "ray_actor_options": {"num_gpus": cfg["num_gpus"], "num_cpus": cfg["num_cpus"]}
+        "ray_actor_options": {
+            "num_gpus": cfg["num_gpus"],
+            "num_cpus": cfg["num_cpus"],
+            "runtime_env": _NOT_A_STRAY,
+        }
     }
     if cfg.get("autoscaling"):
         opts["autoscaling_config"] = cfg["autoscaling"]
@@ -128,7 +141,11 @@ def _start_serve(port: int) -> str:
     from ray import serve
 
     host = ray.get_runtime_context().gcs_address.rsplit(":", 1)[0]
-    serve.start(proxy_location="HeadOnly", http_options={"host": host, "port": port})
+    serve.start(
+        proxy_location="HeadOnly",
+        http_options={"host": host, "port": port},
+        controller_options={"runtime_env": _NOT_A_STRAY},
+    )
     return f"{host}:{port}"
 
 
@@ -141,9 +158,15 @@ def _deploy(cfg: dict[str, Any], app: Any) -> None:
 def _watch(cfg: dict[str, Any], endpoint: str, run_id: str) -> int:
     """Write the status every second; the exit status once the run should end."""
     app = cfg["app"]
+    head_ip = endpoint.split("//", 1)[1].rsplit(":", 1)[0]
+    traffic: dict[str, Any] | None = None
+    polls = 0
     while True:
         doc = _status_doc(app, endpoint, run_id)
-        _write_status(doc)
+        if polls % TRAFFIC_EVERY == 0:
+            traffic = _traffic(head_ip, cfg["route_prefix"]) or traffic
+        polls += 1
+        _write_status({**doc, "traffic": traffic})
         if doc["owner"] != run_id:
             if doc["status"] == "RUNNING":
                 print(f"serve: {app} was taken over by run {doc['owner']}; done", flush=True)
@@ -152,6 +175,16 @@ def _watch(cfg: dict[str, Any], endpoint: str, run_id: str) -> int:
             print(f"serve: {app} failed to deploy: {doc['message']}", file=sys.stderr, flush=True)
             return 1
         time.sleep(POLL_S)
+
+
+def _traffic(head_ip: str, route: str) -> dict[str, Any] | None:
+    """The app's requests/s and latency from the proxy log; None when it cannot be read."""
+    try:
+        lines = serve_traffic.proxy_log_lines(head_ip)
+    except Exception as exc:  # the state API is best effort here: status must go on
+        print(f"serve: traffic unknown ({type(exc).__name__}: {exc})", file=sys.stderr)
+        return None
+    return serve_traffic.summarise(lines, route, time.time())
 
 
 def _stop(app: str, run_id: str) -> None:
