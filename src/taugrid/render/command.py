@@ -14,7 +14,8 @@ Owns three things both backends share (KubeRay objects and Ray Jobs submissions)
   their own workers, so their driver is small too and they read the sizes from
   ``TAU_WORKERS``/``TAU_GPUS_PER_WORKER``/``TAU_CPUS_PER_WORKER``. A rayservice's
   entrypoint is ``python -m taugrid.backends.serve_driver`` (small too: the Serve
-  replicas take the resources), configured by ``TAU_SERVE_CONFIG`` (``serve_config``);
+  replicas take the resources), configured by ``TAU_SERVE_CONFIG`` (``serve_config``,
+  set by ``render.rayjobs``);
 - ``run_env``: ``TAU_RUN_ID``, ``TAU_OUTPUT_DIR``, ``CHECKPOINT_PATH``, sizes, then the
   researcher's ``runtime.env``.
 """
@@ -22,7 +23,6 @@ Owns three things both backends share (KubeRay objects and Ray Jobs submissions)
 from __future__ import annotations
 
 import dataclasses
-import json
 import shlex
 
 from taugrid.render import runspec
@@ -153,8 +153,6 @@ def run_env(
     }
     if spec.gpu_model:
         env["TAU_GPU_MODEL"] = spec.gpu_model
-    if spec.serve is not None:
-        env["TAU_SERVE_CONFIG"] = json.dumps(serve_config(spec))
     # resolve() rejects tau.yaml env that overrides TauGrid's reserved keys.
     return {**env, **spec.env}
 
