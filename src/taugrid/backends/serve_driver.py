@@ -95,6 +95,7 @@ def _load(cfg: dict[str, Any]) -> Any:
         "ray_actor_options": {
             "num_gpus": cfg["num_gpus"],
             "num_cpus": cfg["num_cpus"],
+            "resources": cfg.get("resources") or {},
             "runtime_env": _NOT_A_STRAY,
         }
     }

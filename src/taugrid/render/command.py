@@ -159,7 +159,8 @@ def run_env(
 
 def serve_config(spec: runspec.RunSpec) -> dict[str, object]:
     """What the serve driver deploys: the app named after the run, one replica per
-    worker (or autoscaling between its bounds), each with a worker's GPUs and CPUs."""
+    worker (or autoscaling between its bounds), each with a worker's GPUs and CPUs
+    (and a sliver of the GPU model's resource, as a one-worker run's entrypoint)."""
     assert spec.serve is not None
     auto = spec.serve.autoscaling
     return {
@@ -170,6 +171,9 @@ def serve_config(spec: runspec.RunSpec) -> dict[str, object]:
         "autoscaling": auto.model_dump(mode="json") if auto else None,
         "num_gpus": spec.gpus_per_worker,
         "num_cpus": spec.cpus_per_worker,
+        "resources": {accelerator_resource(spec.gpu_model): _ACCELERATOR_SLIVER}
+        if spec.gpu_model and spec.gpus_per_worker > 0
+        else {},
         "port": int(spec.env.get("TAU_SERVE_PORT", SERVE_PORT_DEFAULT)),
     }
 
