@@ -63,10 +63,31 @@ class DeployRequest(_Payload):
     """
 
     name: str
-    source_run: str
+    source_run: str = ""
+    model: str | None = None
+    """A registered model version instead of ``source_run``: NAME@ALIAS, NAME@vN, NAME."""
     checkpoint: str | None = None
     artifact: str | None = None
     submit: SubmitRequest
+
+
+class ModelRegisterRequest(_Payload):
+    """``POST /v1/models``: a new version of ``name`` from a run's model."""
+
+    name: str
+    from_run: str
+    checkpoint: str | None = None
+    artifact: str | None = None
+    best_by: str | None = None
+    """``[min:|max:]METRIC``: the finished run of ``from_run``'s name with the best value."""
+    aliases: list[str] = pydantic.Field(default_factory=list)
+
+
+class AliasRequest(_Payload):
+    """``POST /v1/models/{name}/aliases``: put ``alias`` on ``version``."""
+
+    alias: str
+    version: int = pydantic.Field(ge=1)
 
 
 class ScaleRequest(_Payload):

@@ -226,3 +226,51 @@ def test_app_that_fails_to_import_is_failed_and_releases_quota(
     assert run["state"] == "failed" and not run["quota_held"]
     phases = {p["phase"]: p["status"] for p in run["phases"]}
     assert phases["released"] == "done"
+
+
+def test_model_registry_best_by_aliases_lineage_and_deploy_by_alias(
+    env: dict[str, str], project: Path, trained: str, tmp_path: Path
+) -> None:
+    short = tmp_path / "short"
+    shutil.copytree(project, short)
+    text = (short / "tau.yaml").read_text().replace('"--steps", "300"', '"--steps", "5"')
+    (short / "tau.yaml").write_text(text)
+    out = pe.tau(env, "run", str(short), "--watch", timeout=300)
+    assert out.returncode == 0, out.stderr + out.stdout
+
+    def register(*args: str) -> dict[str, Any]:
+        out = pe.tau(env, "model", "register", "mnist-mlp", *args, "-o", "json")
+        assert out.returncode == 0, out.stderr
+        doc: dict[str, Any] = json.loads(out.stdout)
+        return doc
+
+    best = register("--from-run", "quickstart", "--best-by", "val_accuracy", "--alias", "staging")
+    assert best["version"] == 1 and best["source"]["run"] == trained
+    assert best["lineage"]["chosen_by"]["candidates"] == 2
+    worst = register("--from-run", "quickstart", "--best-by", "min:val_accuracy")
+    assert worst["version"] == 2 and worst["source"]["run"] != trained
+    ckpt = register("--from-run", trained, "--checkpoint", "latest")
+    assert ckpt["source"]["checkpoint"] == "step-00000300"
+
+    moved = pe.tau(env, "model", "alias", "mnist-mlp", "staging", "--version", "3")
+    assert moved.returncode == 0, moved.stderr
+    pe.tau(env, "model", "alias", "mnist-mlp", "production", "--version", "1")
+    shown = json.loads(pe.tau(env, "model", "show", "mnist-mlp@production", "-o", "json").stdout)
+    assert [v["aliases"] for v in shown["versions"]] == [["production"], [], ["staging"]]
+    lineage = shown["resolved"]["lineage"]
+    assert lineage["run"] == trained and lineage["datasets"] == []
+    assert lineage["config_hash"] == _run(env, trained)["spec"]["config_hash"]
+    bad = pe.tau(env, "model", "show", "mnist-mlp@canary")
+    assert bad.returncode == 2 and "has no version or alias 'canary'" in bad.stderr
+
+    out = pe.tau(env, "serve", "deploy", "prod", "--model", "nope@production", cwd=project)
+    assert out.returncode == 2 and "no model named 'nope'" in out.stderr, out.stderr
+    out = pe.tau(
+        env, "serve", "deploy", "prod", "--model", "mnist-mlp@production", "--wait", cwd=project
+    )
+    assert out.returncode == 0, out.stderr + out.stdout
+    dep = _status(env, "prod")
+    assert dep["source"]["model"] == "mnist-mlp@v1" and dep["source"]["run"] == trained
+    assert _classify(dep["endpoint"]) >= 18
+    assert pe.tau(env, "serve", "delete", "prod").returncode == 0
+    assert _released(env, dep["run_id"])["state"] == "cancelled"

@@ -19,6 +19,7 @@ __all__ = [
     "context_app",
     "data_app",
     "lab_app",
+    "model_app",
     "platform_app",
     "queue_app",
     "region_app",
@@ -97,3 +98,7 @@ app.add_typer(region_app, name="region")
 app.add_typer(lab_app, name="lab")
 app.add_typer(context_app, name="context")
 app.add_typer(serve_app, name="serve")
+model_app = typer.Typer(
+    help="Model registry: versions of a run's model, aliases, lineage.", no_args_is_help=True
+)
+app.add_typer(model_app, name="model")

@@ -19,7 +19,10 @@ from taugrid.sdk import embedded, serving
 __all__: list[str] = []
 
 Output = Annotated[str, typer.Option("-o", "--output", help="text or json")]
-FromRun = Annotated[str, typer.Option("--from-run", help="The trained run (ID or name)")]
+OptRun = Annotated[str, typer.Option("--from-run", help="The trained run (ID or name)")]
+Model = Annotated[
+    str | None, typer.Option("--model", help="A registered model: NAME@ALIAS, NAME@vN, NAME")
+]
 Checkpoint = Annotated[
     str | None, typer.Option("--checkpoint", help="latest, or a step: serve that checkpoint")
 ]
@@ -55,7 +58,10 @@ def _show(dep: dict[str, Any], output: str) -> None:
         ("phase", f"{dep['phase']}  {dep['reason']}".rstrip()),
         ("endpoint", dep["endpoint"] or "-"),
         ("replicas", f"{reps['ready']} ready / {reps['desired']} desired"),
-        ("serves", f"run {src['run']}, {what}"),
+        (
+            "serves",
+            f"run {src['run']}, {what}" + (f" (model {src['model']})" if src.get("model") else ""),
+        ),
         ("serving run", f"{dep['run_id']} ({dep['run_state']}) on {dep['cluster_id'] or '-'}"),
         ("gpus", f"{dep['gpus']} ({dep['gpus_per_replica']} per replica)"),
         ("requests/s", traffic.get("requests_per_s", "-")),
@@ -93,7 +99,8 @@ def _finish(cli: sdk_client.Client, dep: dict[str, Any], wait: bool, t: float, o
 @views.guard
 def deploy_cmd(
     name: str,
-    from_run: FromRun,
+    from_run: OptRun = "",
+    model: Model = None,
     checkpoint: Checkpoint = None,
     artifact: Artifact = None,
     config: Config = None,
@@ -102,12 +109,13 @@ def deploy_cmd(
     timeout: WaitTimeout = 600.0,
     output: Output = "text",
 ) -> None:
-    """Deploy a trained run's model as NAME (tau serve deploy NAME --from-run RUN)."""
+    """Deploy a trained run's model as NAME (--from-run RUN, or --model NAME@ALIAS)."""
     cli = _client(start=True)
     dep = serving.deploy(
         cli,
         name,
         from_run,
+        model=model,
         config=config,
         checkpoint=checkpoint,
         artifact=artifact,
@@ -120,7 +128,8 @@ def deploy_cmd(
 @views.guard
 def update_cmd(
     name: str,
-    from_run: FromRun,
+    from_run: OptRun = "",
+    model: Model = None,
     checkpoint: Checkpoint = None,
     artifact: Artifact = None,
     config: Config = None,
@@ -135,6 +144,7 @@ def update_cmd(
         cli,
         name,
         from_run,
+        model=model,
         config=config,
         checkpoint=checkpoint,
         artifact=artifact,

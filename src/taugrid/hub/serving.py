@@ -6,10 +6,11 @@ serving tau.yaml (``workload_kind: rayservice``) whose driver
 deployment is admitted against the workspace's quota (one worker per replica, the
 replica's GPUs each: ``compute.gpus``), placed, logged and released like any run.
 
-- **deploy**: the model (the source run's checkpoint, artifact or ``artifacts/``) is
-  found first, so a wrong name fails before anything starts; its path reaches the app
-  as ``TAU_MODEL_PATH``. The app is named after the deployment and served under
-  ``/<name>`` unless ``serve.route_prefix`` says otherwise.
+- **deploy**: the model (the source run's checkpoint, artifact or ``artifacts/``, or a
+  registered model version: ``hub.registry``) is found first, so a wrong name fails
+  before anything starts; its path reaches the app as ``TAU_MODEL_PATH``. The app is
+  named after the deployment and served under ``/<name>`` unless
+  ``serve.route_prefix`` says otherwise.
 - **update / scale**: a new serving run deploys the same app name; Ray Serve rolls the
   replicas over, and the old run's driver ends (succeeded, quota released) once the new
   one runs the app. Until then the old run is ``previous_run_id`` and both hold quota.
@@ -31,16 +32,14 @@ from __future__ import annotations
 
 import base64
 import json
-from pathlib import Path
 from typing import Any
 
 from taugrid import payloads as wire
 from taugrid.errors import UserError
-from taugrid.hub import context, runs
+from taugrid.hub import context, registry, runs
 from taugrid.lifecycle import states as st
 from taugrid.render import runspec
 from taugrid.spec import models as sm
-from taugrid.store import checkpoints
 from taugrid.store import deployments as dstore
 
 __all__ = ["delete", "deploy", "find", "list_views", "scale", "update", "view"]
@@ -58,56 +57,6 @@ def find(hub: context.Hub, name: str, workspaces: list[str] | None) -> dict[str,
         if dep["name"] == name:
             return dep
     raise runs.NotFound(f"no deployment named '{name}'", "list deployments with: tau serve list")
-
-
-def _model_path(hub: context.Hub, run: dict[str, Any], req: wire.DeployRequest) -> dict[str, Any]:
-    """Where the served model is, checked to exist (the ``source`` document)."""
-    local = runs.record_of(hub, run).dir
-    if local is None:
-        raise UserError(
-            f"run {run['id']}'s record is in an object store; serving reads models from a "
-            "directory record only (not built yet for object stores)",
-            "serve a run whose workspace keeps its records in a directory",
-        )
-    source: dict[str, Any] = {"run": run["id"]}
-    if req.checkpoint is not None and req.artifact is not None:
-        raise UserError("--checkpoint and --artifact are both given", "give one of them")
-    if req.checkpoint is not None:
-        root = checkpoints.checkpoint_root(local, run["spec"].get("checkpoint_path"))
-        name = _checkpoint_name(root, run["id"], req.checkpoint)
-        return {**source, "checkpoint": name, "model_path": str(root / name)}
-    if req.artifact is not None:
-        path = local / "artifacts" / req.artifact
-        if ".." in Path(req.artifact).parts or not path.is_file():
-            raise UserError(
-                f"run {run['id']} has no artifact '{req.artifact}'",
-                f"list its artifacts with: tau run files {run['id']} artifacts",
-            )
-        return {**source, "artifact": req.artifact, "model_path": str(path)}
-    if not (local / "artifacts").is_dir():
-        raise UserError(
-            f"run {run['id']} saved no artifacts (it is {run['state']})",
-            "serve a finished run, or name a checkpoint with --checkpoint latest|STEP",
-        )
-    return {**source, "artifact": None, "model_path": str(local / "artifacts")}
-
-
-def _checkpoint_name(root: Path, run_id: str, wanted: str) -> str:
-    latest = checkpoints.latest_name(root)
-    if wanted == "latest":
-        if latest is None:
-            raise UserError(f"run {run_id} has no complete checkpoint", "train it first")
-        return latest
-    if not wanted.isdigit():
-        raise UserError(f"--checkpoint '{wanted}' is not 'latest' or a step number", "")
-    name = f"step-{int(wanted):08d}"
-    if not (root / name / "_CHECKPOINT.json").is_file():
-        have = sorted(p.name for p in root.glob("step-*")) if root.is_dir() else []
-        raise UserError(
-            f"run {run_id} has no complete checkpoint at step {wanted}",
-            f"its checkpoints: {', '.join(have) or 'none'}",
-        )
-    return name
 
 
 def _serving_spec(
@@ -154,8 +103,7 @@ def _start(
             f"deployment name '{req.name}' is not valid",
             "use lowercase letters, digits and '-' (at most 53 characters)",
         )
-    source_run = runs.find(hub, req.source_run, workspaces)
-    source = _model_path(hub, source_run, req)
+    source = registry.source_for(hub, req, workspaces)
     submit = runs.default_workspace(req.submit, workspaces)
     spec = runs.resolve_request(hub, submit)
     if workspaces is not None and spec.workspace not in workspaces:

@@ -43,11 +43,13 @@ def _body(
     checkpoint: str | None,
     artifact: str | None,
     workspace: str | None,
+    model: str | None = None,
 ) -> dict[str, Any]:
     prepared = submit.prepare(None, default_config(config))
     req = wire.DeployRequest(
         name=name,
         source_run=source_run,
+        model=model,
         checkpoint=checkpoint,
         artifact=artifact,
         submit=wire.SubmitRequest(
@@ -69,9 +71,10 @@ def deploy(
     checkpoint: str | None = None,
     artifact: str | None = None,
     workspace: str | None = None,
+    model: str | None = None,
 ) -> dict[str, Any]:
-    """Deploy ``source_run``'s model as ``name``; returns the deployment's status."""
-    body = _body(name, source_run, config, checkpoint, artifact, workspace)
+    """Deploy ``source_run``'s model (or registered ``model``, NAME@ALIAS) as ``name``."""
+    body = _body(name, source_run, config, checkpoint, artifact, workspace, model)
     out: dict[str, Any] = cli.request("POST", "/v1/serve", json=body)
     return out
 
@@ -85,9 +88,10 @@ def update(
     checkpoint: str | None = None,
     artifact: str | None = None,
     workspace: str | None = None,
+    model: str | None = None,
 ) -> dict[str, Any]:
     """Serve another run/checkpoint under ``name`` (a rolling replacement)."""
-    body = _body(name, source_run, config, checkpoint, artifact, workspace)
+    body = _body(name, source_run, config, checkpoint, artifact, workspace, model)
     out: dict[str, Any] = cli.request("POST", f"/v1/serve/{name}/update", json=body)
     return out
 

@@ -26,6 +26,7 @@ __all__ = [
     "events",
     "metadata",
     "metrics",
+    "model_versions",
     "node_marks",
     "phases",
     "quota_requests",
@@ -298,4 +299,18 @@ deployments = sa.Table(
     sa.Column("source", sa.JSON, nullable=False),  # run, checkpoint/artifact, model path
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Column("updated_at", sa.Float, nullable=False),
+)
+
+model_versions = sa.Table(
+    "model_versions",
+    metadata,
+    sa.Column("id", sa.String(160), primary_key=True),  # <workspace>/<name>/<version>
+    sa.Column("name", sa.String(64), nullable=False),
+    sa.Column("workspace", sa.String(64), nullable=False, index=True),
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("source", sa.JSON, nullable=False),  # run, checkpoint/artifact, model path
+    sa.Column("lineage", sa.JSON, nullable=False),  # config hash, datasets, metric
+    sa.Column("aliases", sa.JSON, nullable=False),  # e.g. ["production"]
+    sa.Column("created_by", sa.String(128), nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
 )
