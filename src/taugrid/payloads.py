@@ -87,7 +87,7 @@ class AliasRequest(_Payload):
     """``POST /v1/models/{name}/aliases``: put ``alias`` on ``version``."""
 
     alias: str
-    version: int = pydantic.Field(ge=1)
+    version: int = pydantic.Field(ge=1, le=2**31 - 1)
 
 
 class ScaleRequest(_Payload):
