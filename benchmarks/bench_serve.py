@@ -22,12 +22,14 @@ training run still take a couple of minutes. Prints the numbers, leaves the docs
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import shutil
 import statistics
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +49,23 @@ def _tau(env: dict[str, str], *args: str, cwd: Path) -> str:
     if out.returncode != 0:
         raise RuntimeError(f"tau {' '.join(args)} failed: {out.stderr}{out.stdout}")
     return out.stdout
+
+
+@contextlib.contextmanager
+def _platform(home: Path, work: Path, tries: int = 3) -> Iterator[dict[str, str]]:
+    """``tau up`` (retried: on a loaded host Ray may miss its start timeout), and
+    ``tau down`` after every try, failed ones included."""
+    for attempt in range(1, tries + 1):
+        env = pe.home_env(home, IP)
+        up = pe.tau(env, "up", cwd=work, timeout=600)
+        try:
+            if up.returncode == 0:
+                yield env
+                return
+        finally:
+            pe.tau(env, "down", cwd=work)
+        print(f"tau up failed (try {attempt}): {up.stderr[-300:]}", flush=True)
+    raise RuntimeError("the embedded platform did not start")
 
 
 def _deploy(env: dict[str, str], work: Path, name: str, run_id: str) -> tuple[float, str]:
@@ -99,7 +118,7 @@ def measure(clients: int, seconds: float, second_deploy: bool) -> dict[str, Any]
     with tempfile.TemporaryDirectory(prefix="tau-bench-serve-") as tmp:
         work = Path(tmp) / "quickstart"
         shutil.copytree(pe.ROOT / "examples" / "quickstart", work)
-        with pe.embedded_platform(Path(tmp) / "home", IP, cwd=work) as env:
+        with _platform(Path(tmp) / "home", work) as env:
             _tau(env, "run", "--watch", cwd=work)
             runs = json.loads(_tau(env, "run", "list", "-o", "json", cwd=work))
             run_id = next(r["id"] for r in runs if r["name"] == "quickstart")
