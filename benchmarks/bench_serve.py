@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import shutil
 import statistics
 import tempfile
@@ -129,7 +130,8 @@ def measure(clients: int, seconds: float, second_deploy: bool) -> dict[str, Any]
             status = json.loads(_tau(env, "serve", "status", "digits", "-o", "json", cwd=work))
             for name in ("digits", "digits2") if second_deploy else ("digits",):
                 _tau(env, "serve", "delete", name, cwd=work)
-    return {"first": first, "second": second, **traffic, "status": status["traffic"]}
+    load = os.getloadavg()[0]
+    return {"first": first, "second": second, **traffic, "status": status["traffic"], "load": load}
 
 
 def _section(r: dict[str, Any], clients: int, seconds: float, cmd: str) -> str:
@@ -137,8 +139,9 @@ def _section(r: dict[str, Any], clients: int, seconds: float, cmd: str) -> str:
     second = f"{r['second']:.1f} s" if r["second"] is not None else "-"
     return (
         "## Serving: deploy to Ready, requests/s and latency (`tau serve`)\n\n"
-        f"Command: `{cmd}` (2 shared cores; embedded platform, quickstart model, 1 replica "
-        "with 1 emulated GPU).\n\n"
+        f"Command: `{cmd}` (2 cores shared with other sessions, load average "
+        f"{r['load']:.0f} at the end; embedded platform, quickstart model, 1 replica with 1 "
+        "emulated GPU).\n\n"
         "| measure | value |\n| --- | --- |\n"
         f"| deploy → Ready, Serve not yet running on the cluster | {r['first']:.1f} s |\n"
         f"| deploy → Ready, second deployment (Serve running) | {second} |\n"
