@@ -54,6 +54,48 @@ class SubmitRequest(_Payload):
     dry_run: bool = False
 
 
+class DeployRequest(_Payload):
+    """``POST /v1/serve`` (deploy) and ``POST /v1/serve/{name}/update``: serve a run.
+
+    ``submit`` carries the serving tau.yaml (``workload_kind: rayservice``) and code;
+    the model is the source run's ``checkpoint`` (``latest`` or a step), its
+    ``artifact`` (a file under ``artifacts/``), or by default its whole ``artifacts/``.
+    """
+
+    name: str
+    source_run: str = ""
+    model: str | None = None
+    """A registered model version instead of ``source_run``: NAME@ALIAS, NAME@vN, NAME."""
+    checkpoint: str | None = None
+    artifact: str | None = None
+    submit: SubmitRequest
+
+
+class ModelRegisterRequest(_Payload):
+    """``POST /v1/models``: a new version of ``name`` from a run's model."""
+
+    name: str
+    from_run: str
+    checkpoint: str | None = None
+    artifact: str | None = None
+    best_by: str | None = None
+    """``[min:|max:]METRIC``: the finished run of ``from_run``'s name with the best value."""
+    aliases: list[str] = pydantic.Field(default_factory=list)
+
+
+class AliasRequest(_Payload):
+    """``POST /v1/models/{name}/aliases``: put ``alias`` on ``version``."""
+
+    alias: str
+    version: int = pydantic.Field(ge=1, le=2**31 - 1)
+
+
+class ScaleRequest(_Payload):
+    """``POST /v1/serve/{name}/scale``: a fixed replica count (replaces autoscaling)."""
+
+    replicas: int = pydantic.Field(ge=1, le=1000)
+
+
 class NodeFault(_Payload):
     """``POST /v1/admin/nodes/fault|clear``: mark a node faulty (admin or health checker).
 

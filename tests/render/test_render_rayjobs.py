@@ -103,3 +103,20 @@ def test_input_env_names_each_dataset_and_keeps_urls() -> None:
         "web-2@v2": "s3://b/web",
     }
     assert rj.input_env({}, "/data") == {}
+
+
+def test_rayservice_runs_the_serve_driver_and_its_replicas_take_the_gpus() -> None:
+    spec = _spec(
+        run={"entrypoint": "serve_app.py", "workload_kind": "rayservice"},
+        serve={"import_path": "serve_app:app", "autoscaling": {"max_replicas": 3}},
+    )
+    sub = _submit(spec)
+    assert sub.entrypoint == "python -m taugrid.backends.serve_driver"
+    assert (sub.entrypoint_num_gpus, sub.entrypoint_resources) == (0, {})
+    cfg = json.loads(sub.runtime_env["env_vars"]["TAU_SERVE_CONFIG"])  # type: ignore[index]
+    assert cfg["app"] == "train" and cfg["import_path"] == "serve_app:app"
+    assert cfg["autoscaling"]["max_replicas"] == 3 and cfg["route_prefix"] == "/"
+    assert (cfg["num_gpus"], cfg["num_cpus"], cfg["port"]) == (1, 8, 8000)
+    assert cfg["resources"] == {"accelerator_type:A100-80G": 0.001}
+    batch = _submit(_spec()).runtime_env["env_vars"]
+    assert "TAU_SERVE_CONFIG" not in batch  # type: ignore[operator]

@@ -19,10 +19,12 @@ __all__ = [
     "context_app",
     "data_app",
     "lab_app",
+    "model_app",
     "platform_app",
     "queue_app",
     "region_app",
     "run_app",
+    "serve_app",
     "workspace_app",
 ]
 
@@ -81,6 +83,10 @@ context_app = typer.Typer(
     no_args_is_help=True,
 )
 
+serve_app = typer.Typer(
+    help="Serve a trained run as a live endpoint (Ray Serve).", no_args_is_help=True
+)
+
 app.add_typer(run_app, name="run")
 app.add_typer(platform_app, name="platform")
 app.add_typer(admin_app, name="admin")
@@ -91,3 +97,8 @@ app.add_typer(data_app, name="data")
 app.add_typer(region_app, name="region")
 app.add_typer(lab_app, name="lab")
 app.add_typer(context_app, name="context")
+app.add_typer(serve_app, name="serve")
+model_app = typer.Typer(
+    help="Model registry: versions of a run's model, aliases, lineage.", no_args_is_help=True
+)
+app.add_typer(model_app, name="model")

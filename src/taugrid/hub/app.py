@@ -40,9 +40,11 @@ from taugrid.hub import (
     data_api,
     ha_api,
     nodes_api,
+    registry_api,
     replica,
     results,
     scheduler,
+    serving_api,
     tenancy_api,
 )
 
@@ -81,6 +83,8 @@ def create_app(hub: context.Hub) -> fastapi.FastAPI:
     app.include_router(api.router)
     app.include_router(tenancy_api.router)
     app.include_router(nodes_api.router)
+    app.include_router(serving_api.router)
+    app.include_router(registry_api.router)
     data_api.install(app, hub)
     api.install_error_handlers(app)
     ha_api.install(app)

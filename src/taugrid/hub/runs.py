@@ -44,7 +44,7 @@ def _config(req: SubmitRequest) -> sm.TauConfig:
     return config
 
 
-def _check_capacity(hub: context.Hub, spec: runspec.RunSpec) -> None:
+def check_capacity(hub: context.Hub, spec: runspec.RunSpec) -> None:
     have = hub.platform.total_gpus(spec.gpu_model)
     if spec.total_gpus > have:
         raise UserError(
@@ -71,13 +71,16 @@ def resolve_request(hub: context.Hub, req: SubmitRequest) -> runspec.RunSpec:
     """Parse, resolve and capacity-check a submission (no side effects)."""
     lines = yamlpos.key_lines(req.tau_yaml, req.filename)  # provenance: tau.yaml:LINE
     spec = rs.resolve(_config(req), hub.platform, source=req.filename, lines=lines)
-    _check_capacity(hub, spec)
+    check_capacity(hub, spec)
     return spec
 
 
-def submit(hub: context.Hub, req: SubmitRequest, actor: str) -> dict[str, Any]:
-    """Store a new run durably and create its record; returns the run row."""
-    spec = resolve_request(hub, req)
+def submit(
+    hub: context.Hub, req: SubmitRequest, actor: str, spec: runspec.RunSpec | None = None
+) -> dict[str, Any]:
+    """Store a new run durably and create its record; returns the run row. ``spec``:
+    the request already resolved and adjusted by the caller (``hub.serving``)."""
+    spec = spec or resolve_request(hub, req)
     code = base64.b64decode(req.code_zip_b64) if req.code_zip_b64 else b""
     if len(code) > _MAX_CODE_BYTES:
         raise UserError(

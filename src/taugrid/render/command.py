@@ -13,11 +13,13 @@ Owns three things both backends share (KubeRay objects and Ray Jobs submissions)
   per worker) and the driver takes only ``DRIVER_CPUS``. Ray Train/Tune scripts place
   their own workers, so their driver is small too and they read the sizes from
   ``TAU_WORKERS``/``TAU_GPUS_PER_WORKER``/``TAU_CPUS_PER_WORKER``; so does a
-  ``pipeline``'s driver, whose stages are Ray Data actor pools. With the hub's node
-  binding (``nodes``, one node ID per worker) the worker is pinned there: one worker by
-  a label selector on Ray's ``ray.io/node-id`` node label, several by
-  ``launch --nodes`` (one bundle label selector each); Ray Train/Tune and pipelines
-  are not pinned;
+  ``pipeline``'s driver, whose stages are Ray Data actor pools. A rayservice's
+  entrypoint is ``python -m taugrid.backends.serve_driver`` (small too: the Serve
+  replicas take the resources), configured by ``TAU_SERVE_CONFIG`` (``serve_config``,
+  set by ``render.rayjobs``). With the hub's node binding (``nodes``, one node ID per
+  worker) the worker is pinned there: one worker by a label selector on Ray's
+  ``ray.io/node-id`` node label, several by ``launch --nodes`` (one bundle label
+  selector each); Ray Train/Tune, pipelines and Serve are not pinned;
 - ``run_env``: ``TAU_RUN_ID``, ``TAU_OUTPUT_DIR``, ``CHECKPOINT_PATH``, sizes, then the
   researcher's ``runtime.env``.
 """
@@ -35,6 +37,8 @@ __all__ = [
     "DRIVER_CPUS",
     "LAUNCH_MODULE",
     "NODE_ID_LABEL",
+    "SERVE_DRIVER_MODULE",
+    "SERVE_PORT_DEFAULT",
     "EntrypointPlan",
     "accelerator_resource",
     "pinnable",
@@ -42,11 +46,15 @@ __all__ = [
     "run_env",
     "runtime_env",
     "script_path",
+    "serve_config",
     "user_command",
 ]
 
 LAUNCH_MODULE = "taugrid.backends.launch"
 NODE_ID_LABEL = "ray.io/node-id"  # Ray's built-in label of every node
+SERVE_DRIVER_MODULE = "taugrid.backends.serve_driver"
+SERVE_PORT_DEFAULT = 8000
+"""Port of a cluster's Serve HTTP proxy unless the run's env sets ``TAU_SERVE_PORT``."""
 DRIVER_CPUS = 0.1
 ACCELERATOR_PREFIX = "accelerator_type:"
 _ACCELERATOR_SLIVER = 0.001
@@ -102,9 +110,9 @@ def user_command(spec: runspec.RunSpec) -> list[str]:
 
 def pinnable(spec: runspec.RunSpec) -> bool:
     """Whether TauGrid starts the run's workers itself (and so can pin them to nodes):
-    not Ray Train/Tune scripts or pipelines, which place their own workers."""
+    not Ray Train/Tune scripts, pipelines or Serve apps, which place their own workers."""
     own = spec.launcher in (sm.Launcher.RAY_TRAIN, sm.Launcher.RAY_TUNE)
-    return not own and spec.workload_kind is not sm.WorkloadKind.PIPELINE
+    return not own and spec.workload_kind is not sm.WorkloadKind.PIPELINE and spec.serve is None
 
 
 def plan(spec: runspec.RunSpec, nodes: tuple[str, ...] = ()) -> EntrypointPlan:
@@ -112,6 +120,9 @@ def plan(spec: runspec.RunSpec, nodes: tuple[str, ...] = ()) -> EntrypointPlan:
 
     ``nodes``: the node ID of each worker, as the hub bound them (empty: Ray places them).
     """
+    if spec.serve is not None:
+        driver = ("python", "-m", SERVE_DRIVER_MODULE)
+        return EntrypointPlan(driver, DRIVER_CPUS, 0, None, {}, driver_only=True)
     argv = user_command(spec)
     if not pinnable(spec):
         return EntrypointPlan(tuple(argv), DRIVER_CPUS, 0, None, {}, driver_only=True)
@@ -165,6 +176,27 @@ def run_env(
         env["TAU_GPU_MODEL"] = spec.gpu_model
     # resolve() rejects tau.yaml env that overrides TauGrid's reserved keys.
     return {**env, **spec.env}
+
+
+def serve_config(spec: runspec.RunSpec) -> dict[str, object]:
+    """What the serve driver deploys: the app named after the run, one replica per
+    worker (or autoscaling between its bounds), each with a worker's GPUs and CPUs
+    (and a sliver of the GPU model's resource, as a one-worker run's entrypoint)."""
+    assert spec.serve is not None
+    auto = spec.serve.autoscaling
+    return {
+        "app": spec.name,
+        "import_path": spec.serve.import_path,
+        "route_prefix": spec.serve.route_prefix,
+        "num_replicas": spec.workers,
+        "autoscaling": auto.model_dump(mode="json") if auto else None,
+        "num_gpus": spec.gpus_per_worker,
+        "num_cpus": spec.cpus_per_worker,
+        "resources": {accelerator_resource(spec.gpu_model): _ACCELERATOR_SLIVER}
+        if spec.gpu_model and spec.gpus_per_worker > 0
+        else {},
+        "port": int(spec.env.get("TAU_SERVE_PORT", SERVE_PORT_DEFAULT)),
+    }
 
 
 def runtime_env(

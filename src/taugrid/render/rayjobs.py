@@ -103,6 +103,8 @@ def render_submission(
         spec, run_id, run_dir=run_dir, checkpoint_default=f"{run_dir.rstrip('/')}/checkpoints"
     )
     env = {**env, "TAU_ATTEMPT": str(attempt), FENCING_TOKEN_ENV: ""}
+    if spec.serve is not None:  # the serve driver's orders (backends.serve_driver)
+        env["TAU_SERVE_CONFIG"] = json.dumps(command.serve_config(spec))
     metadata = {
         naming.LABEL_RUN_ID: run_id,
         naming.LABEL_WORKSPACE: spec.workspace,

@@ -22,11 +22,13 @@ __all__ = [
     "clusters",
     "dataset_replicas",
     "datasets",
+    "deployments",
     "events",
     "hub_leader",
     "hub_replicas",
     "metadata",
     "metrics",
+    "model_versions",
     "node_marks",
     "phases",
     "quota_requests",
@@ -311,4 +313,32 @@ hub_replicas = sa.Table(
     sa.Column("started_at", sa.Float, nullable=False),
     sa.Column("last_seen", sa.Float, nullable=False),
     sa.Column("schema_revision", sa.String(32), nullable=False),
+)
+
+deployments = sa.Table(
+    "deployments",
+    metadata,
+    sa.Column("id", sa.String(140), primary_key=True),  # <workspace>/<name>
+    sa.Column("name", sa.String(64), nullable=False),
+    sa.Column("workspace", sa.String(64), nullable=False, index=True),
+    sa.Column("state", sa.String(16), nullable=False),  # active|deleted
+    sa.Column("run_id", sa.String(80), nullable=False),  # the serving run
+    sa.Column("previous_run_id", sa.String(80), nullable=True),  # being replaced
+    sa.Column("source", sa.JSON, nullable=False),  # run, checkpoint/artifact, model path
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
+)
+
+model_versions = sa.Table(
+    "model_versions",
+    metadata,
+    sa.Column("id", sa.String(160), primary_key=True),  # <workspace>/<name>/<version>
+    sa.Column("name", sa.String(64), nullable=False),
+    sa.Column("workspace", sa.String(64), nullable=False, index=True),
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("source", sa.JSON, nullable=False),  # run, checkpoint/artifact, model path
+    sa.Column("lineage", sa.JSON, nullable=False),  # config hash, datasets, metric
+    sa.Column("aliases", sa.JSON, nullable=False),  # e.g. ["production"]
+    sa.Column("created_by", sa.String(128), nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
 )

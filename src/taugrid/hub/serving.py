@@ -1,0 +1,288 @@
+"""Serving deployments (``tau serve``): a trained run's model behind a Ray Serve endpoint.
+
+A deployment is a name in a workspace pointing at a *serving run*: a run of the
+serving tau.yaml (``workload_kind: rayservice``) whose driver
+(``backends.serve_driver``) deploys the app on the placed cluster's Ray Serve. So a
+deployment is admitted against the workspace's quota (one worker per replica, the
+replica's GPUs each: ``compute.gpus``), placed, logged and released like any run.
+
+- **deploy**: the model (the source run's checkpoint, artifact or ``artifacts/``, or a
+  registered model version: ``hub.registry``) is found first, so a wrong name fails
+  before anything starts; its path reaches the app as ``TAU_MODEL_PATH``. The app is
+  named after the deployment and served under ``/<name>`` unless
+  ``serve.route_prefix`` says otherwise.
+- **update / scale**: a new serving run deploys the same app name; Ray Serve rolls the
+  replicas over, and the old run's driver ends (succeeded, quota released) once the new
+  one runs the app. Until then the old run is ``previous_run_id`` and both hold quota.
+- **delete**: cancels the serving run(s); the driver deletes the app on SIGTERM.
+
+Phases (``phase``), from the serving run and Ray Serve's status of the app
+(``serve/status.json`` in the run's record, written by the driver)::
+
+    Deploying ──▶ Ready ◀──▶ Degraded        (UNHEALTHY)
+        │           │  ▲
+        │           ▼  │
+        │        Updating                    (a new serving run is taking over)
+        ▼
+      Failed        (DEPLOY_FAILED, or the serving run failed/ended)
+    Deleted         (tau serve delete)
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+from taugrid import payloads as wire
+from taugrid.errors import UserError
+from taugrid.hub import context, registry, runs
+from taugrid.lifecycle import states as st
+from taugrid.render import runspec
+from taugrid.spec import models as sm
+from taugrid.store import deployments as dstore
+
+__all__ = ["delete", "deploy", "find", "list_views", "scale", "update", "view"]
+
+STATUS_FILE = "serve/status.json"
+
+
+def _store(hub: context.Hub) -> dstore.DeploymentStore:
+    return dstore.DeploymentStore(hub.engine)
+
+
+def find(hub: context.Hub, name: str, workspaces: list[str] | None) -> dict[str, Any]:
+    """The active or deleted deployment ``name`` among ``workspaces`` (None: any)."""
+    for dep in _store(hub).list(workspaces):
+        if dep["name"] == name:
+            return dep
+    raise runs.NotFound(f"no deployment named '{name}'", "list deployments with: tau serve list")
+
+
+def _serving_spec(
+    hub: context.Hub, spec: runspec.RunSpec, name: str, model_path: str, replicas: int | None
+) -> runspec.RunSpec:
+    """The serving run's spec: named after the deployment, one worker per replica."""
+    if spec.serve is None:
+        raise UserError(
+            f"{spec.provenance.get('workload_kind', 'tau.yaml')}: tau serve needs a tau.yaml "
+            f"with run.workload_kind: rayservice and a serve: section (got {spec.workload_kind})",
+            "pass the serving config with -c (e.g. examples/quickstart/serve.yaml)",
+        )
+    serve = spec.serve
+    if replicas is not None:
+        serve = serve.model_copy(update={"replicas": replicas, "autoscaling": None})
+    if serve.route_prefix == "/":
+        serve = serve.model_copy(update={"route_prefix": f"/{name}"})
+    workers = serve.autoscaling.max_replicas if serve.autoscaling else serve.replicas
+    retry_on = tuple(r for r in spec.retry_on if r is not sm.RetryOn.EXIT_NONZERO)
+    out = spec.model_copy(
+        update={
+            "name": name,
+            "serve": serve,
+            "workers": workers,
+            "retry_on": retry_on,
+            "max_retries": spec.max_retries if retry_on else 0,
+            "env": {**spec.env, "TAU_MODEL_PATH": model_path, "TAU_DEPLOYMENT": name},
+        }
+    )
+    runs.check_capacity(hub, out)
+    return out
+
+
+def _start(
+    hub: context.Hub,
+    req: wire.DeployRequest,
+    workspaces: list[str] | None,
+    actor: str,
+    replicas: int | None = None,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Resolve, check and submit a serving run; returns (run row, source document)."""
+    if not sm.is_valid_name(req.name):
+        raise UserError(
+            f"deployment name '{req.name}' is not valid",
+            "use lowercase letters, digits and '-' (at most 53 characters)",
+        )
+    source = registry.source_for(hub, req, workspaces)
+    submit = runs.default_workspace(req.submit, workspaces)
+    spec = runs.resolve_request(hub, submit)
+    if workspaces is not None and spec.workspace not in workspaces:
+        raise UserError(f"you are not a member of workspace {spec.workspace}", "")
+    spec = _serving_spec(hub, spec, req.name, source["model_path"], replicas)
+    row = runs.submit(hub, submit, actor, spec=spec)
+    return row, {**source, "config_hash": spec.config_hash}
+
+
+def deploy(
+    hub: context.Hub, req: wire.DeployRequest, workspaces: list[str] | None, actor: str
+) -> dict[str, Any]:
+    """Create deployment ``req.name`` (refused while one of that name is serving)."""
+    for dep in _store(hub).list(workspaces):
+        if dep["name"] == req.name and dep["state"] == dstore.ACTIVE and _live(hub, dep):
+            raise UserError(
+                f"deployment '{req.name}' already exists (serving run {dep['run_id']})",
+                f"replace what it serves with: tau serve update {req.name} --from-run RUN",
+            )
+    row, source = _start(hub, req, workspaces, actor)
+    _store(hub).put(row["workspace"], req.name, row["id"], source)
+    return view(hub, find(hub, req.name, [row["workspace"]]))
+
+
+def update(
+    hub: context.Hub, req: wire.DeployRequest, workspaces: list[str] | None, actor: str
+) -> dict[str, Any]:
+    """Serve another run/checkpoint under the same name: a rolling replacement."""
+    dep = _active(hub, req.name, workspaces)
+    row, source = _start(hub, req, workspaces, actor)
+    _replace(hub, dep, row["id"], source)
+    return view(hub, find(hub, req.name, [dep["workspace"]]))
+
+
+def scale(
+    hub: context.Hub, name: str, replicas: int, workspaces: list[str] | None, actor: str
+) -> dict[str, Any]:
+    """A fixed replica count: a new serving run of the same code, config and model."""
+    dep = _active(hub, name, workspaces)
+    run = hub.runs.get_run(dep["run_id"])
+    assert run is not None
+    code = runs.record_of(hub, run).read_bytes("rendered/code.zip") or b""
+    submit = wire.SubmitRequest(
+        tau_yaml=run["config_yaml"],
+        workspace=run["workspace"],
+        code_zip_b64=base64.b64encode(code).decode() if code else None,
+    )
+    spec = runs.resolve_request(hub, submit)
+    spec = _serving_spec(hub, spec, name, dep["source"]["model_path"], replicas)
+    row = runs.submit(hub, submit, actor, spec=spec)
+    _replace(hub, dep, row["id"], dep["source"])
+    return view(hub, find(hub, name, [dep["workspace"]]))
+
+
+def _replace(hub: context.Hub, dep: dict[str, Any], run_id: str, source: dict[str, Any]) -> None:
+    old = dep["previous_run_id"]
+    if old is not None:  # an update still in flight: the newest wins
+        _cancel(hub, dep["run_id"], "replaced by a newer update")
+    _store(hub).update(
+        dep["workspace"],
+        dep["name"],
+        run_id=run_id,
+        previous_run_id=dep["run_id"] if old is None else old,
+        source=source,
+    )
+
+
+def delete(hub: context.Hub, name: str, workspaces: list[str] | None, actor: str) -> dict[str, Any]:
+    """Cancel the serving run(s); their quota is released as any cancelled run's."""
+    dep = _active(hub, name, workspaces)
+    for run_id in (dep["run_id"], dep["previous_run_id"]):
+        if run_id is not None:
+            _cancel(hub, run_id, f"deployment deleted by {actor}")
+    _store(hub).update(dep["workspace"], name, state=dstore.DELETED)
+    return view(hub, find(hub, name, [dep["workspace"]]))
+
+
+def _live(hub: context.Hub, dep: dict[str, Any]) -> bool:
+    """Whether the deployment's serving run has not ended (a Failed one may be redeployed)."""
+    run = hub.runs.get_run(dep["run_id"])
+    return run is not None and st.RunState(run["state"]) not in st.TERMINAL_RUN_STATES
+
+
+def _cancel(hub: context.Hub, run_id: str, why: str) -> None:
+    run = hub.runs.get_run(run_id)
+    if run is not None:
+        runs.cancel(hub, run, why)
+
+
+def _active(hub: context.Hub, name: str, workspaces: list[str] | None) -> dict[str, Any]:
+    dep = find(hub, name, workspaces)
+    if dep["state"] != dstore.ACTIVE:
+        raise UserError(
+            f"deployment '{name}' was deleted", f"deploy it again: tau serve deploy {name} ..."
+        )
+    return dep
+
+
+def list_views(hub: context.Hub, workspaces: list[str] | None) -> list[dict[str, Any]]:
+    return [view(hub, d) for d in _store(hub).list(workspaces)]
+
+
+def _status(hub: context.Hub, run: dict[str, Any]) -> dict[str, Any]:
+    raw = runs.record_of(hub, run).read_bytes(STATUS_FILE)
+    try:
+        doc = json.loads(raw) if raw else {}
+    except ValueError:  # written atomically; a torn read is not expected, but harmless
+        doc = {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def view(hub: context.Hub, dep: dict[str, Any]) -> dict[str, Any]:
+    """What ``tau serve status`` shows (see the module docstring for ``phase``)."""
+    run = hub.runs.get_run(dep["run_id"])
+    assert run is not None
+    status = _status(hub, run)
+    previous = _previous(hub, dep)
+    phase, reason = _phase(dep, run, status, previous)
+    spec = run["spec"]
+    serve = spec.get("serve") or {}
+    running = sum(
+        int(d.get("replicas", {}).get("RUNNING", 0)) for d in status.get("deployments", {}).values()
+    )
+    return {
+        "name": dep["name"],
+        "workspace": dep["workspace"],
+        "phase": phase,
+        "reason": reason,
+        "endpoint": status.get("endpoint") if phase != "Deleted" else None,
+        "run_id": dep["run_id"],
+        "previous_run_id": previous["id"] if previous else None,
+        "run_state": run["state"],
+        "cluster_id": run["cluster_id"],
+        "source": dep["source"],
+        "replicas": {
+            "ready": running,
+            "desired": spec["workers"],
+            "autoscaling": serve.get("autoscaling"),
+        },
+        "gpus_per_replica": spec["gpus_per_worker"],
+        "gpus": run["gpus"],
+        "serve_status": status.get("status"),
+        "traffic": status.get("traffic"),
+        "created_at": dep["created_at"],
+        "updated_at": dep["updated_at"],
+    }
+
+
+def _previous(hub: context.Hub, dep: dict[str, Any]) -> dict[str, Any] | None:
+    """The run being replaced while it is live; forgets it once it has ended."""
+    if dep["previous_run_id"] is None:
+        return None
+    prev = hub.runs.get_run(dep["previous_run_id"])
+    if prev is None or st.RunState(prev["state"]) in st.TERMINAL_RUN_STATES:
+        _store(hub).update(dep["workspace"], dep["name"], previous_run_id=None)
+        return None
+    return prev
+
+
+def _phase(
+    dep: dict[str, Any],
+    run: dict[str, Any],
+    status: dict[str, Any],
+    previous: dict[str, Any] | None,
+) -> tuple[str, str]:
+    state = st.RunState(run["state"])
+    serve = status.get("status")
+    message = str(status.get("message") or "")
+    if dep["state"] == dstore.DELETED:
+        live = state not in st.TERMINAL_RUN_STATES
+        return "Deleted", "stopping the serving run" if live else "serving run stopped"
+    if serve == "DEPLOY_FAILED" or state is st.RunState.FAILED:
+        return "Failed", message or run["reason"]
+    if state in st.TERMINAL_RUN_STATES:
+        return "Failed", f"serving run {run['id']} ended ({state.value}): {run['reason']}"
+    if state is not st.RunState.RUNNING or serve in (None, "NOT_STARTED"):
+        return ("Updating" if previous else "Deploying"), run["reason"]
+    if serve == "UNHEALTHY":
+        return "Degraded", message
+    if serve == "RUNNING":
+        return ("Updating" if previous else "Ready"), message
+    return ("Updating" if previous else "Deploying"), message or str(serve)
