@@ -16,6 +16,7 @@ import httpx
 from kubernetes import client
 
 from taugrid.agent import agent, hubclient
+from taugrid.backends import kube_marks
 from taugrid.backends import kubernetes as kbackend
 from taugrid.platform import load as platform_load
 from taugrid.render import naming
@@ -26,6 +27,7 @@ from tests.k8s import nodes
 CLUSTER = "kube"
 WORKSPACE = "ml"
 TEAM = "research"
+KUEUE = ("kueue.x-k8s.io", "v1beta2")
 
 
 def platform_yaml(kubeconfig: Path, h100_quota: int = 16) -> str:
@@ -47,6 +49,7 @@ regions:
              memory_per_node: 512Gi, nodes: 2}}
           - {{name: a100, gpu_model: A100-80G, gpus_per_node: 4, cpus_per_node: 64,
              memory_per_node: 512Gi, nodes: 2}}
+priority_classes: [{{name: low, value: 100}}, {{name: high, value: 10000}}]
 teams:
   - name: {TEAM}
     cpu_quota: 256
@@ -75,7 +78,11 @@ def data_volume(kube: client.ApiClient) -> None:
             "persistentVolumeReclaimPolicy": "Retain",
         },
     }
-    client.CoreV1Api(kube).create_persistent_volume(pv)
+    try:
+        client.CoreV1Api(kube).create_persistent_volume(pv)
+    except client.ApiException as exc:  # another module's hub made it already
+        if exc.status != 409:
+            raise
 
 
 class KubeAgent:
@@ -89,7 +96,8 @@ class KubeAgent:
         cfg = agent.AgentConfig(
             CLUSTER, "k8s-east", state_dir, sync_s=0.3, report_s=1.0, prewarm=False
         )
-        self.agent = agent.Agent(cfg, self.backend, self.hub, None)
+        marks = kube_marks.NodeMarks(self.backend.api)
+        self.agent = agent.Agent(cfg, self.backend, self.hub, marks)
         self.stop_event = threading.Event()
         self.thread = threading.Thread(target=self.agent.run, args=(self.stop_event,), daemon=True)
         self.thread.start()
@@ -115,11 +123,12 @@ def region(tmp: Path, kubeconfig: Path) -> Iterator[tuple[harness.HubServer, Kub
     engine.dispose()
 
 
-def tau_yaml(name: str, gpus: int, model: str = "H100") -> str:
+def tau_yaml(name: str, gpus: int, model: str = "H100", priority: str | None = None) -> str:
+    policy = f"policy: {{priority: {priority}}}\n" if priority else ""
     return f"""\
 schema_version: 1
 name: {name}
-run:
+{policy}run:
   entrypoint: train.py
   workload_kind: rayjob
 compute:
@@ -149,3 +158,41 @@ def wait(
 
 def phase(run: dict[str, Any], name: str) -> dict[str, Any]:
     return next(p for p in run["phases"] if p["phase"] == name)
+
+
+def run_pods(kube: client.ApiClient, run_id: str) -> list[client.V1Pod]:
+    selector = f"{naming.LABEL_RUN_ID}={naming.label_value(run_id)}"
+    return list(
+        client.CoreV1Api(kube).list_namespaced_pod(WORKSPACE, label_selector=selector).items
+    )
+
+
+def bound(kube: client.ApiClient, run_id: str) -> dict[str, str]:
+    return {p.metadata.name: p.spec.node_name for p in run_pods(kube, run_id) if p.spec.node_name}
+
+
+def workload(kube: client.ApiClient, run_id: str) -> dict[str, Any] | None:
+    custom = client.CustomObjectsApi(kube)
+    for wl in custom.list_namespaced_custom_object(*KUEUE, WORKSPACE, "workloads")["items"]:
+        owners = wl["metadata"].get("ownerReferences") or []
+        if any(o["name"] == naming.object_name(run_id) for o in owners):
+            return dict(wl)
+    return None
+
+
+def cancel_and_wait_released(
+    server: harness.HubServer, kube: client.ApiClient, run_id: str
+) -> dict[str, Any]:
+    with server.http() as c:
+        r = c.post(f"/v1/runs/{run_id}/cancel", json={})
+        assert r.status_code in (200, 202), r.text
+        run = wait(
+            "cancel released",
+            c,
+            run_id,
+            lambda r: r["state"] == "cancelled" and phase(r, "released")["status"] == "done",
+        )
+    # both release lines, seen on the cluster: Kueue's quota and the pods
+    assert workload(kube, run_id) is None or "admission" not in workload(kube, run_id)["status"]
+    assert run_pods(kube, run_id) == []
+    return run

@@ -136,6 +136,28 @@ class KubeApi:
             headers={"Content-Type": "application/apply-patch+yaml"},
         )
 
+    def patch(
+        self,
+        kind: str,
+        name: str,
+        body: dict[str, Any],
+        *,
+        namespace: str | None = None,
+        subresource: str = "",
+        strategic: bool = False,
+    ) -> dict[str, Any]:
+        """A merge patch (``strategic``: strategic merge, e.g. node conditions by type)
+        of ``name`` or of its ``subresource`` ("status")."""
+        path = resource_of(kind).path(namespace, name) + (f"/{subresource}" if subresource else "")
+        kind_of_patch = "strategic-merge-patch" if strategic else "merge-patch"
+        return self._call(
+            "PATCH",
+            path,
+            body=body,
+            query=[("fieldManager", FIELD_MANAGER)],
+            headers={"Content-Type": f"application/{kind_of_patch}+json"},
+        )
+
     def get(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
         """The object, or None when it does not exist."""
         try:
