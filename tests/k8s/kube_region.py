@@ -30,16 +30,31 @@ TEAM = "research"
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
 
 
-def platform_yaml(kubeconfig: Path, h100_quota: int = 16) -> str:
+RAY_REGION = "ray-west"
+"""The Ray region of a mixed platform (``platform_yaml(..., ray=True)``): one node of
+two emulated L4 GPUs, a model no kwok node has."""
+
+
+def platform_yaml(kubeconfig: Path, h100_quota: int = 16, ray: bool = False) -> str:
     h100 = next(n for n in nodes.DEFAULT_NODES if n.pool == "h100")
     a100 = next(n for n in nodes.DEFAULT_NODES if n.pool == "a100")
+    ray_region = f"""\
+  - name: {RAY_REGION}
+    clusters:
+      - name: {RAY_REGION}
+        emulated_gpus: true
+        node_pools:
+          - {{name: l4, gpu_model: L4, gpus_per_node: 2, cpus_per_node: 4,
+             memory_per_node: 16Gi, nodes: 1}}
+"""
     return f"""\
 schema_version: 1
 gpu_types:
   - {{name: H100, node_label_value: {h100.product}}}
   - {{name: A100-80G, node_label_value: {a100.product}}}
+  - {{name: L4}}
 regions:
-  - name: k8s-east
+{ray_region if ray else ""}  - name: k8s-east
     clusters:
       - name: {CLUSTER}
         backend: kubernetes
@@ -57,6 +72,7 @@ teams:
     quotas:
       - {{gpu_model: H100, nominal: {h100_quota}}}
       - {{gpu_model: A100-80G, nominal: 8}}
+      - {{gpu_model: L4, nominal: 2}}
 workspaces:
   - name: {WORKSPACE}
     team: {TEAM}
@@ -90,7 +106,7 @@ class KubeAgent:
 
     def __init__(self, server: harness.HubServer, platform_file: Path, state_dir: Path) -> None:
         platform = platform_load.load_platform(platform_file)
-        spec = platform.regions[0].clusters[0]
+        spec = next(c for r in platform.regions for c in r.clusters if c.name == CLUSTER)
         self.backend = kbackend.KubernetesBackend(platform, spec.kubeconfig, spec.context)
         self.hub = hubclient.HubClient(server.url, server.agent_token(CLUSTER), CLUSTER)
         cfg = agent.AgentConfig(
@@ -110,11 +126,14 @@ class KubeAgent:
 
 
 @contextlib.contextmanager
-def region(tmp: Path, kubeconfig: Path) -> Iterator[tuple[harness.HubServer, KubeAgent]]:
-    """A hub on SQLite with the kubernetes region, and its agent; both stopped after."""
+def region(
+    tmp: Path, kubeconfig: Path, ray: bool = False
+) -> Iterator[tuple[harness.HubServer, KubeAgent]]:
+    """A hub on SQLite with the kubernetes region (``ray``: and the Ray region, whose
+    agent the caller starts), and its agent; both stopped after."""
     engine = db.create_engine(f"sqlite:///{tmp / 'hub.db'}")
     db.migrate(engine)
-    with harness.platform_hub(engine, tmp, platform_yaml(kubeconfig)) as server:
+    with harness.platform_hub(engine, tmp, platform_yaml(kubeconfig, ray=ray)) as server:
         the_agent = KubeAgent(server, tmp / "platform.yaml", tmp / "agent")
         try:
             yield server, the_agent

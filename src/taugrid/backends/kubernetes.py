@@ -18,7 +18,7 @@ signals, each naming the Kubernetes object it came from:
     Workload not admitted               → Scheduled active, Kueue's reason
     Pod unbound (PodScheduled=False)    → Scheduled active, kube-scheduler's reason
     every Pod bound (spec.nodeName)     → Scheduled done, job RUNNING
-    Nodes of those pods Ready, untainted→ GPU healthy done (else warning, the taint)
+    Nodes of its GPU pods Ready, untainted → GPU healthy done (else failed, the taint)
     RayJob jobDeploymentStatus Complete → SUCCEEDED; Failed → FAILED (its message)
     the run object deleted by ``stop``  → STOPPED
     Workload Evicted, reason Preempted  → the run object deleted, FAILED with
@@ -217,7 +217,8 @@ class KubernetesBackend(base.Backend):
         pods = [p for p in self._pods(ns, job_id) if not p["metadata"].get("deletionTimestamp")]
         signals = [*_admission(wl, ns), *_scheduling(wl, pods, ns)]
         bound = sorted({p["spec"]["nodeName"] for p in pods if p["spec"].get("nodeName")})
-        signals += self._gpu_health(bound)
+        gpu_nodes = {p["spec"].get("nodeName") for p in pods if _pod_gpus(p)}
+        signals += self._gpu_health(sorted(n for n in gpu_nodes if n))
         done = _finished(kind, obj)
         if done is not None:
             state, message = done
@@ -268,9 +269,9 @@ class KubernetesBackend(base.Backend):
             if why:
                 problems.append(f"{name}: {why}")
         source = f"Node {', '.join(node_names)}"
-        if problems:
+        if problems:  # failed, as for a node the hub marked (the pods may still run)
             return [
-                _signal(ph.Phase.GPU_HEALTHY, ph.PhaseStatus.WARNING, source, "; ".join(problems))
+                _signal(ph.Phase.GPU_HEALTHY, ph.PhaseStatus.FAILED, source, "; ".join(problems))
             ]
         reason = "Ready, no NoSchedule/NoExecute taints"
         return [_signal(ph.Phase.GPU_HEALTHY, ph.PhaseStatus.DONE, source, reason)]
