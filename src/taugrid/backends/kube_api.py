@@ -113,6 +113,11 @@ class KubeApi:
         except self._k8s.client.ApiException as exc:
             if exc.status == 404 or exc.status == 0 or exc.status >= 500:
                 raise _classify(exc, method, path, self.server) from exc
+            if exc.status == 409:
+                raise _Conflict(
+                    f"{method} {path} on {self.server}: {_server_message(exc)}",
+                    hint="it changed meanwhile; the next sync tries again",
+                ) from exc
             raise berr.KubernetesRejected(
                 f"the API server at {self.server} refused {method} {path}: {_server_message(exc)}",
                 hint=_hint(exc.status),
@@ -175,18 +180,31 @@ class KubeApi:
             return []
         return list(got.get("items", []))
 
-    def delete(self, kind: str, name: str, namespace: str | None = None) -> bool:
-        """Deletes (background propagation); False when it was already gone."""
-        body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
+    def delete(
+        self, kind: str, name: str, namespace: str | None = None, uid: str | None = None
+    ) -> bool:
+        """Deletes (background propagation); False when it was already gone, or (with
+        ``uid``) when the object of that name is another one now."""
+        body: dict[str, Any] = {
+            "kind": "DeleteOptions",
+            "apiVersion": "v1",
+            "propagationPolicy": "Background",
+        }
+        if uid:
+            body["preconditions"] = {"uid": uid}
         try:
             self._call("DELETE", resource_of(kind).path(namespace, name), body=body)
-        except _NotFound:
+        except (_NotFound, _Conflict):
             return False
         return True
 
 
 class _NotFound(berr.KubernetesRejected):
     """404: the object (or its kind) is not there."""
+
+
+class _Conflict(berr.KubernetesRejected):
+    """409: a precondition (resourceVersion, uid) no longer holds."""
 
 
 def _classify(exc: Any, method: str, path: str, server: str) -> Exception:

@@ -116,6 +116,7 @@ class KubernetesBackend(base.Backend):
         self._stopped: set[str] = set()
         self._preempted: dict[str, str] = {}  # sid -> Kueue's eviction message
         self._final: dict[str, tuple[base.JobState, str]] = {}  # sid -> how it ended
+        self._uids: dict[str, str] = {}  # sid -> uid of its run object
         self._models = {
             (g.node_label, g.node_label_value or g.name): g.name for g in platform.gpu_types
         }
@@ -165,6 +166,20 @@ class KubernetesBackend(base.Backend):
         self._where[submission_id] = (run_obj["kind"], meta["namespace"], meta["name"])
         return submission_id
 
+    def _current(self, sid: str) -> tuple[str, str, str, dict[str, Any] | None] | None:
+        """Where attempt ``sid``'s object is, and the object when it is still this
+        attempt's (a later attempt's object has the same name and another label)."""
+        where = self._find(sid)
+        if where is None:
+            return None
+        kind, ns, name = where
+        obj = self.api.get(kind, name, ns)
+        if obj is not None and _labels(obj).get(LABEL_SUBMISSION) != naming.label_value(sid):
+            obj = None
+        if obj is not None:
+            self._uids[sid] = str(obj["metadata"].get("uid", ""))
+        return (*where, obj)
+
     def _clear_earlier(self, run_obj: dict[str, Any]) -> None:
         """An earlier attempt's object of the same name (the hub has ended that attempt)
         is deleted; this submission is tried again once it is gone (a retryable error)."""
@@ -201,18 +216,15 @@ class KubernetesBackend(base.Backend):
         return found[0] if found else None
 
     def status(self, job_id: str) -> base.JobStatus:
-        where = self._find(job_id)
-        if where is None:
+        found = self._current(job_id)
+        if found is None or found[3] is None:
             return self._gone(job_id)
-        kind, ns, name = where
-        obj = self.api.get(kind, name, ns)
-        if obj is None:
-            return self._gone(job_id)
+        kind, ns, name, obj = found[0], found[1], found[2], found[3]
         wl = self._workload(ns, obj["metadata"].get("uid", ""))
         evicted = _preempted(wl)
         if evicted:  # Kueue took its quota back: TauGrid requeues the run itself
             self._preempted[job_id] = f"preempted by Kueue (Workload {ns}/{_name(wl)}): {evicted}"
-            self.api.delete(kind, name, ns)
+            self.api.delete(kind, name, ns, obj["metadata"].get("uid"))
             return self._gone(job_id)
         pods = [p for p in self._pods(ns, job_id) if not p["metadata"].get("deletionTimestamp")]
         signals = [*_admission(wl, ns), *_scheduling(wl, pods, ns)]
@@ -296,19 +308,17 @@ class KubernetesBackend(base.Backend):
 
     # -- stop and release ---------------------------------------------------------------
     def stop(self, job_id: str) -> None:
-        where = self._find(job_id)
+        found = self._current(job_id)
         self._stopped.add(job_id)
-        if where is not None:
-            kind, ns, name = where
-            self.api.delete(kind, name, ns)
+        if found is not None and found[3] is not None:
+            self.api.delete(found[0], found[2], found[1], found[3]["metadata"].get("uid"))
 
     def release_check(self, job_id: str) -> bool:
         """Kueue's quota released (no admitted Workload of it) and its pods gone."""
-        where = self._find(job_id)
-        if where is None:
+        found = self._current(job_id)
+        if found is None:
             return True
-        kind, ns, name = where
-        obj = self.api.get(kind, name, ns)
+        kind, ns, name, obj = found
         if obj is not None and _finished(kind, obj) is None:
             return False
         if obj is not None:
@@ -317,10 +327,10 @@ class KubernetesBackend(base.Backend):
                 return False
             # ended: its pods go now (KubeRay's ttlSecondsAfterFinished is a backstop for
             # an agent that is gone); the record keeps what the object said
-            self.api.delete(kind, name, ns)
-        else:
-            admitted = [w for w in self.api.list("Workload", ns) if _owned_by(w, name, kind)]
-            if any(_admitted(w) for w in admitted):
+            self.api.delete(kind, name, ns, obj["metadata"].get("uid"))
+        elif job_id in self._uids:  # its Workload goes with it (owner references)
+            uid = self._uids[job_id]
+            if any(_admitted(w) for w in self.api.list("Workload", ns, f"{_JOB_UID}={uid}")):
                 return False
         return not self._pods(ns, job_id)
 
@@ -487,8 +497,3 @@ def _pod_gpus(pod: dict[str, Any]) -> float:
         limits = (c.get("resources") or {}).get("limits") or {}
         total += float(limits.get(naming.GPU_RESOURCE, 0))
     return total
-
-
-def _owned_by(obj: dict[str, Any], name: str, kind: str) -> bool:
-    refs = obj.get("metadata", {}).get("ownerReferences") or []
-    return any(r.get("name") == name and r.get("kind") == kind for r in refs)
