@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from kubernetes import client, config
 
-from tests.k8s import controlplane, crds, nodes, operators
+from tests.hub import harness
+from tests.k8s import controlplane, crds, kube_region, nodes, operators
 
 
 @pytest.fixture(scope="session")
@@ -105,3 +106,18 @@ def kuberay(
     _need(control_plane, "kuberay")
     operators.start_kuberay(control_plane)
     return control_plane
+
+
+@pytest.fixture(scope="module")
+def hub(
+    tmp_path_factory: pytest.TempPathFactory,
+    kube: client.ApiClient,
+    kueue: controlplane.ControlPlane,
+    kuberay: controlplane.ControlPlane,
+    gpu_nodes: tuple[nodes.GpuNode, ...],
+) -> Iterator[tuple[harness.HubServer, kube_region.KubeAgent]]:
+    """A hub and the agent of its ``backend: kubernetes`` region (one per test module)."""
+    kube_region.data_volume(kube)
+    tmp = Path(tmp_path_factory.mktemp("kube-hub"))
+    with kube_region.region(tmp, kueue.kubeconfig) as both:
+        yield both

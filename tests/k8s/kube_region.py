@@ -16,6 +16,7 @@ import httpx
 from kubernetes import client
 
 from taugrid.agent import agent, hubclient
+from taugrid.backends import kube_marks
 from taugrid.backends import kubernetes as kbackend
 from taugrid.platform import load as platform_load
 from taugrid.render import naming
@@ -26,18 +27,34 @@ from tests.k8s import nodes
 CLUSTER = "kube"
 WORKSPACE = "ml"
 TEAM = "research"
+KUEUE = ("kueue.x-k8s.io", "v1beta2")
 
 
-def platform_yaml(kubeconfig: Path, h100_quota: int = 16) -> str:
+RAY_REGION = "ray-west"
+"""The Ray region of a mixed platform (``platform_yaml(..., ray=True)``): one node of
+two emulated L4 GPUs, a model no kwok node has."""
+
+
+def platform_yaml(kubeconfig: Path, h100_quota: int = 16, ray: bool = False) -> str:
     h100 = next(n for n in nodes.DEFAULT_NODES if n.pool == "h100")
     a100 = next(n for n in nodes.DEFAULT_NODES if n.pool == "a100")
+    ray_region = f"""\
+  - name: {RAY_REGION}
+    clusters:
+      - name: {RAY_REGION}
+        emulated_gpus: true
+        node_pools:
+          - {{name: l4, gpu_model: L4, gpus_per_node: 2, cpus_per_node: 4,
+             memory_per_node: 16Gi, nodes: 1}}
+"""
     return f"""\
 schema_version: 1
 gpu_types:
   - {{name: H100, node_label_value: {h100.product}}}
   - {{name: A100-80G, node_label_value: {a100.product}}}
+  - {{name: L4}}
 regions:
-  - name: k8s-east
+{ray_region if ray else ""}  - name: k8s-east
     clusters:
       - name: {CLUSTER}
         backend: kubernetes
@@ -47,6 +64,7 @@ regions:
              memory_per_node: 512Gi, nodes: 2}}
           - {{name: a100, gpu_model: A100-80G, gpus_per_node: 4, cpus_per_node: 64,
              memory_per_node: 512Gi, nodes: 2}}
+priority_classes: [{{name: low, value: 100}}, {{name: high, value: 10000}}]
 teams:
   - name: {TEAM}
     cpu_quota: 256
@@ -54,6 +72,7 @@ teams:
     quotas:
       - {{gpu_model: H100, nominal: {h100_quota}}}
       - {{gpu_model: A100-80G, nominal: 8}}
+      - {{gpu_model: L4, nominal: 2}}
 workspaces:
   - name: {WORKSPACE}
     team: {TEAM}
@@ -75,7 +94,11 @@ def data_volume(kube: client.ApiClient) -> None:
             "persistentVolumeReclaimPolicy": "Retain",
         },
     }
-    client.CoreV1Api(kube).create_persistent_volume(pv)
+    try:
+        client.CoreV1Api(kube).create_persistent_volume(pv)
+    except client.ApiException as exc:  # another module's hub made it already
+        if exc.status != 409:
+            raise
 
 
 class KubeAgent:
@@ -83,13 +106,14 @@ class KubeAgent:
 
     def __init__(self, server: harness.HubServer, platform_file: Path, state_dir: Path) -> None:
         platform = platform_load.load_platform(platform_file)
-        spec = platform.regions[0].clusters[0]
+        spec = next(c for r in platform.regions for c in r.clusters if c.name == CLUSTER)
         self.backend = kbackend.KubernetesBackend(platform, spec.kubeconfig, spec.context)
         self.hub = hubclient.HubClient(server.url, server.agent_token(CLUSTER), CLUSTER)
         cfg = agent.AgentConfig(
             CLUSTER, "k8s-east", state_dir, sync_s=0.3, report_s=1.0, prewarm=False
         )
-        self.agent = agent.Agent(cfg, self.backend, self.hub, None)
+        marks = kube_marks.NodeMarks(self.backend.api)
+        self.agent = agent.Agent(cfg, self.backend, self.hub, marks)
         self.stop_event = threading.Event()
         self.thread = threading.Thread(target=self.agent.run, args=(self.stop_event,), daemon=True)
         self.thread.start()
@@ -102,11 +126,14 @@ class KubeAgent:
 
 
 @contextlib.contextmanager
-def region(tmp: Path, kubeconfig: Path) -> Iterator[tuple[harness.HubServer, KubeAgent]]:
-    """A hub on SQLite with the kubernetes region, and its agent; both stopped after."""
+def region(
+    tmp: Path, kubeconfig: Path, ray: bool = False
+) -> Iterator[tuple[harness.HubServer, KubeAgent]]:
+    """A hub on SQLite with the kubernetes region (``ray``: and the Ray region, whose
+    agent the caller starts), and its agent; both stopped after."""
     engine = db.create_engine(f"sqlite:///{tmp / 'hub.db'}")
     db.migrate(engine)
-    with harness.platform_hub(engine, tmp, platform_yaml(kubeconfig)) as server:
+    with harness.platform_hub(engine, tmp, platform_yaml(kubeconfig, ray=ray)) as server:
         the_agent = KubeAgent(server, tmp / "platform.yaml", tmp / "agent")
         try:
             yield server, the_agent
@@ -115,11 +142,12 @@ def region(tmp: Path, kubeconfig: Path) -> Iterator[tuple[harness.HubServer, Kub
     engine.dispose()
 
 
-def tau_yaml(name: str, gpus: int, model: str = "H100") -> str:
+def tau_yaml(name: str, gpus: int, model: str = "H100", priority: str | None = None) -> str:
+    policy = f"policy: {{priority: {priority}}}\n" if priority else ""
     return f"""\
 schema_version: 1
 name: {name}
-run:
+{policy}run:
   entrypoint: train.py
   workload_kind: rayjob
 compute:
@@ -149,3 +177,41 @@ def wait(
 
 def phase(run: dict[str, Any], name: str) -> dict[str, Any]:
     return next(p for p in run["phases"] if p["phase"] == name)
+
+
+def run_pods(kube: client.ApiClient, run_id: str) -> list[client.V1Pod]:
+    selector = f"{naming.LABEL_RUN_ID}={naming.label_value(run_id)}"
+    return list(
+        client.CoreV1Api(kube).list_namespaced_pod(WORKSPACE, label_selector=selector).items
+    )
+
+
+def bound(kube: client.ApiClient, run_id: str) -> dict[str, str]:
+    return {p.metadata.name: p.spec.node_name for p in run_pods(kube, run_id) if p.spec.node_name}
+
+
+def workload(kube: client.ApiClient, run_id: str) -> dict[str, Any] | None:
+    custom = client.CustomObjectsApi(kube)
+    for wl in custom.list_namespaced_custom_object(*KUEUE, WORKSPACE, "workloads")["items"]:
+        owners = wl["metadata"].get("ownerReferences") or []
+        if any(o["name"] == naming.object_name(run_id) for o in owners):
+            return dict(wl)
+    return None
+
+
+def cancel_and_wait_released(
+    server: harness.HubServer, kube: client.ApiClient, run_id: str
+) -> dict[str, Any]:
+    with server.http() as c:
+        r = c.post(f"/v1/runs/{run_id}/cancel", json={})
+        assert r.status_code in (200, 202), r.text
+        run = wait(
+            "cancel released",
+            c,
+            run_id,
+            lambda r: r["state"] == "cancelled" and phase(r, "released")["status"] == "done",
+        )
+    # both release lines, seen on the cluster: Kueue's quota and the pods
+    assert workload(kube, run_id) is None or "admission" not in workload(kube, run_id)["status"]
+    assert run_pods(kube, run_id) == []
+    return run

@@ -6,8 +6,6 @@ hub's run shows what those components said, naming their objects."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,40 +18,7 @@ from tests.k8s import controlplane, kube_region, nodes
 
 pytestmark = pytest.mark.k8s
 
-KUEUE = ("kueue.x-k8s.io", "v1beta2")
 QUICKSTART = hub_region.QUICKSTART
-
-
-@pytest.fixture(scope="module")
-def hub(
-    tmp_path_factory: pytest.TempPathFactory,
-    kube: client.ApiClient,
-    kueue: controlplane.ControlPlane,
-    kuberay: controlplane.ControlPlane,
-    gpu_nodes: tuple[nodes.GpuNode, ...],
-) -> Iterator[tuple[harness.HubServer, kube_region.KubeAgent]]:
-    kube_region.data_volume(kube)
-    tmp = Path(tmp_path_factory.mktemp("kube-hub"))
-    with kube_region.region(tmp, kueue.kubeconfig) as both:
-        yield both
-
-
-def _run_pods(kube: client.ApiClient, run_id: str) -> list[client.V1Pod]:
-    selector = f"{naming.LABEL_RUN_ID}={naming.label_value(run_id)}"
-    return list(client.CoreV1Api(kube).list_namespaced_pod("ml", label_selector=selector).items)
-
-
-def _bound(kube: client.ApiClient, run_id: str) -> dict[str, str]:
-    return {p.metadata.name: p.spec.node_name for p in _run_pods(kube, run_id) if p.spec.node_name}
-
-
-def _workload(kube: client.ApiClient, run_id: str) -> dict[str, Any] | None:
-    custom = client.CustomObjectsApi(kube)
-    for wl in custom.list_namespaced_custom_object(*KUEUE, "ml", "workloads")["items"]:
-        owners = wl["metadata"].get("ownerReferences") or []
-        if any(o["name"] == naming.object_name(run_id) for o in owners):
-            return dict(wl)
-    return None
 
 
 def test_a_run_is_admitted_by_kueue_and_bound_to_a_node_of_its_gpu_model(
@@ -77,9 +42,9 @@ def test_a_run_is_admitted_by_kueue_and_bound_to_a_node_of_its_gpu_model(
     )
     assert rayjob["metadata"]["labels"][naming.LABEL_RUN_ID] == naming.label_value(run_id)
     assert not rayjob["spec"].get("suspend")  # Kueue admitted it (false is omitted)
-    wl = _workload(kube, run_id)
+    wl = kube_region.workload(kube, run_id)
     assert wl is not None and wl["status"]["admission"]["clusterQueue"] == "research"
-    bound = _bound(kube, run_id)
+    bound = kube_region.bound(kube, run_id)
     h100 = {n.name for n in nodes.DEFAULT_NODES if n.pool == "h100"}
     workers = [node for pod, node in bound.items() if "gpu-workers" in pod]
     assert workers and set(workers) <= h100
@@ -90,27 +55,7 @@ def test_a_run_is_admitted_by_kueue_and_bound_to_a_node_of_its_gpu_model(
     healthy = kube_region.phase(got, "gpu_healthy")
     assert healthy["status"] == "done" and healthy["source"].startswith("Node ")
     assert got["state"] == "running"
-    _cancel_and_wait_released(server, kube, run_id)
-
-
-def _cancel_and_wait_released(
-    server: harness.HubServer, kube: client.ApiClient, run_id: str
-) -> dict[str, Any]:
-    with server.http() as c:
-        r = c.post(f"/v1/runs/{run_id}/cancel", json={})
-        assert r.status_code in (200, 202), r.text
-        run = kube_region.wait(
-            "cancel released",
-            c,
-            run_id,
-            lambda r: (
-                r["state"] == "cancelled" and kube_region.phase(r, "released")["status"] == "done"
-            ),
-        )
-    # both release lines, seen on the cluster: Kueue's quota and the pods
-    assert _workload(kube, run_id) is None or "admission" not in _workload(kube, run_id)["status"]
-    assert _run_pods(kube, run_id) == []
-    return run
+    kube_region.cancel_and_wait_released(server, kube, run_id)
 
 
 def test_cancel_deletes_the_objects_and_releases_quota_then_pods(
@@ -124,8 +69,8 @@ def test_cancel_deletes_the_objects_and_releases_quota_then_pods(
         kube_region.wait(
             "running", c, run_id, lambda r: kube_region.phase(r, "scheduled")["status"] == "done"
         )
-    assert _bound(kube, run_id)
-    run = _cancel_and_wait_released(server, kube, run_id)
+    assert kube_region.bound(kube, run_id)
+    run = kube_region.cancel_and_wait_released(server, kube, run_id)
     custom = client.CustomObjectsApi(kube)
     with pytest.raises(client.ApiException) as gone:
         custom.get_namespaced_custom_object(
@@ -173,8 +118,8 @@ def test_a_run_over_kueue_quota_stays_pending_with_kueues_reason(
         assert scheduled["source"].startswith("Kueue Workload ml/")
         assert "insufficient unused quota" in scheduled["reason"]
         assert run["state"] not in ("running", "succeeded")
-        assert _bound(kube, run_id) == {}
-        _cancel_and_wait_released(server, kube, run_id)
+        assert kube_region.bound(kube, run_id) == {}
+        kube_region.cancel_and_wait_released(server, kube, run_id)
     finally:
         client.BatchV1Api(kube).delete_namespaced_job(
             "holder", "ml", propagation_policy="Background"
@@ -284,6 +229,6 @@ def test_an_object_the_api_server_rejects_fails_the_run_with_its_message(
         for o in custom.list_namespaced_custom_object("ray.io", "v1", "ml", "rayjobs")["items"]
     ]
     assert naming.object_name(run_id) not in names
-    assert _workload(kube, run_id) is None
-    assert _run_pods(kube, run_id) == []
+    assert kube_region.workload(kube, run_id) is None
+    assert kube_region.run_pods(kube, run_id) == []
     assert run["state"] == "failed"

@@ -45,7 +45,7 @@ from taugrid.agent import (
     strays,
     tracker,
 )
-from taugrid.backends import base, ray_cordon
+from taugrid.backends import base, kube_marks, ray_cordon
 from taugrid.backends import errors as berr
 from taugrid.dataplane import recordstore, runtimes
 from taugrid.health import signals
@@ -102,7 +102,7 @@ class Agent:
         config: AgentConfig,
         backend: base.Backend,
         hub: hubclient.HubClient,
-        cordon: ray_cordon.GpuCordon | None = None,
+        cordon: ray_cordon.GpuCordon | kube_marks.NodeMarks | None = None,
     ) -> None:
         self.config = config
         self.backend = backend
@@ -299,13 +299,14 @@ class Agent:
             log.info("attempt %s was already submitted; re-attaching", a.token)
             if t.sync is not None:
                 t.sync.start()
-        except berr.RayUnavailable as exc:
+        except (berr.RayUnavailable, berr.KubernetesUnavailable) as exc:
             self._retry_submit(t, exc)
         except errors.TauError as exc:
             self._fail(t, f"submission failed: {exc}", st.FailureKind.SUBMIT_ERROR)
 
     def _retry_submit(self, t: tracker.AttemptTracker, exc: Exception) -> None:
-        """Ray's Jobs API timed out or was down: submit again later, a bounded number of times.
+        """Ray's Jobs API (or the Kubernetes API server) timed out or was down, or an earlier
+        attempt's object is still being deleted: submit again later, a bounded number of times.
 
         The submission ID is deterministic, so a request that got through before its
         timeout makes the next try a ``DuplicateSubmission`` (re-attach), never a second job.
@@ -435,11 +436,13 @@ class Agent:
         except errors.TauError as exc:
             log.warning("inventory failed: %s", exc)
             who = "the Kubernetes API server" if self.backend.name == "kubernetes" else "Ray"
+            # a refusal (RBAC, a webhook) is the server's own words, not silence
+            says = "refused" if isinstance(exc, errors.UserError) else "does not answer"
             return wire.StateReport(
                 cluster_id=self.config.cluster_id,
                 last_heartbeat=time.time(),
                 health="unavailable",
-                health_reason=f"{who} does not answer: {exc}",
+                health_reason=exc.message if says == "refused" else f"{who} {says}: {exc}",
             )
         state, why = health.health(inv, self.config.expected_nodes, self.faulty)
         free, busy, cordoned = health.capacity(inv, self.faulty)

@@ -236,8 +236,9 @@ def _serve_kubernetes(
     token: str,
 ) -> None:
     """Run the agent of a ``backend: kubernetes`` cluster (its kubeconfig/context) until
-    SIGTERM: no Ray to start, no runtime pre-warm, no Ray cordons."""
-    from taugrid.backends import kubernetes
+    SIGTERM: no Ray to start, no runtime pre-warm; nodes marked faulty get a condition
+    and a taint (``backends.kube_marks``)."""
+    from taugrid.backends import kube_marks, kubernetes
 
     backend = kubernetes.KubernetesBackend(platform, spec.kubeconfig, spec.context)
     hub = hubclient.HubClient(args.hub, token, args.cluster)
@@ -248,7 +249,7 @@ def _serve_kubernetes(
     signal.signal(signal.SIGTERM, lambda _s, _f: stop.set())
     signal.signal(signal.SIGINT, lambda _s, _f: stop.set())
     try:
-        agent.Agent(cfg, backend, hub, None).run(stop)
+        agent.Agent(cfg, backend, hub, kube_marks.NodeMarks(backend.api)).run(stop)
     finally:
         hub.close()
         backend.close()

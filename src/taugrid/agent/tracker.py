@@ -203,6 +203,8 @@ class AttemptTracker:
         r.message = self.fault or status.message or ""
         if self.fault:
             r.failure_kind = self.fault_kind.value
+        elif status.error_type == st.FailureKind.PREEMPTION.value:  # the cluster's queue
+            r.failure_kind = st.FailureKind.PREEMPTION.value
         elif status.state is base.JobState.FAILED and _NODE_DEATH.search(r.message):
             r.failure_kind = st.FailureKind.NODE_FAILURE.value
         elif status.state is base.JobState.FAILED:

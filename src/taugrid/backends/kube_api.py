@@ -113,6 +113,11 @@ class KubeApi:
         except self._k8s.client.ApiException as exc:
             if exc.status == 404 or exc.status == 0 or exc.status >= 500:
                 raise _classify(exc, method, path, self.server) from exc
+            if exc.status == 409:
+                raise _Conflict(
+                    f"{method} {path} on {self.server}: {_server_message(exc)}",
+                    hint="it changed meanwhile; the next sync tries again",
+                ) from exc
             raise berr.KubernetesRejected(
                 f"the API server at {self.server} refused {method} {path}: {_server_message(exc)}",
                 hint=_hint(exc.status),
@@ -136,6 +141,28 @@ class KubeApi:
             headers={"Content-Type": "application/apply-patch+yaml"},
         )
 
+    def patch(
+        self,
+        kind: str,
+        name: str,
+        body: dict[str, Any],
+        *,
+        namespace: str | None = None,
+        subresource: str = "",
+        strategic: bool = False,
+    ) -> dict[str, Any]:
+        """A merge patch (``strategic``: strategic merge, e.g. node conditions by type)
+        of ``name`` or of its ``subresource`` ("status")."""
+        path = resource_of(kind).path(namespace, name) + (f"/{subresource}" if subresource else "")
+        kind_of_patch = "strategic-merge-patch" if strategic else "merge-patch"
+        return self._call(
+            "PATCH",
+            path,
+            body=body,
+            query=[("fieldManager", FIELD_MANAGER)],
+            headers={"Content-Type": f"application/{kind_of_patch}+json"},
+        )
+
     def get(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
         """The object, or None when it does not exist."""
         try:
@@ -153,18 +180,31 @@ class KubeApi:
             return []
         return list(got.get("items", []))
 
-    def delete(self, kind: str, name: str, namespace: str | None = None) -> bool:
-        """Deletes (background propagation); False when it was already gone."""
-        body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
+    def delete(
+        self, kind: str, name: str, namespace: str | None = None, uid: str | None = None
+    ) -> bool:
+        """Deletes (background propagation); False when it was already gone, or (with
+        ``uid``) when the object of that name is another one now."""
+        body: dict[str, Any] = {
+            "kind": "DeleteOptions",
+            "apiVersion": "v1",
+            "propagationPolicy": "Background",
+        }
+        if uid:
+            body["preconditions"] = {"uid": uid}
         try:
             self._call("DELETE", resource_of(kind).path(namespace, name), body=body)
-        except _NotFound:
+        except (_NotFound, _Conflict):
             return False
         return True
 
 
 class _NotFound(berr.KubernetesRejected):
     """404: the object (or its kind) is not there."""
+
+
+class _Conflict(berr.KubernetesRejected):
+    """409: a precondition (resourceVersion, uid) no longer holds."""
 
 
 def _classify(exc: Any, method: str, path: str, server: str) -> Exception:

@@ -18,15 +18,18 @@ signals, each naming the Kubernetes object it came from:
     Workload not admitted               → Scheduled active, Kueue's reason
     Pod unbound (PodScheduled=False)    → Scheduled active, kube-scheduler's reason
     every Pod bound (spec.nodeName)     → Scheduled done, job RUNNING
-    Nodes of those pods Ready, untainted→ GPU healthy done (else warning, the taint)
+    Nodes of its GPU pods Ready, untainted → GPU healthy done (else failed, the taint)
     RayJob jobDeploymentStatus Complete → SUCCEEDED; Failed → FAILED (its message)
     the run object deleted by ``stop``  → STOPPED
+    Workload Evicted, reason Preempted  → the run object deleted, FAILED with
+                                          ``error_type`` "preemption" (Kueue's message)
 
-Release (``release_check``): both lines — Kueue's quota (the Workload gone or no longer
-admitted) and then the pods gone. ``inventory`` reads Nodes (allocatable GPUs, the GPU
-model from the platform's node labels, Ready and taints) and the GPUs requested by
-bound pods; ``queue_usage`` reads ClusterQueues (admitted/pending workloads, GPUs
-reserved per flavor).
+Release (``release_check``): both lines — Kueue's quota (the Workload gone, no longer
+admitted or Finished) and then the pods gone; an ended run object is deleted then, so
+its pods go at once rather than after KubeRay's ``ttlSecondsAfterFinished``.
+``inventory`` reads Nodes (allocatable GPUs, the GPU model from the platform's node
+labels, Ready and taints) and the GPUs requested by bound pods; ``queue_usage`` reads
+ClusterQueues (admitted/pending workloads, GPUs reserved per flavor).
 """
 
 from __future__ import annotations
@@ -43,11 +46,13 @@ from taugrid.platform import models as pm
 from taugrid.render import kueue, naming, plan, runspec
 from taugrid.spec import units
 
-__all__ = ["LABEL_SUBMISSION", "KubernetesBackend"]
+__all__ = ["LABEL_SUBMISSION", "PREEMPTED", "KubernetesBackend"]
 
 LABEL_SUBMISSION = "taugrid.io/submission"
 _JOB_UID = "kueue.x-k8s.io/job-uid"
 _BAD_TAINT_EFFECTS = ("NoSchedule", "NoExecute")
+PREEMPTED = "preemption"
+"""``JobStatus.error_type`` of an attempt Kueue evicted (the agent's failure kind)."""
 
 
 def _labels(obj: dict[str, Any]) -> dict[str, str]:
@@ -109,6 +114,9 @@ class KubernetesBackend(base.Backend):
         self._platform_applied = False
         self._where: dict[str, tuple[str, str, str]] = {}  # sid -> (kind, namespace, name)
         self._stopped: set[str] = set()
+        self._preempted: dict[str, str] = {}  # sid -> Kueue's eviction message
+        self._final: dict[str, tuple[base.JobState, str]] = {}  # sid -> how it ended
+        self._uids: dict[str, str] = {}  # sid -> uid of its run object
         self._models = {
             (g.node_label, g.node_label_value or g.name): g.name for g in platform.gpu_types
         }
@@ -142,6 +150,7 @@ class KubernetesBackend(base.Backend):
         self.apply_platform()
         if self._find(submission_id) is not None:
             raise berr.DuplicateSubmission(submission_id)
+        self._clear_earlier(objs[-1])
         applied: list[dict[str, Any]] = []
         try:
             for obj in objs:
@@ -156,6 +165,34 @@ class KubernetesBackend(base.Backend):
         meta = run_obj["metadata"]
         self._where[submission_id] = (run_obj["kind"], meta["namespace"], meta["name"])
         return submission_id
+
+    def _current(self, sid: str) -> tuple[str, str, str, dict[str, Any] | None] | None:
+        """Where attempt ``sid``'s object is, and the object when it is still this
+        attempt's (a later attempt's object has the same name and another label)."""
+        where = self._find(sid)
+        if where is None:
+            return None
+        kind, ns, name = where
+        obj = self.api.get(kind, name, ns)
+        if obj is not None and _labels(obj).get(LABEL_SUBMISSION) != naming.label_value(sid):
+            obj = None
+        if obj is not None:
+            self._uids[sid] = str(obj["metadata"].get("uid", ""))
+        return (*where, obj)
+
+    def _clear_earlier(self, run_obj: dict[str, Any]) -> None:
+        """An earlier attempt's object of the same name (the hub has ended that attempt)
+        is deleted; this submission is tried again once it is gone (a retryable error)."""
+        meta = run_obj["metadata"]
+        old = self.api.get(run_obj["kind"], meta["name"], meta["namespace"])
+        if old is None:
+            return
+        if not old["metadata"].get("deletionTimestamp"):
+            self.api.delete(run_obj["kind"], meta["name"], meta["namespace"])
+        raise berr.KubernetesUnavailable(
+            f"{run_obj['kind']} {meta['namespace']}/{meta['name']} of an earlier attempt "
+            "is still being deleted"
+        )
 
     def _find(self, sid: str) -> tuple[str, str, str] | None:
         """Where attempt ``sid``'s run object is (remembered, else found by its label)."""
@@ -179,22 +216,31 @@ class KubernetesBackend(base.Backend):
         return found[0] if found else None
 
     def status(self, job_id: str) -> base.JobStatus:
-        where = self._find(job_id)
-        if where is None:
+        found = self._current(job_id)
+        if found is None or found[3] is None:
             return self._gone(job_id)
-        kind, ns, name = where
-        obj = self.api.get(kind, name, ns)
-        if obj is None:
-            return self._gone(job_id)
+        kind, ns, name, obj = found[0], found[1], found[2], found[3]
         wl = self._workload(ns, obj["metadata"].get("uid", ""))
+        evicted = _preempted(wl)
+        if evicted:  # Kueue took its quota back: TauGrid requeues the run itself
+            self._preempted[job_id] = f"preempted by Kueue (Workload {ns}/{_name(wl)}): {evicted}"
+            self.api.delete(kind, name, ns, obj["metadata"].get("uid"))
+            return self._gone(job_id)
         pods = [p for p in self._pods(ns, job_id) if not p["metadata"].get("deletionTimestamp")]
         signals = [*_admission(wl, ns), *_scheduling(wl, pods, ns)]
         bound = sorted({p["spec"]["nodeName"] for p in pods if p["spec"].get("nodeName")})
-        signals += self._gpu_health(bound)
+        gpu_nodes = {p["spec"].get("nodeName") for p in pods if _pod_gpus(p)}
+        signals += self._gpu_health(sorted(n for n in gpu_nodes if n))
         done = _finished(kind, obj)
         if done is not None:
             state, message = done
-        elif pods and len(bound) == len(pods) and wl is not None and _admitted(wl):
+            self._final[job_id] = (state, message)
+        elif (
+            pods
+            and all(p["spec"].get("nodeName") for p in pods)
+            and wl is not None
+            and _admitted(wl)
+        ):
             state, message = base.JobState.RUNNING, f"{len(pods)} pods bound"
         else:
             state, message = base.JobState.PENDING, signals[-1].reason if signals else ""
@@ -209,6 +255,16 @@ class KubernetesBackend(base.Backend):
         )
 
     def _gone(self, job_id: str) -> base.JobStatus:
+        if job_id in self._final:  # ended, then deleted by ``release_check``
+            state, message = self._final[job_id]
+            return base.JobStatus(job_id=job_id, state=state, message=message)
+        if job_id in self._preempted:
+            return base.JobStatus(
+                job_id=job_id,
+                state=base.JobState.FAILED,
+                message=self._preempted[job_id],
+                error_type=PREEMPTED,
+            )
         if job_id in self._stopped:
             return base.JobStatus(
                 job_id=job_id, state=base.JobState.STOPPED, message="deleted by cancel"
@@ -225,9 +281,9 @@ class KubernetesBackend(base.Backend):
             if why:
                 problems.append(f"{name}: {why}")
         source = f"Node {', '.join(node_names)}"
-        if problems:
+        if problems:  # failed, as for a node the hub marked (the pods may still run)
             return [
-                _signal(ph.Phase.GPU_HEALTHY, ph.PhaseStatus.WARNING, source, "; ".join(problems))
+                _signal(ph.Phase.GPU_HEALTHY, ph.PhaseStatus.FAILED, source, "; ".join(problems))
             ]
         reason = "Ready, no NoSchedule/NoExecute taints"
         return [_signal(ph.Phase.GPU_HEALTHY, ph.PhaseStatus.DONE, source, reason)]
@@ -252,28 +308,29 @@ class KubernetesBackend(base.Backend):
 
     # -- stop and release ---------------------------------------------------------------
     def stop(self, job_id: str) -> None:
-        where = self._find(job_id)
+        found = self._current(job_id)
         self._stopped.add(job_id)
-        if where is not None:
-            kind, ns, name = where
-            self.api.delete(kind, name, ns)
+        if found is not None and found[3] is not None:
+            self.api.delete(found[0], found[2], found[1], found[3]["metadata"].get("uid"))
 
     def release_check(self, job_id: str) -> bool:
         """Kueue's quota released (no admitted Workload of it) and its pods gone."""
-        where = self._find(job_id)
-        if where is None:
+        found = self._current(job_id)
+        if found is None:
             return True
-        kind, ns, name = where
-        obj = self.api.get(kind, name, ns)
+        kind, ns, name, obj = found
         if obj is not None and _finished(kind, obj) is None:
             return False
         if obj is not None:
             wl = self._workload(ns, obj["metadata"].get("uid", ""))
             if wl is not None and _admitted(wl) and not _true(wl, "Finished"):
                 return False
-        else:
-            admitted = [w for w in self.api.list("Workload", ns) if _owned_by(w, name, kind)]
-            if any(_admitted(w) for w in admitted):
+            # ended: its pods go now (KubeRay's ttlSecondsAfterFinished is a backstop for
+            # an agent that is gone); the record keeps what the object said
+            self.api.delete(kind, name, ns, obj["metadata"].get("uid"))
+        elif job_id in self._uids:  # its Workload goes with it (owner references)
+            uid = self._uids[job_id]
+            if any(_admitted(w) for w in self.api.list("Workload", ns, f"{_JOB_UID}={uid}")):
                 return False
         return not self._pods(ns, job_id)
 
@@ -337,6 +394,20 @@ class KubernetesBackend(base.Backend):
 
 def _signal(phase: ph.Phase, status: ph.PhaseStatus, source: str, reason: str) -> base.PhaseSignal:
     return base.PhaseSignal(phase=phase.value, status=status.value, source=source, reason=reason)
+
+
+def _name(obj: dict[str, Any] | None) -> str:
+    return str((obj or {}).get("metadata", {}).get("name", "?"))
+
+
+def _preempted(wl: dict[str, Any] | None) -> str:
+    """Kueue's message when it evicted ``wl`` to make room (else "")."""
+    if wl is None:
+        return ""
+    c = _cond(wl, "Evicted") or {}
+    if c.get("status") == "True" and c.get("reason") == "Preempted":
+        return str(c.get("message") or "Preempted")
+    return ""
 
 
 def _admitted(wl: dict[str, Any]) -> bool:
@@ -426,8 +497,3 @@ def _pod_gpus(pod: dict[str, Any]) -> float:
         limits = (c.get("resources") or {}).get("limits") or {}
         total += float(limits.get(naming.GPU_RESOURCE, 0))
     return total
-
-
-def _owned_by(obj: dict[str, Any], name: str, kind: str) -> bool:
-    refs = obj.get("metadata", {}).get("ownerReferences") or []
-    return any(r.get("name") == name and r.get("kind") == kind for r in refs)

@@ -340,9 +340,16 @@ def _running(
         if rep.worker_nodes:
             _binding_mismatch(hub, run, a, rep.worker_nodes)
     where = ", ".join(n[:12] for n in rep.nodes) or "Ray"
-    _phase(
-        hub, run["id"], ph.Phase.SCHEDULED, ph.PhaseStatus.DONE, "ray", f"workers bound to {where}"
-    )
+    said = {s.get("phase") for s in rep.phases}  # the cluster's own words win (Kubernetes)
+    if ph.Phase.SCHEDULED.value not in said:
+        _phase(
+            hub,
+            run["id"],
+            ph.Phase.SCHEDULED,
+            ph.PhaseStatus.DONE,
+            "ray",
+            f"workers bound to {where}",
+        )
     faulty = {m["node_id"]: m["kind"] for m in hub.clusters.open_marks(a["cluster_id"])}
     bad = [f"{n} ({faulty[n]})" for n in rep.nodes if n in faulty]
     unknown = nodehealth.unknown(hub, a["cluster_id"], rep.nodes)
@@ -357,7 +364,7 @@ def _running(
         )
     elif unknown:  # a crashing checker is never taken as healthy
         _phase(hub, run["id"], ph.Phase.GPU_HEALTHY, ph.PhaseStatus.WARNING, "node health", unknown)
-    elif rep.nodes:
+    elif rep.nodes and ph.Phase.GPU_HEALTHY.value not in said:
         _phase(
             hub,
             run["id"],
