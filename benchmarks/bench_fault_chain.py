@@ -8,7 +8,8 @@ a GPU node the fault is injected:
 
 - ``xid``, ``ecc``, ``disk``: the node's fault-injection file (what NVML or the disk
   check would read);
-- ``log-xid``: the job prints an Xid line and hangs (the log monitor);
+- ``log-xid`` / ``nccl``: the job prints an Xid line / NCCL's watchdog timeout, then
+  hangs (the log monitor);
 - ``stall``: the job hangs silently (``resilience.stall``: interval 2 s, restart after 8);
 - ``node-loss``: the node's Ray processes are killed (last: it takes a node away).
 
@@ -16,7 +17,7 @@ Times (from the run's events and metrics, hub clock): **detection** = fault → 
 attempt is stopped (``attempt_failed``); **replacement** = → the next attempt runs on
 another node (includes the retry backoff of 2 s and Ray's job start); **resume** = →
 the new attempt's first metric line (it loaded the checkpoint). For ``stall`` and
-``log-xid`` the fault starts at the attempt's last metric line.
+``log-xid``, ``nccl`` the fault starts at the attempt's last metric line.
 
     python -m benchmarks.bench_fault_chain [--quick] [--no-write] [--kinds KIND ...]
 
@@ -49,18 +50,23 @@ CHECK_S = 1.0
 SLOW = "--steps 150 --checkpoint-every 20 --step-sleep 0.08"
 HANG = "--steps 60 --checkpoint-every 20 --fail-at-step 30 --fail-mode hang"
 XID = "NVRM: Xid (PCI:0000:3b:00): 79, pid=4242, GPU has fallen off the bus."
+NCCL = (
+    "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=42, "
+    "OpType=ALLREDUCE) ran for 600000 milliseconds before timing out."
+)
 STALL = "  stall:\n    interval: 2s\n    warn_after: 3\n    restart_after: 8\n"
 INJECTED = {
     "xid": {"xid": [79]},
     "ecc": {"ecc_uncorrected": 4},
     "disk": {"disk_free_fraction": 0.005},
 }
-KINDS = ["xid", "ecc", "disk", "log-xid", "stall", "node-loss"]
+KINDS = ["xid", "ecc", "disk", "log-xid", "nccl", "stall", "node-loss"]
+_LOGGED = {"log-xid": XID, "nccl": NCCL}  # printed by the job, which then hangs
 
 
 def _yaml(kind: str) -> str:
-    if kind == "log-xid":
-        return rg.quickstart_yaml(HANG, env={"FAIL_MESSAGE": XID}, name=kind)
+    if kind in _LOGGED:
+        return rg.quickstart_yaml(HANG, env={"FAIL_MESSAGE": _LOGGED[kind]}, name=kind)
     if kind == "stall":
         return rg.quickstart_yaml(HANG, name=kind).replace("resilience:\n", "resilience:\n" + STALL)
     return rg.quickstart_yaml(SLOW, name=kind)
@@ -93,7 +99,7 @@ def _one(
     assert done["state"] == "succeeded", (kind, done["reason"])
     events = c.get(f"/v1/runs/{run['id']}/events").json()
     metrics = c.get(f"/v1/runs/{run['id']}/metrics").json()
-    if kind in ("stall", "log-xid"):
+    if kind == "stall" or kind in _LOGGED:
         t0 = max(m["wall_time"] for m in metrics if m["attempt"] == 1)
     failed = next(e["ts"] for e in events if e["kind"] == "attempt_failed")
     running = [e["ts"] for e in events if e["kind"] == "attempt_running"][1]
@@ -152,8 +158,8 @@ _NOTE = (
     "\n"
     "Detection of the injected kinds is two checker rounds plus the sync that carries the\n"
     "mark and Ray stopping the job; `stall` detection is what `resilience.stall` asks for\n"
-    "(8 intervals of 2 s) plus the stop; `log-xid` and `node-loss` are seen at the next log\n"
-    "read or job poll. Replacement includes the 2 s retry backoff, placement, the cordon\n"
+    "(8 intervals of 2 s) plus the stop; `log-xid`, `nccl` and `node-loss` are seen at the\n"
+    "next log read or job poll. Replacement includes the 2 s retry backoff, placement, the cordon\n"
     "taking the node's GPUs and Ray starting the job; resume is the job's own start-up and\n"
     "checkpoint load.\n"
 )
