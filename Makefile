@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test lint unit bench bench-quick clean down test-k8s k8s-build s3-build
+.PHONY: install run test lint unit bench bench-quick clean down test-k8s test-long k8s-build s3-build
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -42,6 +42,12 @@ k8s-build:
 test-k8s: $(STAMP) k8s-build
 	k8s/build.sh --share-only kueue kuberay
 	TAU_TEST_K8S=1 $(BIN)/pytest -q -m k8s tests/k8s
+
+# End-to-end scenarios of several minutes each (serving, pipelines, RL, hub failover,
+# the multi-region soak): `make test` skips them; .ci/run runs them after it while its
+# time budget allows.
+test-long: $(STAMP)
+	TAU_TEST_LONG=1 $(BIN)/pytest -q -m long
 
 # The S3-compatible server of the object-store tests (SeaweedFS weed, built from its Go
 # module into ~/.cache/taugrid/seaweedfs/; tests skip without it, CI builds it first).

@@ -20,6 +20,17 @@ from tests import weed_s3 as weed_s3_server
 PG_URL = os.environ.get("TAU_TEST_POSTGRES_URL")
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``long`` scenarios (minutes each) run only with ``TAU_TEST_LONG=1``: ``make
+    test-long``, which .ci/run runs after ``make test`` while its time budget allows."""
+    if os.environ.get("TAU_TEST_LONG") == "1":
+        return
+    skip = pytest.mark.skip(reason="long scenario: set TAU_TEST_LONG=1 (make test-long)")
+    for item in items:
+        if "long" in item.keywords:
+            item.add_marker(skip)
+
+
 def _pg_engine() -> tuple[sa.Engine, str]:
     assert PG_URL
     schema = f"t_{secrets.token_hex(4)}"

@@ -24,7 +24,7 @@ from sklearn.datasets import load_digits
 
 from tests.cli import platform_env as pe
 
-pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.long, pytest.mark.timeout(900)]
 
 IP = "127.0.28.2"
 QUICKSTART = pe.ROOT / "examples" / "quickstart"

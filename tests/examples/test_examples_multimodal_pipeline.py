@@ -17,7 +17,7 @@ import yaml
 
 from tests.cli import platform_env as pe
 
-pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.long, pytest.mark.timeout(900)]
 
 IP = "127.0.29.10"
 EXAMPLE = pe.ROOT / "examples" / "multimodal-pipeline"

@@ -31,7 +31,7 @@ from tests.hub import cut_proxy
 from tests.hub import region as rg
 from tests.hub.harness import HubServer, make_hub
 
-pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.long, pytest.mark.timeout(600)]
 
 BUCKET = "failover"
 IPS = {"east": "127.0.27.10", "west": "127.0.27.11"}

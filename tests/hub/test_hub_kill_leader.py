@@ -20,6 +20,7 @@ pytestmark = [
     pytest.mark.skipif(not pg_server.available(), reason="PostgreSQL 15 not installed"),
     pytest.mark.ray,
     pytest.mark.slow,
+    pytest.mark.long,
     pytest.mark.timeout(1200),
 ]
 

@@ -28,7 +28,7 @@ from tests.hub.harness import HubServer, make_hub
 from tests.hub.test_lost_contact import PLATFORM
 
 # 50 runs with chaos take ~3-4 min on a quiet 2-core box; the fixture teardown counts too
-pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.long, pytest.mark.timeout(600)]
 
 RUNS = 50
 STEPS = 30

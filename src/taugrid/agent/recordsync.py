@@ -13,7 +13,8 @@ the record store through ``dataplane.recordstore``: the same code for a local di
   finds it; so is ``metrics/metrics.jsonl`` (the record's file keeps every attempt).
 - every ``UPLOAD_S`` while the job runs: the store's ``FENCE`` is read and mirrored into
   scratch (the in-job SDK then refuses the writes of a revoked attempt); while it holds
-  this attempt's token, ``metrics/metrics.jsonl`` (when it grew) and the newest committed
+  this attempt's token, ``metrics/metrics.jsonl`` (when it grew), the ``LIVE_FILES``
+  (when they changed: a Serve deployment's status) and the newest committed
   checkpoint not yet uploaded go to the store. A checkpoint's files go first, each
   verified by reading it back (sha256, checked against its marker), ``_CHECKPOINT.json``
   last, with the fence read before and after it: a checkpoint cut half-way has no marker
@@ -71,6 +72,9 @@ UPLOAD_S = 1.0
 BACKOFF_MAX_S = 30.0
 """Longest pause between tries while the store does not answer."""
 METRICS = "metrics/metrics.jsonl"
+#: Small files a job rewrites while it runs and the hub reads from the record (a Serve
+#: deployment's status, ``hub.serving``): uploaded whenever they change.
+LIVE_FILES = ("serve/status.json",)
 ARTIFACTS = "artifacts"
 MANIFEST = "MANIFEST.json"
 MARKER = checkpoints.MARKER_FILE
@@ -137,6 +141,7 @@ class RecordSync:
         self._done: set[str] = set()  # checkpoint step dirs and artifacts already stored
         self._metrics_size = -1  # bytes of metrics.jsonl in the store
         self._metrics_seen = -1  # size of the scratch file at the last look
+        self._live_seen: dict[str, tuple[int, int]] = {}  # LIVE_FILES: (mtime_ns, size)
         self._fence_seen: int | None = None
         self._wake, self._stop = threading.Event(), threading.Event()
         self._thread = threading.Thread(
@@ -227,6 +232,7 @@ class RecordSync:
         if fenced:
             self._check_fence()
         self._metrics()
+        self._live()
         if self.ckpt_root is not None:
             self._checkpoint(self.ckpt_root, fenced)
         if artifacts:
@@ -270,6 +276,19 @@ class RecordSync:
         snap.write_bytes(data[:end])
         self.store.put_file(self._k(METRICS), snap)
         self._metrics_size = end
+
+    def _live(self) -> None:
+        """Upload each of ``LIVE_FILES`` that changed since the last look."""
+        for rel in LIVE_FILES:
+            path = self.scratch / rel
+            try:
+                st = path.stat()
+            except FileNotFoundError:
+                continue
+            seen = (st.st_mtime_ns, st.st_size)
+            if self._live_seen.get(rel) != seen:
+                self.store.put_file(self._k(rel), path)
+                self._live_seen[rel] = seen
 
     def _checkpoint(self, root: Path, fenced: bool) -> None:
         """Upload the newest committed checkpoint not stored yet (older ones are moot)."""
