@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -178,7 +179,8 @@ def _section(r: dict[str, dict[str, float]], cmd: str) -> str:
         "## Fault chain: detection to resume\n\n"
         f"`{cmd}` — one run per fault kind on a local Ray cluster (CPU head + two nodes of\n"
         f"4 emulated GPUs), the agent's checker every {CHECK_S:g} s (mark after 2 failing\n"
-        "rounds), retry backoff 2 s; on the shared 2-core development machine under load.\n"
+        "rounds), retry backoff 2 s; on the 2-core development machine, load average\n"
+        f"{os.getloadavg()[0]:.1f} at the end.\n"
         "Detection: fault → attempt stopped; replacement: → next attempt running on another\n"
         "node; resume: → its first metric line (checkpoint loaded). See the module\n"
         "docstring for how each fault is made.\n\n"
