@@ -58,7 +58,6 @@ run:
   entrypoint: train.py
 compute:
   gpus: {gpus}
-  workers: {workers}
   cpus: 1
   memory: 1Gi
 """
@@ -103,7 +102,7 @@ def live(hub: HubServer) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
             assert r.status_code == 200, r.text
     with hub.http() as c:
         for name, gpus in RUNS:
-            r = c.post("/v1/runs", json={"tau_yaml": RUN.format(name=name, gpus=gpus, workers=1)})
+            r = c.post("/v1/runs", json={"tau_yaml": RUN.format(name=name, gpus=gpus)})
             assert r.status_code == 201, r.text
         docs = {name: wait_decided(c, name) for name, _ in RUNS}
         explained = {name: c.get(f"/v1/runs/{name}/placement").json() for name, _ in RUNS}
@@ -172,7 +171,9 @@ def test_a_hub_tick_binds_the_nodes_the_simulator_binds(engine: sa.Engine, tmp_p
         agents.sync(hub, c, wire.AgentSync.model_validate({"report": report(c)}))
     ids = {}
     for name, workers, gpus in PAIRS:
-        text = RUN.format(name=name, gpus=gpus, workers=workers)
+        text = RUN.format(name=name, gpus=gpus).replace(
+            "  cpus: 1", f"  workers: {workers}\n  cpus: 1"
+        )
         ids[name] = runs.submit(hub, wire.SubmitRequest(tau_yaml=text), "admin")["id"]
     scheduler.tick(hub, cycle.policy_from(hub.platform.scheduling))
     decisions, _after = simulated(PAIRS)
