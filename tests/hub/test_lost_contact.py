@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from taugrid.backends import ray_local
+from taugrid.hub import runs
 from taugrid.store import db
 from tests.hub import platform_builders as pb
 from tests.hub import region as rg
@@ -55,6 +56,15 @@ def _agent(
     hub: HubServer, clusters: dict[str, ray_local.LocalRayCluster], name: str, tmp: Path
 ) -> rg.AgentThread:
     return rg.AgentThread(hub, clusters[name], tmp / f"agent-{name}", cluster_id=name).start()
+
+
+def _wait_uploaded(hub: HubServer, run_id: str, timeout: float = 30.0) -> None:
+    """Until the run's record store holds a complete checkpoint (jobs write to their
+    agent's scratch; the agent uploads every second)."""
+    deadline = time.time() + timeout
+    while runs.latest_checkpoint(hub.hub, hub.hub.runs.get_run(run_id) or {}) is None:
+        assert time.time() < deadline, "no checkpoint reached the record store"
+        time.sleep(0.2)
 
 
 def _on_east_with_checkpoint(run: dict[str, object]) -> bool:
@@ -103,6 +113,7 @@ def test_long_partition_moves_the_run_and_fences_the_old_attempt(
         with hub.http() as c:
             run = rg.submit_run(c, rg.quickstart_yaml(SLOW, name="long"))
             rg.wait_run(c, run["id"], _on_east_with_checkpoint, timeout=120)
+            _wait_uploaded(hub, run["id"])  # the agent uploads scratch within its upload lag
             east.stop()  # silence, longer than the grace period
             moved = rg.wait_run(c, run["id"], lambda r: len(r["attempts"]) == 2, timeout=60)
             first = moved["attempts"][0]
