@@ -33,6 +33,7 @@ import sqlalchemy as sa
 
 from taugrid.agent import daemon as agent_daemon
 from taugrid.sdk import client, submit
+from tests.hub import agent_builders as ab
 from tests.hub import pg_server, region
 from tests.hub.harness import free_port
 
@@ -41,21 +42,16 @@ import os
 with open({path!r}, "a") as fh:
     fh.write(os.environ["TAU_RUN_ID"] + " " + os.environ["TAU_FENCING_TOKEN"] + "\\n")
 """
-TAU_YAML = """\
-schema_version: 1
-name: {name}
-run:
-  entrypoint: train.py
-compute:
-  gpus: 1
-  cpus: 1
-  memory: 1Gi
+TAU_YAML = (
+    ab.ONE_GPU_RUN
+    + """\
 resilience:
   max_retries: 5
   retry_on: [node_failure, lost_contact]
   backoff:
     initial: 2s
 """
+)
 
 
 class Replicas:

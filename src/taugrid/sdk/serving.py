@@ -75,8 +75,7 @@ def deploy(
 ) -> dict[str, Any]:
     """Deploy ``source_run``'s model (or registered ``model``, NAME@ALIAS) as ``name``."""
     body = _body(name, source_run, config, checkpoint, artifact, workspace, model)
-    out: dict[str, Any] = cli.request("POST", "/v1/serve", json=body)
-    return out
+    return _post(cli, "/v1/serve", body)
 
 
 def update(
@@ -92,7 +91,11 @@ def update(
 ) -> dict[str, Any]:
     """Serve another run/checkpoint under ``name`` (a rolling replacement)."""
     body = _body(name, source_run, config, checkpoint, artifact, workspace, model)
-    out: dict[str, Any] = cli.request("POST", f"/v1/serve/{name}/update", json=body)
+    return _post(cli, f"/v1/serve/{name}/update", body)
+
+
+def _post(cli: client.Client, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = cli.request("POST", path, json=body)
     return out
 
 
