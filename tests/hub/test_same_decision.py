@@ -23,7 +23,7 @@ import pytest
 import sqlalchemy as sa
 
 from taugrid import payloads as wire
-from taugrid.hub import agents, runs, scheduler
+from taugrid.hub import agents, runs, scheduler, snapshot
 from taugrid.scheduling import cycle
 from taugrid.scheduling import snapshot as snap
 from tests.hub.harness import HubServer, make_hub, platform_hub
@@ -156,7 +156,7 @@ def test_simulator_and_live_hub_make_the_same_decisions(hub: HubServer) -> None:
     assert placed == ["r1", "r2", "r3", "r4", "r5"]
     assert len({d.cluster_id for d in decisions if d.cluster_id}) > 1
     # the hub's own snapshot now (assigned attempts take room) holds the same free GPUs
-    views = scheduler.build_snapshot(hub.hub, time.time()).clusters
+    views = snapshot.build(hub.hub, time.time()).clusters
     free = {v.cluster_id: [n.gpus_free for n in v.nodes] for v in views}
     assert free == {c: [n.gpus_free for n in v.nodes] for c, v in after.items()}
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from taugrid.hub import scheduler, tenancy
+from taugrid.hub import snapshot, tenancy
 from taugrid.platform import load as platform_load
 from taugrid.platform import models as pm
 from taugrid.store import tenancy as store_tenancy
@@ -119,7 +119,7 @@ def test_quota_request_approval_changes_quota_for_real(hub_server: HubServer) ->
         done = tb.ok(admin.post(f"/v1/admin/quota-requests/{req['id']}/approve", json={}))
         assert done["state"] == "approved" and done["previous_nominal"] == 8
         assert _quota(hub_server) == 2
-        snap = scheduler.build_snapshot(hub_server.hub, 0.0)
+        snap = snapshot.build(hub_server.hub, 0.0)
         assert [(q.team, q.nominal) for q in snap.quotas] == [("research", 2)]
         again = admin.post(f"/v1/admin/quota-requests/{req['id']}/approve")
         assert again.status_code == 400 and "already approved" in again.json()["detail"]

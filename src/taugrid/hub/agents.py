@@ -1,10 +1,11 @@
-"""Agent-facing logic of the hub: registration, syncs, and what attempt reports mean.
+"""The hub's sync endpoint: agent registration, syncs, and what attempt reports mean.
 
 Owns how agent signals become run state and phases (DESIGN §1): Ray job submitted →
 Scheduled active; running on nodes → Scheduled done + GPU healthy from node marks;
 metric lines → Progressing; terminal job state → Completed (+ retry decision);
 declared outputs present → Artifacts saved; quota released *and* the agent confirms the
-GPUs are free → Released, then the record's ``COMPLETE``.
+GPUs are free → Released, then the record's ``COMPLETE``. How an attempt ends and what its
+run does next (retry, finish, release) is ``hub.attempts``.
 
 Fencing: reports from a revoked attempt, or from an attempt that is no longer the
 run's current one, never change the run: a revoked attempt's success is rejected and
@@ -19,31 +20,22 @@ from typing import Any
 
 from taugrid import payloads as wire
 from taugrid.hub import (
+    attempts,
     context,
     data_view,
-    fencing,
     nodehealth,
     prewarm,
-    results,
     runs,
     util_history,
 )
 from taugrid.lifecycle import phases as ph
-from taugrid.lifecycle import reasons
 from taugrid.lifecycle import states as st
 from taugrid.spec import units
 from taugrid.store import checkpoints
 
-__all__ = ["end_attempt", "preempt", "register", "sync"]
+__all__ = ["peer_endpoints", "register", "sync"]
 
 _ACTIVE = {s.value for s in st.ACTIVE_ATTEMPT_STATES}
-_DEFAULT_RETRY_ON = ("node_failure", "preemption", "lost_contact", "data_staging")
-
-
-def _phase(
-    hub: context.Hub, run_id: str, phase: ph.Phase, status: ph.PhaseStatus, source: str, reason: str
-) -> None:
-    hub.runs.set_phase(run_id, ph.PhaseRecord(phase, status, source, reason, time.time()))
 
 
 def register(hub: context.Hub, req: wire.AgentRegister) -> float:
@@ -79,10 +71,6 @@ def sync(hub: context.Hub, cluster_id: str, req: wire.AgentSync) -> wire.AgentSy
     return reply
 
 
-UPLOAD_SOURCE = "agent upload"
-"""The source of *Artifacts saved* while the agent's final upload waits for the store."""
-
-
 def _upload_wanted(hub: context.Hub, token: int) -> bool:
     """The agent's held-back uploads of ``token`` are still wanted: the run succeeded with
     that attempt and *Artifacts saved* waits for them (``recordsync`` in the agent)."""
@@ -91,7 +79,11 @@ def _upload_wanted(hub: context.Hub, token: int) -> bool:
     if run is None or run["current_token"] != token:
         return False
     rec = hub.runs.phases(run["id"]).get(ph.Phase.ARTIFACTS_SAVED)
-    return rec is not None and rec.status is ph.PhaseStatus.ACTIVE and rec.source == UPLOAD_SOURCE
+    return (
+        rec is not None
+        and rec.status is ph.PhaseStatus.ACTIVE
+        and rec.source == attempts.UPLOAD_SOURCE
+    )
 
 
 def peer_endpoints(hub: context.Hub, cluster_id: str) -> list[wire.PeerEndpoint]:
@@ -184,11 +176,11 @@ def _apply(hub: context.Hub, rep: wire.AttemptReport) -> None:
         a["released"] = True
     if not authoritative:
         _stale(hub, a, rep)
-        _check_released(hub, run["id"])
+        attempts.check_released(hub, run["id"])
         return
     rec = runs.record_of(hub, run)
     if rep.uploaded and _upload_wanted(hub, a["token"]):
-        _artifacts(hub, run)
+        attempts.artifacts(hub, run)
         runs.finish_record(hub, run["id"])
     if rep.log_chunk:
         rec.append_log("driver.log", rep.log_chunk)
@@ -205,7 +197,7 @@ def _apply(hub: context.Hub, rep: wire.AttemptReport) -> None:
     elif rep.state == st.AttemptState.RUNNING.value:
         _running(hub, run, a, rep)
     _signals(hub, run["id"], rep)
-    _check_released(hub, run["id"])
+    attempts.check_released(hub, run["id"])
 
 
 def _signals(hub: context.Hub, run_id: str, rep: wire.AttemptReport) -> None:
@@ -216,7 +208,7 @@ def _signals(hub: context.Hub, run_id: str, rep: wire.AttemptReport) -> None:
         except ValueError:
             continue
         source = str(sig.get("source", "agent"))[:200]
-        _phase(hub, run_id, phase, status, source, str(sig.get("reason", ""))[:2000])
+        runs.phase(hub, run_id, phase, status, source, str(sig.get("reason", ""))[:2000])
 
 
 def _stale(hub: context.Hub, a: dict[str, Any], rep: wire.AttemptReport) -> None:
@@ -274,7 +266,7 @@ def _transition(
         hub.runs.update_attempt(
             a["token"], state=state, submission_id=rep.submission_id, event="attempt_starting"
         )
-        _phase(
+        runs.phase(
             hub,
             run["id"],
             ph.Phase.SCHEDULED,
@@ -290,7 +282,7 @@ def _transition(
         st.AttemptState.STOPPED.value,
     ):
         kind = st.FailureKind(rep.failure_kind) if rep.failure_kind else None
-        end_attempt(
+        attempts.end(
             hub,
             a,
             st.AttemptState(state),
@@ -342,7 +334,7 @@ def _running(
     where = ", ".join(n[:12] for n in rep.nodes) or "Ray"
     said = {s.get("phase") for s in rep.phases}  # the cluster's own words win (Kubernetes)
     if ph.Phase.SCHEDULED.value not in said:
-        _phase(
+        runs.phase(
             hub,
             run["id"],
             ph.Phase.SCHEDULED,
@@ -354,7 +346,7 @@ def _running(
     bad = [f"{n} ({faulty[n]})" for n in rep.nodes if n in faulty]
     unknown = nodehealth.unknown(hub, a["cluster_id"], rep.nodes)
     if bad:
-        _phase(
+        runs.phase(
             hub,
             run["id"],
             ph.Phase.GPU_HEALTHY,
@@ -363,9 +355,11 @@ def _running(
             f"faulty: {bad}",
         )
     elif unknown:  # a crashing checker is never taken as healthy
-        _phase(hub, run["id"], ph.Phase.GPU_HEALTHY, ph.PhaseStatus.WARNING, "node health", unknown)
+        runs.phase(
+            hub, run["id"], ph.Phase.GPU_HEALTHY, ph.PhaseStatus.WARNING, "node health", unknown
+        )
     elif rep.nodes and ph.Phase.GPU_HEALTHY.value not in said:
-        _phase(
+        runs.phase(
             hub,
             run["id"],
             ph.Phase.GPU_HEALTHY,
@@ -375,239 +369,3 @@ def _running(
             + ("reports" if len(rep.nodes) == 1 else "report")
             + " healthy devices",
         )
-
-
-def end_attempt(
-    hub: context.Hub,
-    a: dict[str, Any],
-    state: st.AttemptState,
-    message: str,
-    *,
-    kind: st.FailureKind | None = None,
-    exit_code: int | None = None,
-    revoke: bool = False,
-    uploads_pending: str = "",
-    adopted: checkpoints.Adoption | None = None,
-) -> None:
-    """Record the end of an attempt and decide the run's next state. ``adopted``: the
-    checkpoints its agent adopted in the job's scratch (``agent.recordsync``);
-    ``uploads_pending``: why its outputs are not in the record store yet."""
-    if a["failure_kind"] == st.FailureKind.PREEMPTION.value and state is st.AttemptState.STOPPED:
-        state, kind = st.AttemptState.FAILED, st.FailureKind.PREEMPTION
-        message = a["reason"] or message
-    revoked_at = fencing.revoke(hub, a)  # before anything else: the token stops being valid
-    if state is st.AttemptState.FAILED:  # a log that blames the node: suspect it, retry
-        kind = nodehealth.suspect(hub, a, message, kind)
-    hub.runs.update_attempt(
-        a["token"],
-        state=state.value,
-        ended_at=time.time(),
-        reason=reasons.detail(message)[-2000:],
-        exit_code=exit_code,
-        failure_kind=kind.value if kind else None,
-        revoked=revoke or a["revoked"],
-        event=f"attempt_{state.value}",
-    )
-    if state is st.AttemptState.FAILED:
-        hub.metrics.failures.labels(kind=(kind or st.FailureKind.EXIT_NONZERO).value).inc()
-    run = hub.runs.get_run(a["run_id"])
-    if run is None or run["current_token"] != a["token"]:
-        return
-    adoption = fencing.adopt(hub, run, a, revoked_at)  # what it wrote but never committed
-    if adopted is not None:
-        adoption.adopted += adopted.adopted
-        adoption.unusable += adopted.unusable
-    if state is st.AttemptState.SUCCEEDED:
-        _succeeded(hub, run, uploads_pending)
-    elif run["cancel_requested"]:
-        _finish(hub, run, st.RunState.CANCELLED, ph.PhaseStatus.SKIPPED, "cancelled by user")
-    else:
-        _failed(hub, run, a, kind or st.FailureKind.EXIT_NONZERO, message, exit_code)
-    fencing.report(hub, run["id"], a, adoption)
-
-
-def _finish(
-    hub: context.Hub, run: dict[str, Any], state: st.RunState, status: ph.PhaseStatus, reason: str
-) -> None:
-    hub.runs.update_run(
-        run["id"], state=state.value, quota_held=False, reason=reason, event=state.value
-    )
-    _phase(hub, run["id"], ph.Phase.COMPLETED, status, "ray job", reason)
-    runs.close_scheduled(hub, run["id"], state)
-    if state is not st.RunState.SUCCEEDED:
-        _phase(
-            hub,
-            run["id"],
-            ph.Phase.PROGRESSING,
-            ph.PhaseStatus.SKIPPED,
-            "hub",
-            f"run {state.value}",
-        )
-    if state is st.RunState.CANCELLED:
-        _phase(hub, run["id"], ph.Phase.ARTIFACTS_SAVED, ph.PhaseStatus.SKIPPED, "hub", reason)
-    _phase(
-        hub,
-        run["id"],
-        ph.Phase.RELEASED,
-        ph.PhaseStatus.ACTIVE,
-        "hub",
-        "quota released; waiting for GPUs",
-    )
-
-
-def _succeeded(hub: context.Hub, run: dict[str, Any], uploads_pending: str = "") -> None:
-    _phase(hub, run["id"], ph.Phase.PROGRESSING, ph.PhaseStatus.DONE, "metrics", "job finished")
-    _finish(hub, run, st.RunState.SUCCEEDED, ph.PhaseStatus.DONE, "exit code 0")
-    if uploads_pending:  # the agent uploads them once the store answers (``uploads``)
-        why = f"outputs not in the record store yet: {uploads_pending}"
-        _phase(hub, run["id"], ph.Phase.ARTIFACTS_SAVED, ph.PhaseStatus.ACTIVE, UPLOAD_SOURCE, why)
-        return
-    _artifacts(hub, run)
-
-
-def _artifacts(hub: context.Hub, run: dict[str, Any]) -> None:
-    """*Artifacts saved* from what the record holds (and the results export, if any)."""
-    rec = runs.record_of(hub, run)
-    outputs = run["spec"].get("outputs", [])
-    missing = rec.missing_outputs(outputs)
-    files = rec.files("artifacts")
-    if missing:
-        _phase(
-            hub,
-            run["id"],
-            ph.Phase.ARTIFACTS_SAVED,
-            ph.PhaseStatus.FAILED,
-            "files",
-            f"missing outputs: {missing}",
-        )
-    elif url := results.output_url(hub, run["workspace"], run["id"], run["spec"]):
-        results.save(hub, run, url)
-    elif files:
-        _phase(
-            hub,
-            run["id"],
-            ph.Phase.ARTIFACTS_SAVED,
-            ph.PhaseStatus.DONE,
-            "files",
-            f"{units.plural(len(files), 'file')} in artifacts/",
-        )
-    else:
-        _phase(
-            hub,
-            run["id"],
-            ph.Phase.ARTIFACTS_SAVED,
-            ph.PhaseStatus.SKIPPED,
-            "files",
-            "no outputs declared",
-        )
-
-
-def preempt(hub: context.Hub, run_id: str, why: str) -> None:
-    """Evict a run's attempt so that higher-priority work can have its quota.
-
-    The attempt is marked (``failure_kind=preemption``); the next sync tells its agent
-    to stop it, and the stopped attempt ends as a ``Preempted`` failure that requeues
-    the run from its latest checkpoint without consuming a retry. A run that has not
-    started yet just gives its quota back and waits again.
-    """
-    run = hub.runs.get_run(run_id)
-    if run is None or run["state"] in {s.value for s in st.TERMINAL_RUN_STATES}:
-        return
-    reason = f"Preempted: {why}"
-    if run["current_token"] is None or run["state"] in (
-        st.RunState.QUEUED.value,
-        st.RunState.ADMITTED.value,
-    ):
-        hub.runs.update_run(
-            run_id,
-            state=st.RunState.QUEUED.value,
-            quota_held=False,
-            reason=reason,
-            event="preempted",
-        )
-        _phase(hub, run_id, ph.Phase.ADMITTED, ph.PhaseStatus.PENDING, "queue", reason)
-        return
-    hub.runs.update_attempt(
-        run["current_token"],
-        failure_kind=st.FailureKind.PREEMPTION.value,
-        reason=reason,
-        event="preempting",
-    )
-    _phase(hub, run_id, ph.Phase.COMPLETED, ph.PhaseStatus.WARNING, "queue", reason)
-
-
-def _failed(
-    hub: context.Hub,
-    run: dict[str, Any],
-    a: dict[str, Any],
-    kind: st.FailureKind,
-    message: str,
-    exit_code: int | None,
-) -> None:
-    hub.runs.add_event(run["id"], "failure_detail", {"attempt": a["number"], "text": message})
-    spec = run["spec"]
-    retry_on = list(spec.get("retry_on") or _DEFAULT_RETRY_ON)
-    left = int(spec.get("max_retries", 0)) - (run["attempts_used"] - 1)
-    if kind is st.FailureKind.PREEMPTION:  # Kueue semantics: eviction never uses up retries
-        retry_on, left = [kind.value], max(left, 1)
-    if kind is st.FailureKind.STALL:
-        retry_on, left, message = nodehealth.stall_retry(hub, run, retry_on, left, message)
-    lost = _lost_steps(hub, a)
-    if st.is_retryable(kind, retry_on, left):
-        delay = 0.0 if kind is st.FailureKind.PREEMPTION else _backoff(spec, run["attempts_used"])
-        hub.runs.update_run(
-            run["id"],
-            state=st.RunState.QUEUED.value,
-            quota_held=False,
-            not_before=time.time() + delay,
-            reason=f"attempt {a['number']} failed ({kind.value}); retrying in {delay:.0f}s",
-            resume_from=runs.latest_checkpoint(hub, run),
-            event="retry",
-        )
-        hub.runs.add_event(run["id"], "lost_work", {"attempt": a["number"], "lost_steps": lost})
-        for p in (ph.Phase.ADMITTED, ph.Phase.PLACED):
-            hub.runs.set_phase(
-                run["id"],
-                ph.PhaseRecord(
-                    p, ph.PhaseStatus.PENDING, "hub", f"retry after {kind.value}", time.time()
-                ),
-                reset=True,
-            )
-        return
-    why = reasons.summary(kind.value, message, exit_code)
-    _finish(hub, run, st.RunState.FAILED, ph.PhaseStatus.FAILED, why)
-    _phase(hub, run["id"], ph.Phase.ARTIFACTS_SAVED, ph.PhaseStatus.SKIPPED, "files", "run failed")
-
-
-def _lost_steps(hub: context.Hub, a: dict[str, Any]) -> int | None:
-    fresh = hub.runs.get_attempt(a["token"]) or a
-    if fresh["last_step"] is None:
-        return None
-    return int(fresh["last_step"]) - int(fresh["checkpoint_step"] or 0)
-
-
-def _backoff(spec: dict[str, Any], attempts_used: int) -> float:
-    b = spec.get("backoff") or {}
-    initial = units.parse_duration(b.get("initial", "10s"))
-    cap = units.parse_duration(b.get("max", "5m"))
-    return float(min(cap, initial * float(b.get("multiplier", 2.0)) ** max(0, attempts_used - 1)))
-
-
-def _check_released(hub: context.Hub, run_id: str) -> None:
-    run = hub.runs.get_run(run_id)
-    if (
-        run is None
-        or run["state"] not in {s.value for s in st.TERMINAL_RUN_STATES}
-        or run["quota_held"]
-    ):
-        return
-    if all(x["released"] for x in hub.runs.attempts_for_run(run_id)):
-        _phase(
-            hub,
-            run_id,
-            ph.Phase.RELEASED,
-            ph.PhaseStatus.DONE,
-            "agent+hub",
-            "quota released and GPUs freed",
-        )
-        runs.finish_record(hub, run_id)

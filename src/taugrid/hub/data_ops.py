@@ -22,7 +22,7 @@ from typing import Any
 
 from taugrid import errors
 from taugrid.dataplane import budget, objstore, wire
-from taugrid.hub import context, data_view, runs, scheduler
+from taugrid.hub import context, data_view, runs, snapshot
 from taugrid.lifecycle import states as st
 from taugrid.scheduling import cycle, plugins_data
 from taugrid.scheduling import snapshot as snap
@@ -261,12 +261,12 @@ def _from_score(verdict: Doc, policy: cycle.Policy) -> Doc:
 
 def _explain_now(hub: context.Hub, run: Doc, policy: cycle.Policy, weights: Doc) -> Doc:
     now = time.time()
-    snapshot = scheduler.build_snapshot(hub, now)
-    (view,) = data_view.near_data([scheduler.pending_view(run, hub)], snapshot)
+    now_view = snapshot.build(hub, now)
+    (view,) = data_view.near_data([snapshot.pending_view(run, hub)], now_view)
     probe = dataclasses.replace(view, admitted=True, not_before=0.0)
-    (d,) = cycle.schedule(snapshot, [probe], policy)
+    (d,) = cycle.schedule(now_view, [probe], policy)
     data = {
-        c.cluster_id: dataclasses.asdict(plugins_data.estimate(view, c)) for c in snapshot.clusters
+        c.cluster_id: dataclasses.asdict(plugins_data.estimate(view, c)) for c in now_view.clusters
     }
     return {
         "run": run["id"],

@@ -1,6 +1,6 @@
 """What the hub does to a run's record the moment it declares an attempt ended.
 
-Called by ``agents.end_attempt`` for the run's current attempt, whatever ended it
+Called by ``attempts.end`` for the run's current attempt, whatever ended it
 (exit, node failure, lost contact, cancel, preemption, success):
 
 1. ``revoke``, before the end is even recorded: ``FENCE`` becomes ``0`` (no attempt

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 
-from taugrid.hub import agents, context
+from taugrid.hub import attempts, context
 from taugrid.lifecycle import states as st
 
 __all__ = ["enforce_max_runtime"]
@@ -40,7 +40,7 @@ def enforce_max_runtime(hub: context.Hub, now: float) -> list[str]:
                 f"({_duration(limit)}); stopped"
             )
             log.info("run %s: %s", run["id"], message)
-            agents.end_attempt(
+            attempts.end(
                 hub, a, st.AttemptState.FAILED, message, kind=st.FailureKind.TIMEOUT, revoke=True
             )
             hub.notify(a["cluster_id"])

@@ -22,7 +22,7 @@ from typing import Any
 
 from taugrid import payloads as wire
 from taugrid.dataplane import runtimes
-from taugrid.hub import context, scheduler
+from taugrid.hub import context, snapshot
 from taugrid.lifecycle import phases as ph
 from taugrid.lifecycle import states as st
 from taugrid.scheduling import cycle
@@ -117,12 +117,12 @@ def _compute(hub: context.Hub, now: float) -> dict[str, list[wire.PrepareHint]]:
     keyed = [(r, k) for r, k in waiting if k is not None]
     if not keyed:
         return {}
-    snapshot = scheduler.build_snapshot(hub, now)
-    warm = {c.cluster_id: set(c.warm_runtimes) for c in snapshot.clusters}
+    now_view = snapshot.build(hub, now)
+    warm = {c.cluster_id: set(c.warm_runtimes) for c in now_view.clusters}
     policy = cycle.policy_from(hub.platform.scheduling)
     out: dict[str, dict[str, wire.PrepareHint]] = {}
     for run, key in keyed:
-        where = likely.likely_cluster(scheduler.pending_view(run, hub), snapshot, policy)
+        where = likely.likely_cluster(snapshot.pending_view(run, hub), now_view, policy)
         if where is None or key in warm.get(where, ()):
             continue
         hint = out.setdefault(where, {}).setdefault(

@@ -310,3 +310,10 @@ def _set_phase(
     hub.runs.set_phase(
         run_id, ph.PhaseRecord(ph.Phase.SCHEDULED, status, source, reason, time.time())
     )
+
+
+def phase(
+    hub: context.Hub, run_id: str, p: ph.Phase, status: ph.PhaseStatus, source: str, reason: str
+) -> None:
+    """Record one phase of a run as of now (the hub's modules all set phases through this)."""
+    hub.runs.set_phase(run_id, ph.PhaseRecord(p, status, source, reason, time.time()))

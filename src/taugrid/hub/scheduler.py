@@ -4,7 +4,8 @@ Each tick: (0) lost contact — clusters whose lease expired become Unknown; aft
 grace period their restartable attempts are revoked and their runs requeued;
 limits — attempts running past ``resilience.max_runtime`` end as ``timeout`` (``hub.limits``);
 staging — held attempts whose datasets are still moving advance (``hub.staging``);
-(1-5) build an immutable ``Snapshot`` from agent reports, node marks and quota usage,
+(1-5) build an immutable ``Snapshot`` (``hub.snapshot``) from agent reports, node marks
+and quota usage,
 and call ``scheduling.cycle.schedule``; (6) dispatch — persist admissions and create
 attempts (the agent pulls them on its next sync, unless a dispatch gate holds them:
 ``hub.staging`` while their datasets move into the region); (7) requeue — runs that did not fit
@@ -19,140 +20,15 @@ import threading
 import time
 from typing import Any
 
-from taugrid.hub import agents, context, data_view, limits, runs, staging
+from taugrid.hub import attempts, context, data_view, limits, runs, snapshot, staging
 from taugrid.lifecycle import phases as ph
 from taugrid.lifecycle import states as st
 from taugrid.render import command, runspec
 from taugrid.scheduling import cycle
-from taugrid.scheduling import snapshot as snap
 
-__all__ = ["LIVE_STATES", "Scheduler", "build_snapshot", "pending_view", "platform_fields", "tick"]
-
-LIVE_STATES = ("ready", "degraded")
-"""Cluster states that take new work (``unavailable``: its agent says it cannot run jobs)."""
+__all__ = ["Scheduler", "tick"]
 
 log = logging.getLogger(__name__)
-
-
-def pending_view(run: dict[str, Any], hub: context.Hub | None = None) -> snap.PendingRun:
-    """The run as the core sees it; with ``hub``, also its datasets and runtime key."""
-    s = run["spec"]
-    view = snap.PendingRun(
-        run_id=run["id"],
-        team=run["team"],
-        priority=run["priority"],
-        created_at=run["created_at"],
-        workers=s["workers"],
-        gpus_per_worker=s["gpus_per_worker"],
-        cpus_per_worker=s["cpus_per_worker"],
-        memory_per_worker=s["memory_per_worker_bytes"],
-        gpu_model=s.get("gpu_model"),
-        allowed_regions=tuple(s.get("allowed_regions", ())),
-        admitted=run["state"] == st.RunState.ADMITTED.value,
-        not_before=run["not_before"],
-        objective=s.get("objective"),
-        communication=s.get("communication"),
-        compliance=tuple(s.get("compliance", ())),
-        runtime_s=s.get("max_runtime_s"),
-    )
-    return data_view.with_needs(hub, run, view) if hub is not None else view
-
-
-def _cluster_view(hub: context.Hub, row: dict[str, Any], now: float) -> snap.ClusterView:
-    faulty = {m["node_id"] for m in hub.clusters.open_marks(row["id"])}
-    ready = row["state"] in LIVE_STATES and row["lease_expires"] > now
-    view = snap.cluster_from_report(
-        row["id"],
-        row["region"],
-        ready,
-        row["report"],
-        faulty=faulty,
-        **data_view.cluster_fields(hub, row, now),
-        **platform_fields(hub, row),
-    )
-    return _reserve_unseen(hub, row, view, now)
-
-
-def platform_fields(hub: context.Hub, row: dict[str, Any]) -> dict[str, Any]:
-    """What platform.yaml declares of a cluster: its region's compliance, its interconnect."""
-    region = next((r for r in hub.platform.regions if r.name == row["region"]), None)
-    spec = next((c for c in region.clusters if c.name == row["id"]), None) if region else None
-    return {
-        "compliance": tuple(region.compliance) if region else (),
-        "interconnect_gbps": spec.interconnect_gbps if spec else 0.0,
-    }
-
-
-def _reserve_unseen(
-    hub: context.Hub, row: dict[str, Any], view: snap.ClusterView, now: float
-) -> snap.ClusterView:
-    """Take room for attempts the agent's report may not show yet.
-
-    The hub's ledger (the GPUs of the cluster's unreleased attempts) is a lower bound on
-    the GPUs in use: while the report shows fewer in use — an attempt assigned after it
-    was taken, or Ray's view lagging a job — the newest attempts are reserved until the
-    ledger is covered. An attempt the report already counts is not reserved again: the
-    agent reports at once when an attempt starts or ends, so freed GPUs are placed
-    again without waiting for the next periodic report.
-    """
-    held = []
-    attempts = hub.runs.attempts_on_cluster(row["id"])
-    runs_by_id = hub.runs.get_runs([a["run_id"] for a in attempts])
-    for a in attempts:
-        run = runs_by_id.get(a["run_id"])
-        if run is not None:
-            bound = tuple((a["placement"] or {}).get("nodes") or ())
-            held.append((-(a["started_at"] or now), -a["token"], pending_view(run), bound))
-    ledger = sum(p.workers * p.gpus_per_worker for _s, _t, p, _b in held)
-    deficit, unseen = ledger - _gpus_used(view), []
-    for newest in sorted(held, key=lambda h: h[:2]):
-        if deficit <= 0:
-            break
-        unseen.append(newest)
-        deficit -= newest[2].workers * newest[2].gpus_per_worker
-    # On the nodes the cycle bound them to; attempts from before node binding first fit,
-    # in the order they were placed (oldest token first), as the cycle that placed them.
-    for _s, _t, p, bound in sorted(unseen, key=lambda h: -h[1]):
-        view = cycle.take(p, view, bound) if bound else cycle.reserve(p, view)
-    return view
-
-
-def _gpus_used(view: snap.ClusterView) -> float:
-    return sum(n.gpus_total - n.gpus_free for n in view.nodes if n.alive)
-
-
-def build_snapshot(hub: context.Hub, now: float) -> snap.Snapshot:
-    """Clusters, quotas (with cohorts and limits) and quota holders, as of ``now``."""
-    usage = hub.runs.quota_usage()
-    quotas = tuple(
-        snap.QuotaView(
-            t.name,
-            q.gpu_model,
-            q.nominal,
-            usage.get((t.name, q.gpu_model), 0),
-            cohort=t.cohort,
-            borrowing_limit=q.borrowing_limit,
-            lending_limit=q.lending_limit,
-            strategy=t.queueing_strategy,
-        )
-        for t in hub.platform.teams
-        for q in t.quotas
-    )
-    admitted = tuple(
-        snap.AdmittedRun(
-            r["id"], r["team"], r["gpu_model"] or "", r["gpus"], r["priority"], r["created_at"]
-        )
-        for r in hub.runs.holding_quota()
-        if r["gpus"]
-    )
-    clusters = tuple(_cluster_view(hub, c, now) for c in hub.clusters.all())
-    return snap.Snapshot(now=now, clusters=clusters, quotas=quotas, admitted=admitted)
-
-
-def _phase(
-    hub: context.Hub, run_id: str, phase: ph.Phase, status: ph.PhaseStatus, source: str, reason: str
-) -> None:
-    hub.runs.set_phase(run_id, ph.PhaseRecord(phase, status, source, reason, time.time()))
 
 
 def _admit(hub: context.Hub, run: dict[str, Any], d: cycle.Decision) -> bool:
@@ -170,7 +46,7 @@ def _admit(hub: context.Hub, run: dict[str, Any], d: cycle.Decision) -> bool:
         )
         if not admitted:
             return False
-        _phase(
+        runs.phase(
             hub,
             run["id"],
             ph.Phase.ADMITTED,
@@ -187,7 +63,7 @@ def _unplaced(hub: context.Hub, run: dict[str, Any], d: cycle.Decision) -> None:
     """Admitted, no cluster takes it now; a warning when no cluster ever will as set up."""
     if not d.unresolvable:
         hub.runs.update_run(run["id"], reason=f"waiting for capacity: {d.reason}")
-        _phase(hub, run["id"], ph.Phase.PLACED, ph.PhaseStatus.ACTIVE, "scheduler", d.reason)
+        runs.phase(hub, run["id"], ph.Phase.PLACED, ph.PhaseStatus.ACTIVE, "scheduler", d.reason)
         return
     why = (
         f"no registered cluster can ever take this run as the platform is set up ({d.reason}); "
@@ -195,7 +71,7 @@ def _unplaced(hub: context.Hub, run: dict[str, Any], d: cycle.Decision) -> None:
         "offers (`tau cluster list`), or ask the platform team for such capacity"
     )
     hub.runs.update_run(run["id"], reason=why)
-    _phase(hub, run["id"], ph.Phase.PLACED, ph.PhaseStatus.WARNING, "scheduler", why)
+    runs.phase(hub, run["id"], ph.Phase.PLACED, ph.PhaseStatus.WARNING, "scheduler", why)
 
 
 def _charged_model(hub: context.Hub, run: dict[str, Any]) -> str | None:
@@ -244,7 +120,7 @@ def _place(hub: context.Hub, run: dict[str, Any], d: cycle.Decision) -> None:
         staging.placed(hub, run, attempt)
         runs.write_run_json(hub, run["id"])
         return
-    _phase(
+    runs.phase(
         hub,
         run["id"],
         ph.Phase.PLACED,
@@ -252,7 +128,7 @@ def _place(hub: context.Hub, run: dict[str, Any], d: cycle.Decision) -> None:
         "scheduler",
         f"cluster {d.cluster_id} ({d.reason}); attempt {attempt['number']}",
     )
-    _phase(
+    runs.phase(
         hub,
         run["id"],
         ph.Phase.SCHEDULED,
@@ -265,14 +141,14 @@ def _place(hub: context.Hub, run: dict[str, Any], d: cycle.Decision) -> None:
 
 def _dispatch(hub: context.Hub, run: dict[str, Any], d: cycle.Decision) -> None:
     for victim in d.preempt:
-        agents.preempt(hub, victim, f"quota for {run['id']} (priority {run['priority']})")
+        attempts.preempt(hub, victim, f"quota for {run['id']} (priority {run['priority']})")
     if d.outcome is cycle.Outcome.PLACED:
         _place(hub, run, d)
     elif d.outcome is cycle.Outcome.ADMITTED:
         _admit(hub, run, d)
     elif d.outcome is cycle.Outcome.WAITING_QUOTA and run["reason"] != d.reason:
         hub.runs.update_run(run["id"], reason=d.reason)
-        _phase(hub, run["id"], ph.Phase.ADMITTED, ph.PhaseStatus.ACTIVE, "queue", d.reason)
+        runs.phase(hub, run["id"], ph.Phase.ADMITTED, ph.PhaseStatus.ACTIVE, "queue", d.reason)
 
 
 def _lost_contact(hub: context.Hub, now: float) -> None:
@@ -288,7 +164,7 @@ def _lost_contact(hub: context.Hub, now: float) -> None:
 def _replace_lost(hub: context.Hub, cluster_id: str) -> None:
     for a in hub.runs.attempts_on_cluster(cluster_id):
         if not a["revoked"] and a["state"] in {s.value for s in st.ACTIVE_ATTEMPT_STATES}:
-            agents.end_attempt(
+            attempts.end(
                 hub,
                 a,
                 st.AttemptState.FAILED,
@@ -308,9 +184,9 @@ def tick(hub: context.Hub, policy: cycle.Policy, now: float | None = None) -> li
     if not waiting:
         return []
     by_id = {r["id"]: r for r in waiting}
-    snapshot = build_snapshot(hub, now)
-    pending = data_view.near_data([pending_view(r, hub) for r in waiting], snapshot)
-    decisions = cycle.schedule(snapshot, pending, policy)
+    view = snapshot.build(hub, now)
+    pending = data_view.near_data([snapshot.pending_view(r, hub) for r in waiting], view)
+    decisions = cycle.schedule(view, pending, policy)
     for d in decisions:
         _dispatch(hub, by_id[d.run_id], d)
     return decisions

@@ -20,7 +20,7 @@ Every scheduling cycle ``advance`` looks at each held attempt:
   repeated, source unreachable), or no region holds a complete replica any more (source
   gone) → the attempt fails with ``FailureKind.DATA_STAGING`` and a reason naming the
   dataset, the region and the last error; the run is re-placed or fails per its retry
-  policy (``hub.agents.end_attempt``), which also releases its quota. A region lost
+  policy (``hub.attempts.end``), which also releases its quota. A region lost
   while staging follows the lost-contact path like any placed attempt.
 
 State machine of ``placement["staging"]["state"]``::
@@ -36,7 +36,7 @@ from typing import Any
 
 from taugrid import errors
 from taugrid.dataplane import wire
-from taugrid.hub import agents, context, data_ops
+from taugrid.hub import attempts, context, data_ops
 from taugrid.lifecycle import phases as ph
 from taugrid.lifecycle import states as st
 from taugrid.store import data as store_data
@@ -209,9 +209,7 @@ def _fail(hub: context.Hub, run: Doc, a: Doc, why: str) -> None:
     _lift(hub, a, "failed", error=why)
     _phase(hub, run["id"], ph.Phase.PLACED, ph.PhaseStatus.WARNING, message)
     fresh = hub.runs.get_attempt(a["token"]) or a
-    agents.end_attempt(
-        hub, fresh, st.AttemptState.FAILED, message, kind=st.FailureKind.DATA_STAGING
-    )
+    attempts.end(hub, fresh, st.AttemptState.FAILED, message, kind=st.FailureKind.DATA_STAGING)
 
 
 def _phase(
