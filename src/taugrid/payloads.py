@@ -25,6 +25,7 @@ __all__ = [
     "DataEndpoint",
     "MembersChange",
     "NodeFault",
+    "NodeReport",
     "PeerEndpoint",
     "PrepareHint",
     "QuotaDecision",
@@ -133,6 +134,37 @@ class PeerEndpoint(DataEndpoint):
     egress_cost_per_gb: float = 0.0
 
 
+class NodeReport(_Payload):
+    """One node of a state report: the one definition the agent writes
+    (``agent.health.node_rows``), the hub stores with the report, and the scheduling core
+    and the simulator read (``scheduling.snapshot.cluster_from_report``).
+
+    Extra fields are kept (``extra="allow"``): a backend may add what it knows of a node
+    (for display); the core reads only the fields declared here.
+    """
+
+    model_config = pydantic.ConfigDict(extra="allow")
+
+    node_id: str
+    ip: str | None = None
+    alive: bool = True
+    gpu_model: str | None = None
+    gpus_total: float = 0.0
+    gpus_free: float = 0.0
+    """0 on a node marked faulty (cordoned)."""
+    cpus_free: float = 0.0
+    memory_free: float = 0.0
+    healthy: bool = True
+    """False while the hub holds an open fault mark on the node."""
+    fault: str | None = None
+    """The open mark's kind (``xid``, ``ecc``, ...), if any."""
+    conditions: list[dict[str, Any]] = pydantic.Field(default_factory=list)
+    """The node checker's conditions (``health.conditions``); empty before its first round."""
+    health_check: str = "unknown"
+    """The worst of ``conditions`` (``ok``, ``warning``, ``failed``, ``unknown``)."""
+    checked_at: float | None = None
+
+
 class StateReport(_Payload):
     """A full state report (DESIGN §4 field names), sent every report interval."""
 
@@ -153,7 +185,7 @@ class StateReport(_Payload):
     )
     last_heartbeat: float = 0.0
     emulated_gpus: bool = False
-    nodes: list[dict[str, Any]] = pydantic.Field(default_factory=list)
+    nodes: list[NodeReport] = pydantic.Field(default_factory=list)
     running_attempts: list[int] = pydantic.Field(default_factory=list)
     cached_datasets: list[str] = pydantic.Field(default_factory=list)
     cached_runtimes: list[str] = pydantic.Field(default_factory=list)

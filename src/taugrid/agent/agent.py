@@ -473,16 +473,15 @@ class Agent:
             queues=self._queues(),
         )
 
-    def _node_rows(self, inv: base.ClusterInventory) -> list[dict[str, Any]]:
+    def _node_rows(self, inv: base.ClusterInventory) -> list[wire.NodeReport]:
         """The report's nodes, with the health checker's conditions (a round when due)."""
         rows = health.node_rows(inv, self.faulty, self.config.expected_nodes)
-        if self.checker is not None:
-            root = self.config.data_root or (self.sidecar.cfg.data_root if self.sidecar else None)
-            self.checker.roots["data"] = root
-            self.checker.maybe_check(inv, [r["node_id"] for r in rows])
-            for r in rows:
-                r.update(self.checker.row(r["node_id"]))
-        return rows
+        if self.checker is None:
+            return rows
+        root = self.config.data_root or (self.sidecar.cfg.data_root if self.sidecar else None)
+        self.checker.roots["data"] = root
+        self.checker.maybe_check(inv, [r.node_id for r in rows])
+        return [r.model_copy(update=self.checker.row(r.node_id)) for r in rows]
 
     def _queues(self) -> list[dict[str, Any]]:
         if not self.backend.supports(base.Capability.QUEUES):

@@ -14,8 +14,7 @@ Owns three rules of the state report:
 
 from __future__ import annotations
 
-from typing import Any
-
+from taugrid import payloads as wire
 from taugrid.backends import base
 
 __all__ = ["capacity", "health", "node_rows"]
@@ -47,24 +46,24 @@ def health(
 
 def node_rows(
     inv: base.ClusterInventory, faulty: dict[str, str], expected: int | None
-) -> list[dict[str, Any]]:
+) -> list[wire.NodeReport]:
     """The report's node list (see the module docstring)."""
     missing = max((expected or 0) - len(inv.alive_nodes), 0) if expected is not None else None
     dead = [n for n in inv.nodes if not n.alive]
     shown = inv.alive_nodes + (dead if missing is None else dead[-missing:] if missing else [])
     return [
-        {
-            "node_id": n.node_id,
-            "ip": n.ip,
-            "alive": n.alive,
-            "gpu_model": n.accelerator,
-            "gpus_total": n.gpu_total,
-            "gpus_free": 0.0 if n.node_id in faulty else n.gpu_available,
-            "cpus_free": n.cpu_available,
-            "memory_free": n.memory_available,
-            "healthy": n.node_id not in faulty,
-            "fault": faulty.get(n.node_id),
-        }
+        wire.NodeReport(
+            node_id=n.node_id,
+            ip=n.ip,
+            alive=n.alive,
+            gpu_model=n.accelerator,
+            gpus_total=n.gpu_total,
+            gpus_free=0.0 if n.node_id in faulty else n.gpu_available,
+            cpus_free=n.cpu_available,
+            memory_free=n.memory_available,
+            healthy=n.node_id not in faulty,
+            fault=faulty.get(n.node_id),
+        )
         for n in shown
     ]
 

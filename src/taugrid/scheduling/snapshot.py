@@ -19,6 +19,7 @@ import math
 from collections.abc import Collection, Mapping
 from typing import Any
 
+from taugrid import payloads as wire
 from taugrid.platform import models as pm
 
 __all__ = [
@@ -323,6 +324,21 @@ def links_from_report(report: Mapping[str, Any]) -> tuple[LinkView, ...]:
     return tuple(out)
 
 
+def _node_view(row: wire.NodeReport | Mapping[str, Any], faulty: Collection[str]) -> NodeView:
+    """A reported node (``payloads.NodeReport``, or its JSON as the hub stores it)."""
+    n = row if isinstance(row, wire.NodeReport) else wire.NodeReport.model_validate(row)
+    return NodeView(
+        node_id=n.node_id,
+        gpu_model=n.gpu_model,
+        gpus_total=n.gpus_total,
+        gpus_free=n.gpus_free,
+        cpus_free=n.cpus_free,
+        memory_free=n.memory_free,
+        healthy=n.node_id not in faulty and n.healthy,
+        alive=n.alive,
+    )
+
+
 def cluster_from_report(
     cluster_id: str,
     region: str,
@@ -342,19 +358,7 @@ def cluster_from_report(
     ``datasets`` and ``releases`` come from the dataset registry and active attempts,
     ``compliance`` and ``interconnect_gbps`` from platform.yaml; the report carries none.
     """
-    nodes = tuple(
-        NodeView(
-            node_id=n["node_id"],
-            gpu_model=n.get("gpu_model"),
-            gpus_total=float(n.get("gpus_total", 0)),
-            gpus_free=float(n.get("gpus_free", 0)),
-            cpus_free=float(n.get("cpus_free", 0)),
-            memory_free=float(n.get("memory_free", 0)),
-            healthy=n["node_id"] not in faulty and bool(n.get("healthy", True)),
-            alive=bool(n.get("alive", True)),
-        )
-        for n in report.get("nodes", [])
-    )
+    nodes = tuple(_node_view(n, faulty) for n in report.get("nodes", []))
     return ClusterView(
         cluster_id=cluster_id,
         region=region,

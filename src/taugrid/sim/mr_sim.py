@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from taugrid import payloads as wire
 from taugrid.scheduling import cycle, plugins_data, policies_baseline
 from taugrid.scheduling import snapshot as snap
 from taugrid.sim import mr_scenario as sc
@@ -244,7 +245,7 @@ class _World:
     def _cluster(self, p: sc.Pool, now: float) -> snap.ClusterView:
         """The pool as its agent would report it, through the hub's report-to-view step."""
         report = {
-            "nodes": [dataclasses.asdict(n) for n in self.nodes[p.cluster_id]],
+            "nodes": [wire.NodeReport(**dataclasses.asdict(n)) for n in self.nodes[p.cluster_id]],
             "cost_per_gpu_hour": p.price,
             "gpu_speed": p.speed,
             "probes": self._probes(p.region),
