@@ -66,7 +66,7 @@ def hub(tmp_path: Path, cluster: ray_local.LocalRayCluster) -> Iterator[HubServe
         yield server
 
 
-def _submit(c: httpx.Client, code: Path, name: str, workers: int, gpus: int, flag: Path) -> str:
+def _submit(c: httpx.Client, code: Path, name: str, workers: int, gpus: float, flag: Path) -> str:
     text = RUN.format(name=name, workers=workers, gpus=gpus, flag=flag)
     return str(rg.submit_run(c, text, code)["id"])
 
@@ -120,3 +120,44 @@ def test_packed_run_leaves_a_whole_node_for_the_next(
     assert "node_binding_mismatch" not in [e["kind"] for e in events]
     shown = " ".join(shown.split())  # rich wraps long lines
     assert f"workers bound to nodes: {bound[0][:12]}, {bound[0][:12]}; landed on:" in shown
+
+
+def _status_text(hub: HubServer, run_id: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv("TAU_HUB_URL", hub.url)
+    monkeypatch.setenv("TAU_TOKEN", hub.admin_token)
+    out = CliRunner().invoke(cli_main._app.app, ["run", "status", run_id])
+    assert out.exit_code == 0, out.output
+    return " ".join(str(out.output).split())
+
+
+def test_two_runs_share_one_gpu(
+    hub: HubServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``compute.gpus: 0.5``: the last free GPU of the cluster runs two runs at once.
+
+    A 1x4 and a 1x3 run leave one GPU free (on the 3-GPU run's node); two half-GPU runs
+    are bound there by the packer, both run on it at the same time through Ray's
+    fractional GPU resource, are charged 0.5 each to the team's quota, and show as
+    shared in ``tau run status``."""
+    code, flag = tmp_path / "code", tmp_path / "release"
+    code.mkdir()
+    (code / "hold.py").write_text(HOLD)
+    with hub.http() as c:
+        four = _submit(c, code, "four", 1, 4, flag)
+        three = _submit(c, code, "three", 1, 3, flag)
+        for run_id in (four, three):
+            rg.wait_run(c, run_id, _running, timeout=240)
+        halves = [_submit(c, code, f"half{i}", 1, 0.5, flag) for i in (1, 2)]
+        for run_id in halves:
+            rg.wait_run(c, run_id, _running, timeout=240)  # both at once, one GPU
+        docs = {r: _landed(c, r) for r in (three, *halves)}
+        quota = c.get("/v1/workspaces/default/quota").json()
+        shown = _status_text(hub, halves[0], monkeypatch)
+        flag.touch()
+        for run_id in (four, three, *halves):
+            done = rg.wait_run(c, run_id, rg.finished, timeout=240)
+            assert done["state"] == "succeeded", rg.phases(done)
+    node_of_three = docs[three]["nodes"][0]
+    assert [docs[r]["nodes"] for r in halves] == [[node_of_three], [node_of_three]], docs
+    assert sum(q["team_held"] for q in quota["quotas"]) == 8.0, quota  # 4 + 3 + 0.5 + 0.5
+    assert "gpus: 1 x 0.5 GPU (shared)" in shown, shown

@@ -100,7 +100,10 @@ CASES: dict[str, Case] = {
         "missing required key 'key' in runtime.secrets[0]",
     ),
     "gpus word": Case(
-        q("gpus: 1", "gpus: two"), 7, 9, "compute.gpus must be a whole number, got 'two'", "gpus: 2"
+        q("gpus: 1", "gpus: two"), 7, 9, "compute.gpus must be a number, got 'two'", "gpus: 2"
+    ),
+    "gpus fraction above one": Case(
+        q("gpus: 1", "gpus: 1.5"), 7, 9, "1.5 GPUs: above 1 a worker takes whole GPUs", "0.5"
     ),
     "workers fraction": Case(
         q("workers: 1", "workers: 1.5"), 8, 12, "compute.workers must be a whole number, got 1.5"

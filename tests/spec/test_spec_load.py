@@ -145,7 +145,7 @@ def test_problem_to_dict_is_json_ready() -> None:
         "file": "tau.yaml",
         "line": 7,
         "column": 9,
-        "message": "compute.gpus must be a whole number, got 'two'",
+        "message": "compute.gpus must be a number, got 'two'",
         "hint": "write e.g. 'gpus: 2'",
         "path": "compute.gpus",
     }

@@ -46,7 +46,7 @@ def test_docs_cover_every_group_and_field() -> None:
             assert f"`{name}`" in text
             assert field.description, f"{model.__name__}.{name} has no description"
     assert docgen.QUICKSTART.rstrip() in text
-    assert "| `gpus` | integer (>= 0, <= 16) | unset | GPUs per worker. |" in text
+    assert "| `gpus` | number (>= 0, <= 16) | unset | GPUs per worker: a whole number," in text
 
 
 def test_docs_quickstart_is_the_quickstart() -> None:
@@ -74,7 +74,7 @@ def test_json_schema_is_valid_and_accepts_the_quickstart() -> None:
     assert document["title"] == "tau.yaml"
     assert set(document["required"]) == {"name", "run"}
     compute = document["$defs"]["ComputeSpec"]["properties"]
-    assert compute["gpus"]["description"] == "GPUs per worker."
+    assert compute["gpus"]["description"].startswith("GPUs per worker: a whole number")
     validator = jsonschema.Draft202012Validator(document)
     assert not list(validator.iter_errors(YAML(typ="safe").load(QUICKSTART)))
     bad = YAML(typ="safe").load(QUICKSTART.replace("gpus: 1", "gpu: 1"))

@@ -22,6 +22,7 @@ import typer
 
 from taugrid import errors
 from taugrid.spec import errors as spec_errors
+from taugrid.spec import units
 
 __all__ = ["age", "console", "emit_json", "guard", "phase_tree", "report", "sparkline", "table"]
 
@@ -108,10 +109,19 @@ def table(
     return t
 
 
+def gpus_text(spec: dict[str, Any]) -> str:
+    """``2 x 4 GPUs`` or ``1 x 0.5 GPU (shared)``: workers times GPUs per worker."""
+    each = float(spec.get("gpus_per_worker") or 0)
+    if 0 < each < 1:
+        return f"{spec.get('workers', 1)} x {each:g} GPU (shared)"
+    return f"{spec.get('workers', 1)} x {units.plural(each, 'GPU')}"
+
+
 def phase_tree(run: dict[str, Any]) -> rich.table.Table:
     """The nine phases with status, source, reason and time; the stuck one named."""
     head = f"run {run['id']}  state: {run['state']}  cluster: {run.get('cluster_id') or '-'}"
     head += f"  attempts: {len(run.get('attempts', []))}"
+    head += f"  gpus: {gpus_text(run.get('spec') or {})}" if run.get("gpus") else ""
     t = rich.table.Table(
         title=head, title_justify="left", box=None, show_header=False, pad_edge=False
     )

@@ -142,7 +142,9 @@ class ProfileSpec(_Model):
     description: str = ""
     teams: list[str] = pydantic.Field(default_factory=list, description="Empty: any team.")
     lanes: list[str] = pydantic.Field(default_factory=list, description="Empty: any lane.")
-    gpus_per_worker: int | None = pydantic.Field(default=None, ge=0)
+    gpus_per_worker: float | None = pydantic.Field(default=None, ge=0, le=16)
+    _check_gpus = pydantic.field_validator("gpus_per_worker")(units.check_gpus)
+    _gpus_out = pydantic.field_serializer("gpus_per_worker")(units.gpus_out)
     workers: int | None = pydantic.Field(default=None, ge=1)
     cpus_per_worker: float | None = pydantic.Field(default=None, gt=0)
     memory_per_worker: str | None = None

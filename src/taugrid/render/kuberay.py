@@ -27,6 +27,7 @@ from typing import Any
 
 import yaml
 
+from taugrid import errors
 from taugrid.render import command, naming, resolve, runspec
 
 __all__ = ["render_job", "render_raycluster", "render_rayjob", "render_rayservice"]
@@ -157,8 +158,19 @@ def _head_group(spec: runspec.RunSpec, env: dict[str, str], serve: bool) -> dict
     }
 
 
+def _whole_gpus(spec: runspec.RunSpec) -> int:
+    """GPUs per worker pod: Kubernetes device plugins hand out whole GPUs only."""
+    if spec.shared_gpu:
+        raise errors.UserError(
+            f"compute.gpus is {spec.gpus_per_worker:g}: a share of one GPU runs only in Ray "
+            "regions; Kubernetes allocates whole GPUs (nvidia.com/gpu)",
+            hint="ask for 1 GPU, or restrict the run to Ray regions with placement.regions",
+        )
+    return int(spec.gpus_per_worker)
+
+
 def _worker_group(spec: runspec.RunSpec, env: dict[str, str]) -> dict[str, Any]:
-    gpus = spec.gpus_per_worker
+    gpus = _whole_gpus(spec)
     params: dict[str, str] = {}
     if spec.gpu_model and gpus > 0:
         params["resources"] = json.dumps({command.accelerator_resource(spec.gpu_model): gpus})
@@ -305,7 +317,7 @@ def render_job(spec: runspec.RunSpec, run_id: str) -> dict[str, Any]:
         "command": command.user_command(spec),
         "workingDir": naming.code_dir(spec.workspace, run_id),
         "resources": _resources(
-            spec.cpus_per_worker, spec.memory_per_worker_bytes, spec.gpus_per_worker
+            spec.cpus_per_worker, spec.memory_per_worker_bytes, _whole_gpus(spec)
         ),
         "env": _container_env(spec, env),
     }

@@ -343,7 +343,7 @@ def _sizing(r: _Resolver, ws: pm.WorkspaceSpec, profile: pm.ProfileSpec | None) 
             field, _prof(profile, attr) if attr else None, r.file(key), (default, BUILTIN)
         )
 
-    gpus: int = take("gpus_per_worker", "gpus_per_worker", "compute.gpus", 0)
+    gpus: float = take("gpus_per_worker", "gpus_per_worker", "compute.gpus", 0)
     model = None
     if gpus > 0:
         model = r.pick(

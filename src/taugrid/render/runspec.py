@@ -22,6 +22,7 @@ from __future__ import annotations
 import pydantic
 
 from taugrid.spec import models as spec_models
+from taugrid.spec import units
 
 __all__ = ["RunSpec"]
 
@@ -43,7 +44,8 @@ class RunSpec(pydantic.BaseModel):
 
     # sizing
     workers: int = pydantic.Field(ge=1)
-    gpus_per_worker: int = pydantic.Field(ge=0)
+    gpus_per_worker: float = pydantic.Field(ge=0)
+    """Whole GPUs, or a share of one below 1 (workers share a GPU: ``shared_gpu``)."""
     gpu_model: str | None = None
     node_selector: dict[str, str] = pydantic.Field(
         default_factory=dict, description="Node labels of the GPU model (its gpu_types entry)."
@@ -97,10 +99,18 @@ class RunSpec(pydantic.BaseModel):
     profile_hash: str
     provenance: dict[str, str] = pydantic.Field(default_factory=dict)
 
+    _check_gpus = pydantic.field_validator("gpus_per_worker")(units.check_gpus)
+    _gpus_out = pydantic.field_serializer("gpus_per_worker")(units.gpus_out)
+
     @property
-    def total_gpus(self) -> int:
+    def total_gpus(self) -> float:
         """GPUs of the whole workload: ``workers x gpus_per_worker``."""
         return self.workers * self.gpus_per_worker
+
+    @property
+    def shared_gpu(self) -> bool:
+        """Each worker takes a share of one GPU, which other workers may share."""
+        return 0 < self.gpus_per_worker < 1
 
     @property
     def total_cpus(self) -> float:

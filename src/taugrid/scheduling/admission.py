@@ -93,6 +93,7 @@ __all__ = [
     "WorkloadResult",
     "admit",
     "cluster_queue_of",
+    "quantize",
 ]
 
 CPU = m.CPU
@@ -116,6 +117,7 @@ Status = m.Status
 WithinClusterQueue = m.WithinClusterQueue
 Workload = m.Workload
 WorkloadResult = m.WorkloadResult
+quantize = m.quantize
 
 
 class _Mode(enum.IntEnum):
@@ -144,11 +146,11 @@ class _Eval:
     mode: _Mode
     why: _Why = _NO_REASON
     assignment: tuple[tuple[str, str], ...] = ()
-    needed: Mapping[m.FR, int] = dataclasses.field(default_factory=dict)
+    needed: Mapping[m.FR, m.Amount] = dataclasses.field(default_factory=dict)
     borrows: bool = False
 
 
-def _shortage(cq: str, fr: m.FR, amount: int, ledger: al.Ledger) -> str:
+def _shortage(cq: str, fr: m.FR, amount: m.Amount, ledger: al.Ledger) -> str:
     """Which quota is short, in words: requested, used/nominal, what the cohort lends."""
     flavor, resource = fr
     q = ledger.quota[cq][fr]
@@ -164,7 +166,7 @@ def _shortage(cq: str, fr: m.FR, amount: int, ledger: al.Ledger) -> str:
     return text
 
 
-def _never(cq: str, fr: m.FR, amount: int, ledger: al.Ledger) -> str:
+def _never(cq: str, fr: m.FR, amount: m.Amount, ledger: al.Ledger) -> str:
     q, cap = ledger.quota[cq][fr], ledger.capacity(cq, fr)
     text = f"ClusterQueue {cq}: {fr[1]} of flavor {fr[0]}: requested {amount} but at most "
     text += f"{cap} can ever be available to it"
@@ -174,7 +176,7 @@ def _never(cq: str, fr: m.FR, amount: int, ledger: al.Ledger) -> str:
 
 
 def _flavor_mode(
-    cq: str, flavor: str, want: Mapping[str, int], ledger: al.Ledger
+    cq: str, flavor: str, want: Mapping[str, m.Amount], ledger: al.Ledger
 ) -> tuple[_Mode, _Why]:
     mode, why = _Mode.FIT, _NO_REASON
     for resource, amount in sorted(want.items()):
@@ -195,7 +197,7 @@ def _flavor_mode(
 
 
 def _pick_flavor(
-    wl: m.Workload, cq: str, group: m.ResourceGroup, want: Mapping[str, int], ledger: al.Ledger
+    wl: m.Workload, cq: str, group: m.ResourceGroup, want: Mapping[str, m.Amount], ledger: al.Ledger
 ) -> tuple[str | None, _Mode, _Why]:
     preempt: tuple[str, _Why] | None = None
     reasons: list[_Why] = []
@@ -219,7 +221,7 @@ def _evaluate(wl: m.Workload, cq: str, ledger: al.Ledger) -> _Eval:
     """Flavor assignment and how the workload could get it (Fit/Borrow/Preempt/NoFit)."""
     requests = {r: a for r, a in wl.requests if a > 0}
     assignment: list[tuple[str, str]] = []
-    needed: dict[m.FR, int] = {}
+    needed: dict[m.FR, m.Amount] = {}
     mode, reason = _Mode.FIT, _NO_REASON
     for group in ledger.cqs[cq].resource_groups:
         want = {r: a for r, a in requests.items() if r in group.covered}
@@ -245,7 +247,7 @@ def _evaluate(wl: m.Workload, cq: str, ledger: al.Ledger) -> _Eval:
 class _Failed:
     """A request that could not go in this pass (see ``_Pass._remember``)."""
 
-    amounts: tuple[int, ...]
+    amounts: tuple[m.Amount, ...]
     why: str
     flavors: tuple[m.FR, ...]  # preemption failed in these; () when nothing ever fits
 

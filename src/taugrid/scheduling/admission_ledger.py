@@ -27,7 +27,7 @@ from taugrid.scheduling import admission_model as m
 
 __all__ = ["Ledger"]
 
-_NO_EXTRA: Mapping[m.FR, int] = {}
+_NO_EXTRA: Mapping[m.FR, m.Amount] = {}
 
 
 class Ledger:
@@ -36,11 +36,11 @@ class Ledger:
     def __init__(self, cluster_queues: Iterable[m.ClusterQueue]) -> None:
         self.cqs: dict[str, m.ClusterQueue] = {}
         self.quota: dict[str, dict[m.FR, m.ResourceQuota]] = {}
-        self.usage: dict[str, dict[m.FR, int]] = {}
+        self.usage: dict[str, dict[m.FR, m.Amount]] = {}
         self.members: dict[str, list[str]] = collections.defaultdict(list)
-        self.pool: dict[str, dict[m.FR, int]] = collections.defaultdict(dict)
-        self.pool_used: dict[str, dict[m.FR, int]] = collections.defaultdict(dict)
-        self.pool_of_resource: dict[str, dict[str, int]] = collections.defaultdict(dict)
+        self.pool: dict[str, dict[m.FR, m.Amount]] = collections.defaultdict(dict)
+        self.pool_used: dict[str, dict[m.FR, m.Amount]] = collections.defaultdict(dict)
+        self.pool_of_resource: dict[str, dict[str, m.Amount]] = collections.defaultdict(dict)
         self.version = 0  # bumped by every change
         self.releases = 0  # bumped by every release (usage going down)
         for cq in cluster_queues:
@@ -61,21 +61,21 @@ class Ledger:
             by_res[fr[1]] = by_res.get(fr[1], 0) + q.lendable
 
     # -- reading -------------------------------------------------------------------
-    def used(self, cq: str, fr: m.FR) -> int:
+    def used(self, cq: str, fr: m.FR) -> m.Amount:
         return self.usage[cq].get(fr, 0)
 
-    def nominal(self, cq: str, fr: m.FR) -> int:
+    def nominal(self, cq: str, fr: m.FR) -> m.Amount:
         q = self.quota[cq].get(fr)
         return q.nominal if q else 0
 
-    def borrowing(self, cq: str, fr: m.FR) -> int:
+    def borrowing(self, cq: str, fr: m.FR) -> m.Amount:
         """How much of ``fr`` the queue uses beyond its nominal quota."""
         return max(0, self.used(cq, fr) - self.nominal(cq, fr))
 
-    def cohort_free(self, cohort: str, fr: m.FR) -> int:
+    def cohort_free(self, cohort: str, fr: m.FR) -> m.Amount:
         return self.pool[cohort].get(fr, 0) - self.pool_used[cohort].get(fr, 0)
 
-    def available(self, cq: str, fr: m.FR) -> int:
+    def available(self, cq: str, fr: m.FR) -> m.Amount:
         """How much more of ``fr`` the queue may take now, without preempting."""
         q = self.quota[cq].get(fr)
         if q is None:
@@ -88,7 +88,7 @@ class Ledger:
             avail = min(avail, q.nominal + q.borrowing_limit - used)
         return max(0, avail)
 
-    def capacity(self, cq: str, fr: m.FR) -> int:
+    def capacity(self, cq: str, fr: m.FR) -> m.Amount:
         """The most of ``fr`` the queue could ever hold (everyone else preempted)."""
         q = self.quota[cq].get(fr)
         if q is None:
@@ -101,15 +101,15 @@ class Ledger:
             cap = min(cap, q.nominal + q.borrowing_limit)
         return cap
 
-    def fits(self, cq: str, needed: Mapping[m.FR, int]) -> bool:
+    def fits(self, cq: str, needed: Mapping[m.FR, m.Amount]) -> bool:
         return all(a <= self.available(cq, fr) for fr, a in needed.items())
 
-    def share(self, cq: str, extra: Mapping[m.FR, int] = _NO_EXTRA) -> float:
+    def share(self, cq: str, extra: Mapping[m.FR, m.Amount] = _NO_EXTRA) -> float:
         """Dominant resource share of the queue, with ``extra`` usage added."""
         queue = self.cqs[cq]
         if queue.cohort is None:
             return 0.0
-        borrowed: dict[str, int] = {}
+        borrowed: dict[str, m.Amount] = {}
         for fr, q in self.quota[cq].items():
             over = self.used(cq, fr) + extra.get(fr, 0) - q.nominal
             if over > 0:
@@ -119,7 +119,7 @@ class Ledger:
         return max(ratios, default=0.0) * 1000.0 / max(queue.fair_weight, 1e-9)
 
     # -- writing -------------------------------------------------------------------
-    def add(self, cq: str, usage: Iterable[tuple[m.FR, int]], sign: int = 1) -> None:
+    def add(self, cq: str, usage: Iterable[tuple[m.FR, m.Amount]], sign: int = 1) -> None:
         """Charge (``sign=1``) or release (``sign=-1``) usage of a queue."""
         cohort = self.cqs[cq].cohort
         mine = self.usage[cq]
@@ -127,11 +127,11 @@ class Ledger:
         self.releases += sign < 0
         for fr, amount in usage:
             before = mine.get(fr, 0)
-            after = before + sign * amount
+            after = m.quantize(before + sign * amount)
             mine[fr] = after
             q = self.quota[cq].get(fr)
             if cohort is not None and q is not None:
                 g = q.guaranteed
                 delta = max(0, after - g) - max(0, before - g)
                 pool_used = self.pool_used[cohort]
-                pool_used[fr] = pool_used.get(fr, 0) + delta
+                pool_used[fr] = m.quantize(pool_used.get(fr, 0) + delta)

@@ -25,6 +25,7 @@ __all__ = [
     "MEMORY",
     "PREEMPTED",
     "AdmittedWorkload",
+    "Amount",
     "Cause",
     "ClusterQueue",
     "CycleResult",
@@ -40,6 +41,7 @@ __all__ = [
     "WithinClusterQueue",
     "Workload",
     "WorkloadResult",
+    "quantize",
 ]
 
 GPU = "nvidia.com/gpu"
@@ -51,15 +53,24 @@ PREEMPTED = "Preempted"
 FR = tuple[str, str]
 """A flavor-resource: ``(flavor, resource)``, e.g. ``("A100-80G", "nvidia.com/gpu")``."""
 
+Amount = float
+"""A quantity of one resource. GPUs may be shares of one GPU (``compute.gpus: 0.5``), so
+amounts are numbers, kept exact to a millionth by ``quantize`` (Kueue keeps milli-units)."""
+
+
+def quantize(amount: float) -> float:
+    """``amount`` rounded to a millionth: sums of shares (0.1 + 0.2) compare exactly."""
+    return round(amount, 6)
+
 
 @dataclasses.dataclass(frozen=True)
 class ResourceQuota:
     """Quota of one resource in one flavor. ``None`` limits mean "no limit" (Kueue)."""
 
     resource: str
-    nominal: int
-    borrowing_limit: int | None = None
-    lending_limit: int | None = None
+    nominal: Amount
+    borrowing_limit: Amount | None = None
+    lending_limit: Amount | None = None
 
     def __post_init__(self) -> None:
         for name in ("nominal", "borrowing_limit", "lending_limit"):
@@ -68,14 +79,14 @@ class ResourceQuota:
                 raise ValueError(f"{self.resource}: {name} must be >= 0, got {value}")
 
     @property
-    def lendable(self) -> int:
+    def lendable(self) -> Amount:
         """How much of ``nominal`` other ClusterQueues of the cohort may use."""
         if self.lending_limit is None:
             return self.nominal
         return min(self.nominal, self.lending_limit)
 
     @property
-    def guaranteed(self) -> int:
+    def guaranteed(self) -> Amount:
         """The part of ``nominal`` never lent: always available to its own queue."""
         return self.nominal - self.lendable
 
@@ -163,7 +174,7 @@ class Workload:
     queue: str
     priority: int
     created_at: float
-    requests: tuple[tuple[str, int], ...]
+    requests: tuple[tuple[str, Amount], ...]
     allowed_flavors: tuple[tuple[str, str], ...] = ()
 
     def allows(self, resource: str, flavor: str) -> bool:
@@ -179,7 +190,7 @@ class AdmittedWorkload:
     cluster_queue: str
     priority: int
     admitted_at: float
-    usage: tuple[tuple[str, str, int], ...]  # (flavor, resource, amount)
+    usage: tuple[tuple[str, str, Amount], ...]  # (flavor, resource, amount)
     preemptible: bool = True
 
 
@@ -222,10 +233,10 @@ class WorkloadResult:
     status: Status
     reason: str
     assignment: tuple[tuple[str, str], ...] = ()
-    borrowed: tuple[tuple[str, str, int], ...] = ()
+    borrowed: tuple[tuple[str, str, Amount], ...] = ()
     preempt: tuple[str, ...] = ()
 
-    def borrowed_of(self, resource: str) -> int:
+    def borrowed_of(self, resource: str) -> Amount:
         return sum(a for _, r, a in self.borrowed if r == resource)
 
 

@@ -43,11 +43,11 @@ class Target:
     cause: m.Cause
 
 
-def usage_of(w: m.AdmittedWorkload) -> list[tuple[m.FR, int]]:
+def usage_of(w: m.AdmittedWorkload) -> list[tuple[m.FR, m.Amount]]:
     return [((f, r), a) for f, r, a in w.usage]
 
 
-def _uses(w: m.AdmittedWorkload, frs: Mapping[m.FR, int]) -> bool:
+def _uses(w: m.AdmittedWorkload, frs: Mapping[m.FR, m.Amount]) -> bool:
     return any((f, r) in frs and a > 0 for f, r, a in w.usage)
 
 
@@ -56,7 +56,7 @@ def _order(w: m.AdmittedWorkload) -> tuple[int, float, str]:
 
 
 def _own(
-    wl: m.Workload, cq: str, needed: Mapping[m.FR, int], ledger: al.Ledger, running: _Running
+    wl: m.Workload, cq: str, needed: Mapping[m.FR, m.Amount], ledger: al.Ledger, running: _Running
 ) -> list[Target]:
     if ledger.cqs[cq].preemption.within_cluster_queue is m.WithinClusterQueue.NEVER:
         return []
@@ -65,7 +65,7 @@ def _own(
     return [Target(w, m.Cause.PRIORITY) for w in sorted(ws, key=_order)]
 
 
-def _may_reclaim(cq: str, needed: Mapping[m.FR, int], ledger: al.Ledger) -> bool:
+def _may_reclaim(cq: str, needed: Mapping[m.FR, m.Amount], ledger: al.Ledger) -> bool:
     queue = ledger.cqs[cq]
     if queue.cohort is None or queue.preemption.reclaim_within_cohort is m.Reclaim.NEVER:
         return False
@@ -73,7 +73,7 @@ def _may_reclaim(cq: str, needed: Mapping[m.FR, int], ledger: al.Ledger) -> bool
 
 
 def _peers(
-    wl: m.Workload, cq: str, needed: Mapping[m.FR, int], ledger: al.Ledger, running: _Running
+    wl: m.Workload, cq: str, needed: Mapping[m.FR, m.Amount], ledger: al.Ledger, running: _Running
 ) -> dict[str, list[m.AdmittedWorkload]]:
     queue = ledger.cqs[cq]
     assert queue.cohort is not None
@@ -91,7 +91,7 @@ def _peers(
 
 
 def _next_peer(
-    peers: dict[str, list[m.AdmittedWorkload]], needed: Mapping[m.FR, int], ledger: al.Ledger
+    peers: dict[str, list[m.AdmittedWorkload]], needed: Mapping[m.FR, m.Amount], ledger: al.Ledger
 ) -> Target | None:
     borrowing = [
         q for q, ws in peers.items() if ws and any(ledger.borrowing(q, fr) > 0 for fr in needed)
@@ -107,7 +107,7 @@ def _release(t: Target, ledger: al.Ledger, sign: int = -1) -> None:
 
 
 def _greedy(
-    wl: m.Workload, cq: str, needed: Mapping[m.FR, int], ledger: al.Ledger, running: _Running
+    wl: m.Workload, cq: str, needed: Mapping[m.FR, m.Amount], ledger: al.Ledger, running: _Running
 ) -> list[Target] | None:
     targets: list[Target] = []
     if _may_reclaim(cq, needed, ledger):
@@ -128,7 +128,7 @@ def _greedy(
 
 
 def _fill_back(
-    targets: list[Target], cq: str, needed: Mapping[m.FR, int], ledger: al.Ledger
+    targets: list[Target], cq: str, needed: Mapping[m.FR, m.Amount], ledger: al.Ledger
 ) -> list[Target]:
     kept = [targets[-1]]
     for t in reversed(targets[:-1]):
@@ -141,7 +141,7 @@ def _fill_back(
 
 
 def find_targets(
-    wl: m.Workload, cq: str, needed: Mapping[m.FR, int], ledger: al.Ledger, running: _Running
+    wl: m.Workload, cq: str, needed: Mapping[m.FR, m.Amount], ledger: al.Ledger, running: _Running
 ) -> list[Target] | None:
     """A minimal set of targets whose eviction lets ``wl`` fit ``needed`` in ``cq``.
 

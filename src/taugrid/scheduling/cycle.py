@@ -105,7 +105,7 @@ class Decision:
     verdicts: tuple[ClusterVerdict, ...] = ()
     preempt: tuple[str, ...] = ()
     preempt_reasons: tuple[str, ...] = ()
-    borrowed: int = 0
+    borrowed: float = 0
     flavor: str | None = None
     objective: str = ""
     weights: dict[str, float] = dataclasses.field(default_factory=dict)
@@ -258,14 +258,14 @@ def _flavor(q: snap.QuotaView) -> adm.FlavorQuotas:
 
 def _held(snapshot: snap.Snapshot, teams: set[str]) -> tuple[adm.AdmittedWorkload, ...]:
     """Listed admitted runs (preemptible), plus the rest of ``used`` as pinned usage."""
-    held, listed = [], dict.fromkeys(((q.team, q.gpu_model) for q in snapshot.quotas), 0)
+    held, listed = [], dict.fromkeys(((q.team, q.gpu_model) for q in snapshot.quotas), 0.0)
     for a in snapshot.admitted:
         if a.gpus > 0 and (a.team, a.gpu_model) in listed:
             listed[(a.team, a.gpu_model)] += a.gpus
             usage = ((a.gpu_model, adm.GPU, a.gpus),)
             held.append(adm.AdmittedWorkload(a.run_id, a.team, a.priority, a.admitted_at, usage))
     for q in snapshot.quotas:
-        rest = q.used - listed[(q.team, q.gpu_model)]
+        rest = adm.quantize(q.used - listed[(q.team, q.gpu_model)])
         if rest > 0 and q.team in teams:
             usage = ((q.gpu_model, adm.GPU, rest),)
             pin = f"held:{q.team}:{q.gpu_model}"

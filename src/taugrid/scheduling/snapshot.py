@@ -56,7 +56,7 @@ class NodeView:
         return self.healthy and self.alive
 
 
-Shape = tuple[str | None, int, float, float]
+Shape = tuple[str | None, float, float, float]
 """One worker's request: (GPU model or None for any, GPUs, CPUs, memory)."""
 
 
@@ -201,7 +201,8 @@ class PendingRun:
     priority: int
     created_at: float
     workers: int
-    gpus_per_worker: int
+    gpus_per_worker: float
+    """Whole GPUs, or a share of one GPU below 1 (workers share a GPU)."""
     cpus_per_worker: float
     memory_per_worker: float
     gpu_model: str | None = None
@@ -222,7 +223,7 @@ class PendingRun:
     """Declared run time on reference-speed GPUs (``resilience.max_runtime``; None: unknown)."""
 
     @property
-    def total_gpus(self) -> int:
+    def total_gpus(self) -> float:
         return self.workers * self.gpus_per_worker
 
     @property
@@ -268,7 +269,7 @@ class QuotaView:
     team: str
     gpu_model: str
     nominal: int
-    used: int
+    used: float
     cohort: str | None = None
     borrowing_limit: int | None = None
     lending_limit: int | None = None
@@ -286,7 +287,7 @@ class AdmittedRun:
     run_id: str
     team: str
     gpu_model: str
-    gpus: int
+    gpus: float
     priority: int
     admitted_at: float
 

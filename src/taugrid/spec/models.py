@@ -161,7 +161,13 @@ class ComputeSpec(_Model):
 
     workers: int | None = pydantic.Field(default=None, ge=1, le=4096)
     """Number of worker nodes (Ray workers / torchrun nodes)."""
-    gpus: int | None = pydantic.Field(default=None, ge=0, le=16, description="GPUs per worker.")
+    gpus: float | None = pydantic.Field(
+        default=None,
+        ge=0,
+        le=16,
+        description="GPUs per worker: a whole number, or a share of one GPU below 1 "
+        "(0.25, 0.5: workers share a GPU; Ray regions only).",
+    )
     gpu_model: str | None = pydantic.Field(default=None, min_length=1)
     """GPU model the workers need, as the platform names it (e.g. A100-80G)."""
     cpus: float | None = pydantic.Field(default=None, gt=0, description="CPUs per worker.")
@@ -170,6 +176,8 @@ class ComputeSpec(_Model):
     """The Ray head node (CPU only)."""
 
     _check_memory = pydantic.field_validator("memory")(units.check_node_memory)
+    _check_gpus = pydantic.field_validator("gpus")(units.check_gpus)
+    _gpus_out = pydantic.field_serializer("gpus")(units.gpus_out)
 
     @pydantic.model_validator(mode="after")
     def _gpu_model_needs_gpus(self) -> ComputeSpec:
@@ -177,7 +185,7 @@ class ComputeSpec(_Model):
             raise errors.FieldError(
                 f"compute.gpu_model is {self.gpu_model} but compute.gpus is 0",
                 loc=("gpu_model",),
-                hint="set gpus to 1 or more, or remove gpu_model",
+                hint="set gpus to 1 or more (or a share such as 0.5), or remove gpu_model",
             )
         return self
 

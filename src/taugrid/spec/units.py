@@ -12,8 +12,10 @@ import re
 __all__ = [
     "MAX_NODE_MEMORY",
     "check_duration",
+    "check_gpus",
     "check_node_memory",
     "check_quantity",
+    "gpus_out",
     "parse_duration",
     "parse_quantity_bytes",
     "plural",
@@ -85,6 +87,28 @@ def check_node_memory(value: str | None) -> str | None:
         f"'{value}' is more than the {limit} one node can have; ask for what one worker "
         "needs, e.g. 64Gi, and add workers for more"
     )
+
+
+def check_gpus(value: float | None) -> float | None:
+    """Field validator for GPUs per worker: a whole number, or a share of one GPU below 1
+    (``0.25``, ``0.5``: workers share a GPU, Ray's fractional GPU resource). Whole values
+    come back as ``int`` so that they print as ``2``, not ``2.0``."""
+    if value is None:
+        return None
+    if value >= 1 and value != int(value):
+        raise ValueError(
+            f"{value:g} GPUs: above 1 a worker takes whole GPUs; ask for {int(value)} or "
+            f"{int(value) + 1}, or for a share of one GPU below 1 (e.g. 0.5)"
+        )
+    if 0 < value < 0.01:
+        raise ValueError(f"{value:g} of a GPU is too small a share: use at least 0.01")
+    return int(value) if value == int(value) else round(value, 4)
+
+
+def gpus_out(value: float | None) -> int | float | None:
+    """Field serializer for GPUs per worker: whole values as integers (``2``, not ``2.0``),
+    so that configs hash and print as they did before shares of a GPU existed."""
+    return int(value) if value is not None and value == int(value) else value
 
 
 def check_duration(value: str | None) -> str | None:

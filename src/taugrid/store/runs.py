@@ -130,15 +130,16 @@ class RunStore:
         with self.engine.connect() as c:
             return _rows(c.execute(q))
 
-    def quota_usage(self) -> dict[tuple[str, str], int]:
-        """GPUs held per (team, gpu_model) by runs whose quota is not yet released."""
+    def quota_usage(self) -> dict[tuple[str, str], float]:
+        """GPUs held per (team, gpu_model) by runs whose quota is not yet released (a run
+        on a shared GPU holds its share: 0.5)."""
         q = (
             sa.select(t.runs.c.team, t.runs.c.gpu_model, sa.func.sum(t.runs.c.gpus))
             .where(t.runs.c.quota_held.is_(True))
             .group_by(t.runs.c.team, t.runs.c.gpu_model)
         )
         with self.engine.connect() as c:
-            return {(r[0], r[1] or ""): int(r[2] or 0) for r in c.execute(q)}
+            return {(r[0], r[1] or ""): round(float(r[2] or 0), 6) for r in c.execute(q)}
 
     def holding_quota(self) -> list[Row]:
         """Runs whose quota is held (admitted, placed, running): preemption candidates."""

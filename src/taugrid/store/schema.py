@@ -53,7 +53,7 @@ runs = sa.Table(
     sa.Column("state", sa.String(24), nullable=False, index=True),
     sa.Column("reason", sa.Text, nullable=False, default=""),
     sa.Column("priority", sa.Integer, nullable=False, default=0),
-    sa.Column("gpus", sa.Integer, nullable=False, default=0),
+    sa.Column("gpus", sa.Float, nullable=False, default=0),  # a shared GPU: 0.5
     sa.Column("gpu_model", sa.String(64), nullable=True),
     sa.Column("spec", sa.JSON, nullable=False),
     sa.Column("config_yaml", sa.Text, nullable=False),

@@ -332,7 +332,7 @@ class TenancyStore:
             .group_by(*cols)
         )
         with self.engine.connect() as c:
-            return [{**r, "gpus": int(r["gpus"] or 0)} for r in _rows(c.execute(q))]
+            return [{**r, "gpus": round(float(r["gpus"] or 0), 6)} for r in _rows(c.execute(q))]
 
     def waiting_runs(self, workspaces: list[str] | None = None) -> list[Row]:
         """Runs waiting for admission or placement, in queue order (priority, then age)."""
