@@ -158,7 +158,7 @@ def _failover(server: Any, work: Path) -> Failover:
     clusters = rg.start_regions(fo.IPS, work / "ray")
     try:
         with (
-            fo.two_regions(server, work, clusters) as (hub, _prefix, proxy, _agents),
+            fo.two_regions(server, work, clusters) as (hub, prefix, proxy, _agents),
             hub.http() as c,
         ):
             text = rg.quickstart_yaml(fo.ARGS)
@@ -172,12 +172,18 @@ def _failover(server: Any, work: Path) -> Failover:
             proxy.open.set()  # east comes back and reports its old attempt ended
             done = rg.wait_run(c, run["id"], rg.finished, timeout=300)
             metrics = c.get(f"/v1/runs/{run['id']}/metrics").json()
+        # the hub's metrics of attempt 1 stop at the cut (east reported them through the
+        # cut link); east's uploads to the store went on until it read the moved fence
+        raw = server.filesystem().cat_file(
+            f"{prefix}/default/runs/{run['id']}/metrics/metrics.jsonl"
+        )
     finally:
         rg.stop_regions(clusters)
     assert done["state"] == "succeeded", done["reason"]
     first = [m for m in metrics if m["attempt"] == 2 and m["name"] == "loss"]
     resumed_at = min(m["wall_time"] for m in first)
-    last_east = max(m["step"] for m in metrics if m["attempt"] == 1 and m["name"] == "loss")
+    stored = [json.loads(line) for line in raw.splitlines()]
+    last_east = max(m["step"] for m in stored if m["attempt"] == 1 and m["name"] == "loss")
     redone = max(0, last_east - min(m["step"] for m in first) + 1)
     path = " → ".join(
         f"{a['cluster_id']} ({a['failure_kind'] or a['state']})" for a in done["attempts"]
