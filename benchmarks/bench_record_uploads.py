@@ -11,7 +11,9 @@ On the real SeaweedFS server (``tests/weed_s3.py``, built by ``s3/build.sh``):
 - cross-region failover (full run only): the scenario of
   ``tests/hub/test_failover_s3.py`` (two one-node Ray regions, a hub, two agents, the
   bucket between them; east's hub link cut past the 12 s grace): seconds from the cut to
-  attempt 2's first metric in west, and the steps redone.
+  attempt 2's first metric in west, and the steps redone (the last step east's agent
+  uploaded before the fence moved, minus the checkpoint step west resumed from: east
+  still reaches the store while cut off, so it keeps uploading until it is fenced).
 
     python -m benchmarks.bench_record_uploads [--quick] [--no-write] [--no-failover]
 
@@ -39,6 +41,8 @@ from taugrid.sdk import injob_checkpoint
 __all__ = ["main"]
 
 KEY = "bench/runs/r-bench"
+LOADS: list[float] = []
+"""1-minute load averages sampled during the run (stated with the numbers)."""
 
 
 def _assignment(records: dict[str, Any]) -> wire.Assignment:
@@ -139,7 +143,11 @@ def main(argv: list[str] | None = None) -> int:
             server.stop()
 
 
-def _failover(server: Any, work: Path) -> tuple[float, int]:
+Failover = tuple[float, int, str]
+"""(seconds from the partition to resumed training, steps redone, the attempts)."""
+
+
+def _failover(server: Any, work: Path) -> Failover:
     """(seconds from the partition to resumed training, steps redone) on real Ray."""
     from tests import weed_s3
     from tests.hub import region as rg
@@ -150,27 +158,37 @@ def _failover(server: Any, work: Path) -> tuple[float, int]:
     clusters = rg.start_regions(fo.IPS, work / "ray")
     try:
         with (
-            fo.two_regions(server, work, clusters) as (hub, _prefix, proxy, _agents),
+            fo.two_regions(server, work, clusters) as (hub, prefix, proxy, _agents),
             hub.http() as c,
         ):
             text = rg.quickstart_yaml(fo.ARGS)
             run = rg.submit_run(c, text)
             rg.wait_run(c, run["id"], fo._on_east_with_checkpoint, timeout=180)
             cut = time.time()
+            LOADS.append(os.getloadavg()[0])
             proxy.cut()
             rg.wait_run(c, run["id"], lambda r: len(r["attempts"]) >= 2, timeout=120)
             time.sleep(5)  # east's agent sees the moved fence in the store
             proxy.open.set()  # east comes back and reports its old attempt ended
             done = rg.wait_run(c, run["id"], rg.finished, timeout=300)
             metrics = c.get(f"/v1/runs/{run['id']}/metrics").json()
+        # the hub's metrics of attempt 1 stop at the cut (east reported them through the
+        # cut link); east's uploads to the store went on until it read the moved fence
+        raw = server.filesystem().cat_file(
+            f"{prefix}/default/runs/{run['id']}/metrics/metrics.jsonl"
+        )
     finally:
         rg.stop_regions(clusters)
+    assert done["state"] == "succeeded", done["reason"]
     first = [m for m in metrics if m["attempt"] == 2 and m["name"] == "loss"]
     resumed_at = min(m["wall_time"] for m in first)
-    before = max(m["step"] for m in metrics if m["attempt"] == 1 and m["wall_time"] <= cut)
-    redone = before - min(m["step"] for m in first) + 1
-    assert done["state"] == "succeeded", done["reason"]
-    return resumed_at - cut, redone
+    stored = [json.loads(line) for line in raw.splitlines()]
+    last_east = max(m["step"] for m in stored if m["attempt"] == 1 and m["name"] == "loss")
+    redone = max(0, last_east - min(m["step"] for m in first) + 1)
+    path = " → ".join(
+        f"{a['cluster_id']} ({a['failure_kind'] or a['state']})" for a in done["attempts"]
+    )
+    return resumed_at - cut, redone, path
 
 
 def _run(
@@ -180,7 +198,7 @@ def _run(
     n: int,
     mb: int,
     write: bool,
-    failover: tuple[float, int] | None = None,
+    failover: Failover | None = None,
 ) -> int:
     if server is None:
         records: dict[str, Any] = {"url": str(work / "store")}
@@ -209,6 +227,7 @@ def _run(
         kind = "SeaweedFS S3 (loopback)"
     a = _assignment(records)
     store = recordsync.open_for(a, None)
+    LOADS.append(os.getloadavg()[0])
     lags = metric_lag(store, a, work, n)
     ours, base = checkpoint_ratio(store, a, work, mb, plain)
     p50, p99 = _pct(lags, 0.5), _pct(lags, 0.99)
@@ -219,10 +238,12 @@ def _run(
         f"ratio {ours / base:.2f}"
     )
     if failover is not None:
-        line += f"; failover {failover[0]:.1f} s, {failover[1]} steps redone"
+        line += f"; failover {failover[0]:.1f} s, {failover[1]} steps redone ({failover[2]})"
     print(line)
     if write:
-        report.write_section(_section(kind, n, mb, p50, p99, ours, base, failover))
+        LOADS.append(os.getloadavg()[0])
+        load = max(LOADS)
+        report.write_section(_section(kind, n, mb, p50, p99, ours, base, failover, load))
     return 0
 
 
@@ -240,19 +261,20 @@ def _section(
     p99: float,
     ours: float,
     base: float,
-    failover: tuple[float, int] | None,
+    failover: Failover | None,
+    load: float,
 ) -> str:
     fo = (
         f"| cross-region failover, partition to resumed training (lease 3 s, grace 12 s) | "
-        f"{failover[0]:.1f} s, {failover[1]} steps redone |\n"
+        f"{failover[0]:.1f} s, {failover[1]} steps redone; attempts {failover[2]} |\n"
         if failover
         else ""
     )
     return f"""## Record uploads: metric lag and checkpoint throughput
 
 `python -m benchmarks.bench_record_uploads` ({time.strftime("%Y-%m-%d")}, {kind}, the
-shared 2-core machine). The agent's `RecordSync` (`agent/recordsync.py`) uploads a
-job's scratch into the record store.
+shared 2-core machine at a 1-minute load average of up to {load:.1f}). The agent's
+`RecordSync` (`agent/recordsync.py`) uploads a job's scratch into the record store.
 
 | measure | value |
 |---|---|
@@ -268,8 +290,9 @@ to verify its sha256 against the checkpoint's marker and reads `FENCE` twice aro
 marker; that read-back is most of the ratio's excess over 1. The failover time is the
 hub's grace (12 s in the scenario) plus the lease it waits on, placement in west, the
 newest complete checkpoint's download into west's scratch and the job's start; the
-steps redone are those since east's last uploaded checkpoint (checkpoint every 20 steps
-of 0.1 s, plus the upload lag).
+steps redone are those east's agent uploaded past the checkpoint west resumed from
+(checkpoint every 20 steps of 0.1 s, plus the upload lag): east still reaches the store
+while cut off from the hub, so it keeps uploading until it reads the moved fence.
 """
 
 

@@ -2,13 +2,19 @@
 
 ``Lab(home).up(topology)``:
 1. ``platform.yaml`` with one region/cluster per topology region (one Ray node with
-   ``gpus_per_region`` emulated A100-80G, the region's GPU price);
+   ``gpus_per_region`` emulated A100-80G, the region's GPU price) and the record
+   store: the topology's ``records`` (an S3 object store) or the shared ``records/``
+   directory; every component's own root (``lab.roots``);
 2. network namespaces and shaped veth links (``lab.net``);
-3. the hub daemon on 127.0.0.1 (a free port), SQLite under ``home/hub``; the context
+3. the hub daemon on 127.0.0.1 (a free port), SQLite under ``home/hub``, in a private
+   mount namespace that hides the regions' roots (as root, ``roots.confine``); the context
    ``lab`` (``sdk.contexts``) is added and made current, so ``tau`` commands target
    the lab without exported variables;
-4. per region an agent daemon with ``--start-ray`` (its own token-authenticated Ray
-   cluster on 127.0.0.6x, free GCS and dashboard ports) whose probe and data servers
+4. per region an agent daemon rooted at ``home/regions/<region>`` (its copies of the
+   platform file and tokens; a mount namespace hiding the hub's and the other regions'
+   roots) with ``--start-ray`` (its own token-authenticated Ray cluster on the
+   topology's ``ray_base`` + i, 127.0.0.6x by default; free GCS and dashboard ports)
+   whose probe and data servers
    listen in the region's namespace, one address per link, with the link's RTT added
    in user space;
 5. wait until every agent is registered; ``home/lab.json`` records what runs.
@@ -35,14 +41,13 @@ import yaml
 
 from taugrid import errors
 from taugrid.backends import ray_local
-from taugrid.lab import net, topology
+from taugrid.lab import net, roots, topology
 from taugrid.sdk import client, contexts, embedded
 
-__all__ = ["CONTEXT", "RAY_BASE_IP", "Lab"]
+__all__ = ["CONTEXT", "Lab"]
 
 CONTEXT = "lab"
 
-RAY_BASE_IP = 60  # region i's Ray cluster on 127.0.0.(60 + i)
 _STATE = "lab.json"
 Progress = Callable[[str], None]
 
@@ -62,9 +67,14 @@ def _free_port() -> int:
 class Lab:
     """The lab rooted at ``home`` (default ``$TAU_HOME/lab``)."""
 
-    def __init__(self, home: Path, contexts_home: Path | None = None) -> None:
+    def __init__(
+        self, home: Path, contexts_home: Path | None = None, confined: bool | None = None
+    ) -> None:
         self.home = home
-        self.hub_home = home / "hub"
+        self.roots = roots.Roots(home)
+        self.hub_home = self.roots.hub
+        self.confined = os.geteuid() == 0 if confined is None else confined
+        """Each component in its own mount namespace (``roots.confine``; needs root)."""
         self.contexts = contexts.Contexts(contexts_home or client.tau_home())
 
     # -- state -------------------------------------------------------------------------
@@ -76,9 +86,9 @@ class Lab:
         links = tuple(net.LinkSpec(**ln) for ln in st["links"])
         return net.Net(st["tag"], tuple(st["regions"]), links)
 
-    def _daemon(self, name: str) -> embedded.Daemon:
+    def _daemon(self, name: str, home: Path | None = None) -> embedded.Daemon:
         # "lab-" names: never the embedded platform's hub/agent pid files
-        return embedded.Daemon(f"lab-{name}", self.hub_home)
+        return embedded.Daemon(f"lab-{name}", home or self.hub_home)
 
     # -- up ------------------------------------------------------------------------------
     def up(
@@ -102,12 +112,13 @@ class Lab:
             progress(f"network: {len(regions)} namespaces, {len(n.links)} shaped links")
             n.up()
             url = self.start_hub(topo, progress)
-            platform = self.home / "platform.yaml"
             token_file = self.hub_home / "data.token"
             token_file.write_text(secrets.token_urlsafe(24))
             token_file.chmod(0o600)
             for i, region in enumerate(regions):
-                self._start_agent(i, region, n, url, platform, token_file, progress)
+                platform = self.roots.provision(region, self.home / "platform.yaml", token_file)
+                ip = topo.ray_ip(i)
+                self._start_agent(ip, region, n, url, platform, progress)
             self._wait_agents(url, regions, progress, timeout_s)
         except BaseException:
             self.down(progress)
@@ -117,8 +128,9 @@ class Lab:
     def start_hub(self, topo: topology.Topology, progress: Progress = _quiet) -> str:
         """Write the platform, start the lab's hub, record it; make ``lab`` current."""
         self.home.mkdir(parents=True, exist_ok=True)
+        self.roots.make(topo.names())
         platform = self._write_platform(topo)
-        url = self._start_hub(platform, progress)
+        url = self._start_hub(platform, topo.names(), progress)
         creds = self.hub_home / "credentials.json"
         st = self.state() or {"tag": None, "regions": [], "links": []}
         st.update(hub_url=url, credentials=str(creds))
@@ -167,23 +179,32 @@ class Lab:
                 }
             ],
             "default_workspace": "default",
+            "records": topo.records.model_dump(mode="json", exclude_none=True)
+            if topo.records is not None
+            else {"url": str(self.roots.records)},
         }
         path = self.home / "platform.yaml"
         path.write_text(yaml.safe_dump(doc, sort_keys=False))
         return path
 
-    def _env(self) -> dict[str, str]:
-        env = dict(os.environ, TAU_HOME=str(self.hub_home), PYTHONUNBUFFERED="1")
+    def _env(self, home: Path | None = None) -> dict[str, str]:
+        env = dict(os.environ, TAU_HOME=str(home or self.hub_home), PYTHONUNBUFFERED="1")
+        if home is not None:  # a region: its temporary files stay in its root
+            env["TMPDIR"] = str(home / "tmp")
         for var in ("TAU_HUB_URL", "TAU_TOKEN", "TAU_HUB_PORT"):
             env.pop(var, None)
         for var in ("TAU_RAY_GCS_PORT", "TAU_RAY_DASHBOARD_PORT"):
             env.pop(var, None)
         return env
 
-    def _start_hub(self, platform: Path, progress: Progress) -> str:
+    def _confine(self, argv: list[str], hidden: list[Path]) -> list[str]:
+        return roots.confine(argv, hidden) if self.confined else argv
+
+    def _start_hub(self, platform: Path, regions: list[str], progress: Progress) -> str:
         port = _free_port()
         argv = [sys.executable, "-m", "taugrid.hub.daemon", "--home", str(self.hub_home)]
         argv += ["--port", str(port), "--platform", str(platform), "--lease", "15"]
+        argv = self._confine(argv, self.roots.hidden_from_hub(regions))
         self._daemon("hub").start(argv, self._env())
         url = f"http://127.0.0.1:{port}"
         deadline = time.time() + 60
@@ -201,29 +222,20 @@ class Lab:
 
     def _start_agent(
         self,
-        i: int,
+        ip: str,
         region: str,
         n: net.Net,
         url: str,
         platform: Path,
-        token_file: Path,
         progress: Progress,
     ) -> None:
-        ip = f"127.0.0.{RAY_BASE_IP + i}"
-        argv = [
-            sys.executable,
-            "-m",
-            "taugrid.agent.daemon",
-            "--home",
-            str(self.hub_home),
-            "--hub",
-            url,
-        ]
+        root = self.roots.region(region)
+        argv = [sys.executable, "-m", "taugrid.agent.daemon", "--home", str(root), "--hub", url]
         argv += ["--cluster", region, "--platform", str(platform), "--start-ray", "--ray-ip", ip]
         gcs, dash = ray_local.free_port(ip), ray_local.free_port(ip)
         argv += ["--ray-gcs-port", str(gcs), "--ray-dashboard-port", str(dash)]
-        argv += ["--report", "5", "--data-root", str(self.home / "regions" / region / "data")]
-        argv += ["--netns", n.ns(region), "--data-token-file", str(token_file)]
+        argv += ["--report", "5", "--data-root", str(root / "data")]
+        argv += ["--netns", n.ns(region), "--data-token-file", str(root / "data.token")]
         argv += ["--probe-interval", "10"]
         for peer in n.regions:
             if peer == region:
@@ -232,7 +244,8 @@ class Lab:
             mine = n.address(region, peer)
             argv += ["--region-address", mine, "--egress", f"{peer}={link.egress_per_gb}"]
             argv += ["--delay", f"{mine}={link.rtt_ms}", "--loss", f"{mine}={link.loss_pct}"]
-        self._daemon(f"agent-{region}").start(argv, self._env())
+        argv = self._confine(argv, self.roots.hidden_from_region(region, list(n.regions)))
+        self._daemon(f"agent-{region}", root).start(argv, self._env(root))
         progress(f"region {region}: agent + Ray on {ip} (namespace {n.ns(region)})")
 
     def _wait_agents(
@@ -258,9 +271,10 @@ class Lab:
         if st is None:
             return False
         for region in st["regions"]:
-            if self._daemon(f"agent-{region}").stop(timeout_s=30):
+            root = self.roots.region(region)
+            if self._daemon(f"agent-{region}", root).stop(timeout_s=30):
                 progress(f"region {region}: agent stopped")
-            leftover = ray_local.LocalRayCluster.attach(self.hub_home / "agents" / region / "ray")
+            leftover = ray_local.LocalRayCluster.attach(root / "agents" / region / "ray")
             if leftover is not None:
                 leftover.stop()
         if self._daemon("hub").stop(timeout_s=15):

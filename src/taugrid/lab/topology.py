@@ -3,6 +3,12 @@
     regions: [r0, r1, r2]            # or a count: regions: 3 (names r0..r2)
     gpu_cost: {r0: 3.0, r1: 1.0}     # $/GPU-hour per region (default 1.0)
     gpus_per_region: 2               # emulated A100-80G on one Ray node per region
+    ray_base: 127.0.0.60             # region i's Ray node on this address + i
+    records:                         # the record store (platform.yaml ``records``);
+      url: s3://bucket/prefix        # default: the lab's shared records/ directory
+      endpoint_url: http://127.0.0.1:8333
+      access_key_env: MY_KEY         # credentials: environment variables of the
+      secret_key_env: MY_SECRET      # shell that runs ``tau lab up``
     default_link: {mbit: 1000, rtt_ms: 1, egress_per_gb: 0.0}
     links:                           # symmetric; pairs not listed get default_link
       - {a: r0, b: r1, mbit: 100, rtt_ms: 20, egress_per_gb: 0.02, loss_pct: 1}
@@ -16,6 +22,7 @@ the probes, priced into placement estimates).
 
 from __future__ import annotations
 
+import ipaddress
 import itertools
 from pathlib import Path
 from typing import Any
@@ -25,6 +32,7 @@ import yaml
 
 from taugrid import errors
 from taugrid.lab import net
+from taugrid.platform import models as pm
 
 __all__ = ["LinkModel", "Topology", "load"]
 
@@ -46,6 +54,19 @@ class Topology(pydantic.BaseModel):
     gpus_per_region: int = pydantic.Field(default=2, ge=0, le=16)
     default_link: LinkModel = pydantic.Field(default_factory=LinkModel)
     links: list[LinkModel] = pydantic.Field(default_factory=list)
+    ray_base: ipaddress.IPv4Address = ipaddress.IPv4Address("127.0.0.60")
+    records: pm.RecordStoreSpec | None = None
+
+    @pydantic.field_validator("ray_base")
+    @classmethod
+    def _loopback(cls, ip: ipaddress.IPv4Address) -> ipaddress.IPv4Address:
+        if not ip.is_loopback or ip == ipaddress.IPv4Address("127.0.0.1"):
+            raise ValueError("ray_base must be a loopback address other than 127.0.0.1")
+        return ip
+
+    def ray_ip(self, i: int) -> str:
+        """Region ``i``'s Ray node address."""
+        return str(self.ray_base + i)
 
     def names(self) -> list[str]:
         if isinstance(self.regions, int):
