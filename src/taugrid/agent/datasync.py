@@ -59,8 +59,12 @@ class DataAgent:
         server: dataserver.DataServer | None = None,
         interval_s: float = 1.0,
         storage_options: objstore.StorageOptions | None = None,
+        hubs: huburls.Failover | None = None,
     ) -> None:
+        """``hubs``: the hub replicas' URLs to fail over between (None: ``http``'s
+        ``base_url`` is the one hub)."""
         self.http, self.cluster_id, self.data_root = http, cluster_id, data_root
+        self.hubs = hubs or huburls.Failover("")
         self.peers, self.server, self.interval_s = peers, server, interval_s
         self.storage_options = storage_options or {}
         self._out = wire.DataSync()
@@ -78,9 +82,8 @@ class DataAgent:
         with self._lock:
             body, self._out = self._out, wire.DataSync()
         try:
-            r = self.http.post(
-                f"/v1/agents/{self.cluster_id}/data/sync", json=body.model_dump(mode="json")
-            )
+            path = f"/v1/agents/{self.cluster_id}/data/sync"
+            r = self.hubs.send(self.http, "POST", path, json=body.model_dump(mode="json"))
             r.raise_for_status()
         except httpx.HTTPError as exc:
             log.warning("data sync failed, will retry: %s", exc)
@@ -239,12 +242,8 @@ class Sidecar:
         self.data_server = dataserver.DataServer(
             cfg.data_root, addrs, cfg.data_port, cfg.netns, cfg.token, cfg.delays
         )
-        # the data plane's reports go to the first of several hub URLs (no failover yet)
-        self.http = httpx.Client(
-            base_url=huburls.split(hub_url)[0],
-            timeout=30,
-            headers={"Authorization": f"Bearer {token}"},
-        )
+        # the data plane's syncs fail over between hub replicas as the agent's do
+        self.http = httpx.Client(timeout=30, headers={"Authorization": f"Bearer {token}"})
         self.data = DataAgent(
             self.http,
             cluster_id,
@@ -252,6 +251,7 @@ class Sidecar:
             {},
             self.data_server,
             storage_options=cfg.storage_options,
+            hubs=huburls.Failover(hub_url),
         )
         self.book = peers.PeerBook(list(cfg.peers), cfg.netns, cfg.egress, self._use_peer)
         for p in cfg.peers:
