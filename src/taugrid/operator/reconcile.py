@@ -30,7 +30,7 @@ from taugrid.platform import crds
 from taugrid.platform import models as pm
 from taugrid.render import naming
 
-__all__ = ["FAULT_ENV", "FIELD_MANAGER", "Reconciler"]
+__all__ = ["FAULT_ENV", "FAULT_EXIT_CODE", "FIELD_MANAGER", "Reconciler"]
 
 FIELD_MANAGER = "taugrid-operator"
 FAULT_ENV = "TAU_OPERATOR_FAULT_EXIT_AFTER"
