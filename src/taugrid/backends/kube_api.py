@@ -53,6 +53,7 @@ _RESOURCES: dict[str, Resource] = {
     "ClusterRole": Resource(_RBAC, "clusterroles", namespaced=False),
     "ClusterRoleBinding": Resource(_RBAC, "clusterrolebindings", namespaced=False),
     "Deployment": Resource("apps/v1", "deployments"),
+    "DaemonSet": Resource("apps/v1", "daemonsets"),
     "CustomResourceDefinition": Resource(
         "apiextensions.k8s.io/v1", "customresourcedefinitions", namespaced=False
     ),
@@ -160,15 +161,17 @@ class KubeApi:
         data = resp[0].data if isinstance(resp, tuple) else resp.data
         return dict(json.loads(data)) if data else {}
 
-    def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
-        """Server-side apply of ``obj`` (created or updated, owned by TauGrid's manager)."""
+    def apply(self, obj: dict[str, Any], dry_run: bool = False) -> dict[str, Any]:
+        """Server-side apply of ``obj`` (created or updated, owned by TauGrid's manager;
+        ``dry_run``: admission and validation only, nothing stored)."""
         meta = obj["metadata"]
         res = resource_of(obj["kind"])
+        query = [("fieldManager", self.field_manager), ("force", "true")]
         return self._call(
             "PATCH",
             res.path(meta.get("namespace"), meta["name"]),
             body=obj,
-            query=[("fieldManager", self.field_manager), ("force", "true")],
+            query=query + ([("dryRun", "All")] if dry_run else []),
             headers={"Content-Type": "application/apply-patch+yaml"},
         )
 
