@@ -90,10 +90,11 @@ def test_install_then_validate_installation_passes(
     cp, api = fresh
     for name in ("kueue", "kuberay"):
         crds.install(api, crds.crd_dir(cp.bindir, name))
-    # Kueue's CRDs alone: its webhook does not answer yet, and validate says so
+    # Kueue's CRDs alone: its manager is missing, and validate says so
     done = _tau(cp, "cluster", "validate", "installation")
     assert done.returncode == 1
-    assert "FAIL  Kueue: Kueue's admission webhook does not answer" in done.stdout
+    assert "FAIL  Kueue: Kueue's CRDs are there but its admission webhooks are not" in (done.stdout)
+    assert "ok    KubeRay: CRDs served" in done.stdout
     operators.start_kueue(cp, api)
     operators.start_kuberay(cp)
     dry = _tau(cp, "cluster", "install", "--dry-run")
@@ -110,13 +111,20 @@ def test_install_then_validate_installation_passes(
     assert done.returncode == 0, done.stdout + done.stderr
     assert "applied ClusterRole taugrid-agent" in done.stdout
 
-    def passes() -> subprocess.CompletedProcess[str] | None:
-        got = _tau(cp, "cluster", "validate", "installation")
-        return got if got.returncode == 0 else None
+    seen: list[subprocess.CompletedProcess[str]] = []
+
+    def passes() -> bool:
+        seen.append(_tau(cp, "cluster", "validate", "installation"))
+        return seen[-1].returncode == 0
 
     # the Deployments' pods are bound to kwok nodes and become Ready there
-    ok = controlplane.wait_until("validate installation passes", passes, timeout_s=180)
-    assert isinstance(ok, subprocess.CompletedProcess)
+    try:
+        controlplane.wait_until("validate installation passes", passes, timeout_s=180)
+    except TimeoutError:
+        pods = client.CoreV1Api(api).list_namespaced_pod("taugrid-system").items
+        states = [(p.metadata.name, p.spec.node_name, p.status.phase) for p in pods]
+        pytest.fail(f"{seen[-1].stdout}\npods: {states}")
+    ok = seen[-1]
     assert "FAIL" not in ok.stdout
     assert "ok    Kueue: admission webhook answers" in ok.stdout
     assert "Deployment taugrid-system/taugrid-operator available" in ok.stdout

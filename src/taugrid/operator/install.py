@@ -135,6 +135,22 @@ def _deployment(
 
 
 def _kueue_webhook(api: kube_api.KubeApi) -> Finding:
+    """Kueue's validating webhooks registered, and answering a dry-run apply."""
+    groups = {
+        group
+        for cfg in api.list("ValidatingWebhookConfiguration")
+        for hook in cfg.get("webhooks") or []
+        for rule in hook.get("rules") or []
+        for group in rule.get("apiGroups") or []
+    }
+    if "kueue.x-k8s.io" not in groups:
+        return Finding(
+            "fail",
+            "Kueue",
+            "Kueue's CRDs are there but its admission webhooks are not registered "
+            "(the Kueue manager is not installed)",
+            KUEUE_FIX,
+        )
     probe = {
         "apiVersion": "kueue.x-k8s.io/v1beta2",
         "kind": "ResourceFlavor",
