@@ -4,6 +4,7 @@ printer columns, and ``tau cluster install --dry-run``: no cluster needed."""
 from __future__ import annotations
 
 import os
+import pathlib
 import subprocess
 
 import yaml
@@ -85,3 +86,15 @@ def test_install_dry_run_prints_the_crds_rbac_and_both_deployments() -> None:
     )
     assert "http://h:1" in agent["spec"]["template"]["spec"]["containers"][0]["command"]
     assert all(d["metadata"]["labels"]["app.kubernetes.io/part-of"] == "taugrid" for d in docs)
+
+
+def test_validate_with_a_kubeconfig_that_does_not_load_says_so_without_a_traceback(
+    tmp_path: pathlib.Path,
+) -> None:
+    missing = tmp_path / "nope.yaml"
+    done = platform_env.tau(
+        dict(os.environ), "cluster", "validate", "installation", "--kubeconfig", str(missing)
+    )
+    assert done.returncode == 2
+    assert f"cannot load kubeconfig {missing}" in done.stderr
+    assert "hint: pass --kubeconfig FILE" in done.stderr and "Traceback" not in done.stderr

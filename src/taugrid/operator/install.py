@@ -60,7 +60,12 @@ class Finding:
 
 def api(kubeconfig: str | None, context: str | None) -> kube_api.KubeApi:
     """The API client install and validate use (field manager ``taugrid-operator``)."""
-    return kube_api.KubeApi(kubeconfig, context, field_manager="taugrid-operator")
+    try:
+        return kube_api.KubeApi(kubeconfig, context, field_manager="taugrid-operator")
+    except berr.KubernetesRejected as exc:
+        raise berr.KubernetesRejected(
+            exc.message, hint="pass --kubeconfig FILE (and --context NAME), or set KUBECONFIG"
+        ) from exc
 
 
 def _established(api: kube_api.KubeApi, name: str) -> bool:
