@@ -121,3 +121,11 @@ def hub(
     tmp = Path(tmp_path_factory.mktemp("kube-hub"))
     with kube_region.region(tmp, kueue.kubeconfig) as both:
         yield both
+
+
+@pytest.fixture(scope="session")
+def tau_crds(kube: client.ApiClient) -> list[str]:
+    """TauGrid's own CRDs (``platform.crds.crd_definitions``) installed and served."""
+    from taugrid.platform import crds as tau_crds
+
+    return crds.create(kube, tau_crds.crd_definitions())

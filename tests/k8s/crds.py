@@ -5,6 +5,7 @@ serves them (condition Established)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import yaml
 from kubernetes import client
@@ -20,13 +21,22 @@ def crd_dir(bindir: Path, name: str) -> Path:
 def install(kube: client.ApiClient, directory: Path) -> list[str]:
     """Creates every CRD in ``directory``'s YAML files; returns their names once all are
     Established."""
+    docs = [
+        doc
+        for path in sorted(directory.glob("*.yaml"))
+        for doc in yaml.safe_load_all(path.read_text())
+        if doc and doc.get("kind") == "CustomResourceDefinition"
+    ]
+    return create(kube, docs)
+
+
+def create(kube: client.ApiClient, docs: list[dict[str, Any]]) -> list[str]:
+    """Creates the CRDs ``docs``; returns their names once all are Established."""
     ext = client.ApiextensionsV1Api(kube)
     names: list[str] = []
-    for path in sorted(directory.glob("*.yaml")):
-        for doc in yaml.safe_load_all(path.read_text()):
-            if doc and doc.get("kind") == "CustomResourceDefinition":
-                ext.create_custom_resource_definition(doc)
-                names.append(doc["metadata"]["name"])
+    for doc in docs:
+        ext.create_custom_resource_definition(doc)
+        names.append(doc["metadata"]["name"])
     for name in names:
         controlplane.wait_until(f"CRD {name} Established", lambda n=name: _established(ext, n))
     return names

@@ -12,9 +12,11 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import json
+import os
 from typing import Any
 
 from taugrid.backends import errors as berr
+from taugrid.platform import crds
 
 __all__ = ["FIELD_MANAGER", "KubeApi", "Resource", "resource_of"]
 
@@ -37,6 +39,8 @@ class Resource:
 
 
 _KUEUE = "kueue.x-k8s.io/v1beta2"
+_RBAC = "rbac.authorization.k8s.io/v1"
+_TAU = crds.API_VERSION
 _RESOURCES: dict[str, Resource] = {
     "Namespace": Resource("v1", "namespaces", namespaced=False),
     "ServiceAccount": Resource("v1", "serviceaccounts"),
@@ -44,7 +48,18 @@ _RESOURCES: dict[str, Resource] = {
     "Pod": Resource("v1", "pods"),
     "Node": Resource("v1", "nodes", namespaced=False),
     "Event": Resource("v1", "events"),
-    "RoleBinding": Resource("rbac.authorization.k8s.io/v1", "rolebindings"),
+    "RoleBinding": Resource(_RBAC, "rolebindings"),
+    "Role": Resource(_RBAC, "roles"),
+    "ClusterRole": Resource(_RBAC, "clusterroles", namespaced=False),
+    "ClusterRoleBinding": Resource(_RBAC, "clusterrolebindings", namespaced=False),
+    "Deployment": Resource("apps/v1", "deployments"),
+    "DaemonSet": Resource("apps/v1", "daemonsets"),
+    "CustomResourceDefinition": Resource(
+        "apiextensions.k8s.io/v1", "customresourcedefinitions", namespaced=False
+    ),
+    "ValidatingWebhookConfiguration": Resource(
+        "admissionregistration.k8s.io/v1", "validatingwebhookconfigurations", namespaced=False
+    ),
     "Job": Resource("batch/v1", "jobs"),
     "RayJob": Resource("ray.io/v1", "rayjobs"),
     "RayCluster": Resource("ray.io/v1", "rayclusters"),
@@ -54,6 +69,11 @@ _RESOURCES: dict[str, Resource] = {
     "ClusterQueue": Resource(_KUEUE, "clusterqueues", namespaced=False),
     "ResourceFlavor": Resource(_KUEUE, "resourceflavors", namespaced=False),
     "WorkloadPriorityClass": Resource(_KUEUE, "workloadpriorityclasses", namespaced=False),
+    "Cohort": Resource(_KUEUE, "cohorts", namespaced=False),
+    "TauCluster": Resource(_TAU, "tauclusters", namespaced=False),
+    "TauWorkspace": Resource(_TAU, "tauworkspaces", namespaced=False),
+    "TauTeam": Resource(_TAU, "tauteams", namespaced=False),
+    "TauQuotaRequest": Resource(_TAU, "tauquotarequests"),
 }
 
 
@@ -79,19 +99,31 @@ def _server_message(exc: Any) -> str:
 class KubeApi:
     """One API server (a kubeconfig file and context)."""
 
-    def __init__(self, kubeconfig: str | None, context: str | None) -> None:
+    def __init__(
+        self, kubeconfig: str | None, context: str | None, field_manager: str = FIELD_MANAGER
+    ) -> None:
         self._k8s = importlib.import_module("kubernetes")
+        self.field_manager = field_manager
         self.where = f"{kubeconfig or '~/.kube/config'} (context {context or 'current'})"
         try:
-            self.client = self._k8s.config.new_client_from_config(
-                config_file=kubeconfig, context=context
-            )
+            self.client = self._client(kubeconfig, context)
         except Exception as exc:  # the client raises ConfigException and OSErrors
             raise berr.KubernetesRejected(
                 f"cannot load kubeconfig {self.where}: {exc}",
                 hint="set kubeconfig/context of the cluster in platform.yaml",
             ) from exc
         self.server = str(self.client.configuration.host)
+
+    def _client(self, kubeconfig: str | None, context: str | None) -> Any:
+        """The kubeconfig's client; in a pod with no kubeconfig, its service account's."""
+        config = self._k8s.config
+        in_pod = os.environ.get("KUBERNETES_SERVICE_HOST") and not os.environ.get("KUBECONFIG")
+        if kubeconfig is None and in_pod:
+            self.where = "the pod's service account"
+            cfg = self._k8s.client.Configuration()
+            config.load_incluster_config(client_configuration=cfg)
+            return self._k8s.client.ApiClient(cfg)
+        return config.new_client_from_config(config_file=kubeconfig, context=context)
 
     def close(self) -> None:
         self.client.close()
@@ -129,15 +161,17 @@ class KubeApi:
         data = resp[0].data if isinstance(resp, tuple) else resp.data
         return dict(json.loads(data)) if data else {}
 
-    def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
-        """Server-side apply of ``obj`` (created or updated, owned by TauGrid's manager)."""
+    def apply(self, obj: dict[str, Any], dry_run: bool = False) -> dict[str, Any]:
+        """Server-side apply of ``obj`` (created or updated, owned by TauGrid's manager;
+        ``dry_run``: admission and validation only, nothing stored)."""
         meta = obj["metadata"]
         res = resource_of(obj["kind"])
+        query = [("fieldManager", self.field_manager), ("force", "true")]
         return self._call(
             "PATCH",
             res.path(meta.get("namespace"), meta["name"]),
             body=obj,
-            query=[("fieldManager", FIELD_MANAGER), ("force", "true")],
+            query=query + ([("dryRun", "All")] if dry_run else []),
             headers={"Content-Type": "application/apply-patch+yaml"},
         )
 
@@ -159,7 +193,7 @@ class KubeApi:
             "PATCH",
             path,
             body=body,
-            query=[("fieldManager", FIELD_MANAGER)],
+            query=[("fieldManager", self.field_manager)],
             headers={"Content-Type": f"application/{kind_of_patch}+json"},
         )
 

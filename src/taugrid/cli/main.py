@@ -12,6 +12,7 @@ import sys
 from taugrid import errors
 from taugrid.cli import app as _app
 from taugrid.cli import (
+    cluster_cmds,
     context_cmds,
     data_cmds,
     hub_cmds,
@@ -31,6 +32,7 @@ from taugrid.cli import (
 __all__ = ["main"]
 
 _COMMAND_MODULES = (
+    cluster_cmds,
     context_cmds,
     data_cmds,
     hub_cmds,

@@ -8,8 +8,9 @@ without a hub:
   opened and probed: a missing bucket or refused credentials is a problem too;
 - ``tau platform show [-f FILE] [-o text|json|yaml]``: regions/clusters/pools with GPU
   counts and cost, GPU types, priority classes, profiles, teams/quotas, workspaces;
-- ``tau platform manifests [-f FILE] [-o yaml|json]``: the Kueue, workspace and
-  TauGrid CRD objects the platform renders to;
+- ``tau platform manifests [-f FILE] [-o yaml|json]``: the TauGrid CRDs, the agent's
+  ClusterRole, the Kueue, workspace and Tau objects the platform renders to (they
+  apply as printed, in order);
 - ``tau run explain-config [-c FILE] [-f PLATFORM] [-o text|json]``: every resolved
   value and where it came from;
 - ``dry_run_text(config_path, output)``: what ``tau run --dry-run=client -o yaml|json``
@@ -37,6 +38,7 @@ from taugrid.cli import app as _app
 from taugrid.platform import crds
 from taugrid.platform import load as platform_load
 from taugrid.platform import models as pm
+from taugrid.render import cluster as cluster_render
 from taugrid.render import kueue, plan, resolve, runspec
 from taugrid.sdk import records
 from taugrid.spec import load as spec_load
@@ -372,12 +374,14 @@ def manifests_command(
     file: pathlib.Path | None = typer.Option(None, "-f", "--file", help=_PLATFORM_HELP),
     output: ManifestFormat = typer.Option(ManifestFormat.YAML, "-o", "--output", help="yaml|json"),
 ) -> None:
-    """Print the Kueue, workspace and TauGrid CRD objects of a platform."""
+    """Print the objects of a platform, in apply order: TauGrid's CRDs, the agent's
+    ClusterRole and account, the Kueue and workspace objects, the Tau objects."""
     try:
         platform = _platform(file)
     except errors.UserError as exc:
         raise _fail(exc) from None
-    objs = kueue.render_platform(platform) + crds.platform_objects(platform)
+    objs = crds.crd_definitions() + cluster_render.agent_rbac()
+    objs += kueue.render_platform(platform) + crds.platform_objects(platform)
     sys.stdout.write(plan.to_yaml(objs) if output is ManifestFormat.YAML else plan.to_json(objs))
 
 

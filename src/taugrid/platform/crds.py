@@ -30,6 +30,7 @@ __all__ = [
     "VERSION",
     "CrdKind",
     "crd_definition",
+    "crd_definitions",
     "from_object",
     "platform_objects",
     "quota_request_object",
@@ -163,8 +164,54 @@ def _structural(schema: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+_STATUS: dict[str, Any] = {
+    "type": "object",
+    "x-kubernetes-preserve-unknown-fields": True,
+    "properties": {
+        "phase": {"type": "string", "description": "Pending, Ready or Failed (operator)."},
+        "message": {"type": "string", "description": "What the operator did or what is wrong."},
+        "observedGeneration": {"type": "integer"},
+    },
+}
+_AGE = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
+_PHASE = {"name": "Phase", "type": "string", "jsonPath": ".status.phase"}
+_COLUMNS: dict[str, list[dict[str, str]]] = {
+    "TauCluster": [
+        {"name": "Backend", "type": "string", "jsonPath": ".spec.backend"},
+        _PHASE,
+    ],
+    "TauWorkspace": [
+        {"name": "Team", "type": "string", "jsonPath": ".spec.team"},
+        {"name": "Namespace", "type": "string", "jsonPath": ".status.namespace"},
+        {"name": "Queue", "type": "string", "jsonPath": ".status.queue"},
+        _PHASE,
+    ],
+    "TauTeam": [
+        {"name": "Cohort", "type": "string", "jsonPath": ".spec.cohort"},
+        {"name": "ClusterQueue", "type": "string", "jsonPath": ".status.clusterQueue"},
+        _PHASE,
+    ],
+    "TauQuotaRequest": [
+        {"name": "Team", "type": "string", "jsonPath": ".spec.team"},
+        {"name": "GPU", "type": "string", "jsonPath": ".spec.gpu_model"},
+        {"name": "Nominal", "type": "integer", "jsonPath": ".spec.nominal"},
+        {"name": "State", "type": "string", "jsonPath": ".status.state"},
+    ],
+}
+
+
+def _status_schema(crd: CrdKind) -> dict[str, Any]:
+    status: dict[str, Any] = {**_STATUS, "properties": dict(_STATUS["properties"])}
+    if not crd.named:
+        states = [s.value for s in models.QuotaRequestState]
+        status["properties"]["state"] = {"type": "string", "enum": states}
+    return status
+
+
 def crd_definition(kind: str) -> dict[str, Any]:
-    """The ``CustomResourceDefinition`` of ``kind`` (one of ``KINDS``)."""
+    """The ``CustomResourceDefinition`` of ``kind`` (one of ``KINDS``): a structural
+    schema derived from the model, ``spec`` required, a status subresource (``phase``,
+    ``message``; ``state`` for a TauQuotaRequest) and printer columns."""
     crd = KINDS[kind]
     schema = crd.model.model_json_schema()
     spec = _structural(schema, schema.get("$defs", {}))
@@ -173,27 +220,40 @@ def crd_definition(kind: str) -> dict[str, Any]:
         spec["required"] = [r for r in spec.get("required", []) if r != "name"]
         if not spec["required"]:
             spec.pop("required")
-    root: dict[str, Any] = {"type": "object", "properties": {"spec": spec}}
-    if not crd.named:
-        states = [s.value for s in models.QuotaRequestState]
-        status = {"type": "object", "properties": {"state": {"type": "string", "enum": states}}}
-        root["properties"]["status"] = status
+    root: dict[str, Any] = {
+        "type": "object",
+        "required": ["spec"],
+        "properties": {"spec": spec, "status": _status_schema(crd)},
+    }
     version = {
         "name": VERSION,
         "served": True,
         "storage": True,
         "schema": {"openAPIV3Schema": root},
+        "subresources": {"status": {}},
+        "additionalPrinterColumns": [*_COLUMNS[kind], _AGE],
     }
-    if not crd.named:
-        version["subresources"] = {"status": {}}
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{crd.plural}.{GROUP}"},
+        "metadata": {
+            "name": f"{crd.plural}.{GROUP}",
+            "labels": {"app.kubernetes.io/part-of": "taugrid"},
+        },
         "spec": {
             "group": GROUP,
             "scope": crd.scope,
-            "names": {"kind": crd.kind, "plural": crd.plural, "singular": crd.kind.lower()},
+            "names": {
+                "kind": crd.kind,
+                "plural": crd.plural,
+                "singular": crd.kind.lower(),
+                "categories": ["taugrid"],
+            },
             "versions": [version],
         },
     }
+
+
+def crd_definitions() -> list[dict[str, Any]]:
+    """Every TauGrid CRD, in ``KINDS`` order."""
+    return [crd_definition(kind) for kind in KINDS]

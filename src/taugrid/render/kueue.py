@@ -14,6 +14,9 @@ Owns the mapping from platform.yaml to what Kueue enforces:
                            RoleBinding for the TauGrid agent, data PersistentVolumeClaim,
                            LocalQueue (its queue → its team's ClusterQueue)
     priority_classes[]   → WorkloadPriorityClass
+    (operator)           → per workspace a Role ``taugrid-member`` and a RoleBinding
+                           ``taugrid-members`` naming its members (Users); per cohort a
+                           Cohort (``member_access``, ``cohort``)
 
 v1beta2 is the version Kueue stores (see the CRDs' ``storage: true``). Output order
 is apply order: cluster-scoped objects first, then each workspace's namespace and
@@ -30,7 +33,9 @@ from taugrid.render import naming
 __all__ = [
     "API_KUEUE",
     "cluster_queue",
+    "cohort",
     "local_queue",
+    "member_access",
     "priority_class",
     "render_platform",
     "resource_flavors",
@@ -157,6 +162,57 @@ def workspace_objects(ws: pm.WorkspaceSpec, team: pm.TeamSpec) -> list[dict[str,
         _obj("v1", "PersistentVolumeClaim", naming.data_claim(ws.name), ns, spec=_pvc_spec(ws)),
         local_queue(ws, team),
     ]
+
+
+MEMBER_ROLE = "taugrid-member"
+MEMBER_BINDING = "taugrid-members"
+_RBAC = "rbac.authorization.k8s.io/v1"
+_MEMBER_RULES = [
+    {
+        "apiGroups": ["ray.io"],
+        "resources": ["rayjobs", "rayclusters", "rayservices"],
+        "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
+    },
+    {
+        "apiGroups": ["batch"],
+        "resources": ["jobs"],
+        "verbs": ["get", "list", "watch", "create", "delete"],
+    },
+    {
+        "apiGroups": [""],
+        "resources": ["pods", "pods/log", "events", "persistentvolumeclaims"],
+        "verbs": ["get", "list", "watch"],
+    },
+    {
+        "apiGroups": ["kueue.x-k8s.io"],
+        "resources": ["workloads", "localqueues"],
+        "verbs": ["get", "list", "watch"],
+    },
+]
+
+
+def member_access(ws: pm.WorkspaceSpec) -> list[dict[str, Any]]:
+    """The Role members get in the workspace's namespace (run, watch and delete their
+    Ray and batch workloads; read pods, logs, Kueue workloads) and the RoleBinding that
+    grants it to every member (a User each; no members: no subjects)."""
+    ns = ws.effective_namespace
+    role = _obj(_RBAC, "Role", MEMBER_ROLE, ns, rules=_MEMBER_RULES)
+    binding = _obj(
+        _RBAC,
+        "RoleBinding",
+        MEMBER_BINDING,
+        ns,
+        roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": MEMBER_ROLE},
+        subjects=[
+            {"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": m} for m in ws.members
+        ],
+    )
+    return [role, binding]
+
+
+def cohort(name: str) -> dict[str, Any]:
+    """A Kueue Cohort (the teams whose ClusterQueues name it borrow from each other)."""
+    return _obj(API_KUEUE, "Cohort", name, spec={})
 
 
 def _pvc_spec(ws: pm.WorkspaceSpec) -> dict[str, Any]:

@@ -1,0 +1,106 @@
+"""``tau cluster install | uninstall | validate``: TauGrid on a Kubernetes cluster.
+
+- ``tau cluster install --kubeconfig FILE [--context C] [--dry-run] [--image I]
+  [--hub-url U] [--cluster NAME]``: the TauGrid CRDs, ``taugrid-system``, the operator's
+  and agent's ServiceAccounts, ClusterRoles (``taugrid-agent`` included) and bindings,
+  and their Deployments (``--dry-run``: print them as YAML, touch nothing);
+- ``tau cluster uninstall --kubeconfig FILE``: deletes them all (and so every Tau object);
+- ``tau cluster validate installation|nodes --kubeconfig FILE``: one line per check,
+  ``ok`` / ``warn`` / ``FAIL`` with how to fix; exit 1 when any check fails.
+
+These talk to the cluster's API server (``operator.install``), not to the hub: the one
+import the CLI makes below the SDK layer (``.importlinter`` names it).
+"""
+
+from __future__ import annotations
+
+import enum
+import pathlib
+import sys
+
+import typer
+
+from taugrid.cli import app, views
+from taugrid.operator import install
+from taugrid.render import cluster as cluster_render
+from taugrid.render import plan
+
+__all__ = ["install_command", "uninstall_command", "validate_command"]
+
+_KUBECONFIG = typer.Option(None, "--kubeconfig", help="kubeconfig (default: $KUBECONFIG).")
+_CONTEXT = typer.Option(None, "--context", help="kubeconfig context (default: current).")
+
+
+class What(enum.StrEnum):
+    INSTALLATION = "installation"
+    NODES = "nodes"
+
+
+def _api(kubeconfig: pathlib.Path | None, context: str | None) -> install.Api:
+    return install.api(str(kubeconfig) if kubeconfig else None, context)
+
+
+@app.cluster_app.command("install")
+@views.guard
+def install_command(
+    kubeconfig: pathlib.Path | None = _KUBECONFIG,
+    context: str | None = _CONTEXT,
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the objects; apply nothing."),
+    image: str = typer.Option(cluster_render.InstallOptions.image, help="TauGrid image."),
+    hub_url: str = typer.Option(cluster_render.InstallOptions.hub_url, help="The agent's hub."),
+    cluster: str = typer.Option("kubernetes", help="The agent's cluster name (platform.yaml)."),
+) -> None:
+    """Install TauGrid's CRDs, operator, agent and their RBAC on a cluster."""
+    opts = cluster_render.InstallOptions(image=image, hub_url=hub_url, cluster=cluster)
+    if dry_run:
+        sys.stdout.write(plan.to_yaml(cluster_render.install_objects(opts)))
+        return
+    api = _api(kubeconfig, context)
+    try:
+        for line in install.install(api, opts):
+            typer.echo(f"applied {line}")
+    finally:
+        api.close()
+    typer.echo(f"installed on {api.server}; check with: tau cluster validate installation")
+
+
+@app.cluster_app.command("uninstall")
+@views.guard
+def uninstall_command(
+    kubeconfig: pathlib.Path | None = _KUBECONFIG, context: str | None = _CONTEXT
+) -> None:
+    """Delete everything install made (the CRDs too: every Tau object goes with them)."""
+    api = _api(kubeconfig, context)
+    try:
+        for line in install.uninstall(api):
+            typer.echo(f"deleted {line}")
+    finally:
+        api.close()
+    typer.echo(f"nothing of TauGrid's is left on {api.server}")
+
+
+@app.cluster_app.command("validate")
+@views.guard
+def validate_command(
+    what: What = typer.Argument(..., help="installation | nodes"),
+    kubeconfig: pathlib.Path | None = _KUBECONFIG,
+    context: str | None = _CONTEXT,
+) -> None:
+    """Check TauGrid, Kueue and KubeRay (installation) or the GPU nodes (nodes)."""
+    api = _api(kubeconfig, context)
+    try:
+        check = (
+            install.validate_installation if what is What.INSTALLATION else install.validate_nodes
+        )
+        findings = check(api)
+    finally:
+        api.close()
+    for f in findings:
+        level = "FAIL" if f.level == "fail" else f.level
+        typer.echo(f"{level:<4}  {f.subject}: {f.message}")
+        if f.hint and f.level != "ok":
+            typer.echo(f"      fix: {f.hint}")
+    failed = sum(f.level == "fail" for f in findings)
+    typer.echo(f"{what.value}: {failed} problem(s) on {api.server}")
+    if failed:
+        raise typer.Exit(1)

@@ -1,0 +1,269 @@
+"""``tau cluster install / uninstall / validate``: TauGrid's objects on a cluster and the
+checks a platform team runs before trusting it.
+
+``install`` applies ``render.cluster.install_objects`` by server-side apply (field
+manager ``taugrid-operator``) and waits until the CRDs are Established; ``uninstall``
+deletes the same objects (everything labelled ``app.kubernetes.io/part-of=taugrid``),
+newest first, and waits until they are gone. Deleting the CRDs deletes every Tau object
+and, through their owner references, what the operator made for them.
+
+``validate_installation`` and ``validate_nodes`` return findings (ok, warn, fail), each
+with how to fix it: TauGrid's CRDs, RBAC and Deployments; Kueue (CRDs Established and
+its admission webhook answering a dry-run apply) and KubeRay (CRDs, the
+``kuberay-operator`` Deployment when it runs in the cluster); GPU nodes labelled with
+their GPU model; the DCGM exporter and node-problem-detector seen or reported missing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any
+
+from taugrid.backends import errors as berr
+from taugrid.backends import kube_api
+from taugrid.render import cluster, naming
+
+__all__ = [
+    "Api",
+    "Finding",
+    "api",
+    "install",
+    "uninstall",
+    "validate_installation",
+    "validate_nodes",
+]
+
+KUEUE_CRDS = ("clusterqueues", "localqueues", "workloads", "resourceflavors", "cohorts")
+KUEUE_FIX = (
+    "install Kueue v0.17: kubectl apply --server-side -f "
+    "https://github.com/kubernetes-sigs/kueue/releases/download/v0.17.0/manifests.yaml"
+)
+KUBERAY_CRDS = ("rayjobs", "rayclusters", "rayservices")
+KUBERAY_FIX = (
+    "install KubeRay v1.5: helm install kuberay-operator kuberay/kuberay-operator "
+    "--version 1.5.0 (https://ray-project.github.io/kuberay/)"
+)
+Api = kube_api.KubeApi
+_ApiError = (berr.KubernetesRejected, berr.KubernetesUnavailable)
+
+
+@dataclasses.dataclass(frozen=True)
+class Finding:
+    """One check: ``level`` ok, warn (reported, not fatal) or fail."""
+
+    level: str
+    subject: str
+    message: str
+    hint: str = ""
+
+
+def api(kubeconfig: str | None, context: str | None) -> kube_api.KubeApi:
+    """The API client install and validate use (field manager ``taugrid-operator``)."""
+    try:
+        return kube_api.KubeApi(kubeconfig, context, field_manager="taugrid-operator")
+    except berr.KubernetesRejected as exc:
+        raise berr.KubernetesRejected(
+            exc.message, hint="pass --kubeconfig FILE (and --context NAME), or set KUBECONFIG"
+        ) from exc
+
+
+def _established(api: kube_api.KubeApi, name: str) -> bool:
+    crd = api.get("CustomResourceDefinition", name)
+    conds = ((crd or {}).get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Established" and c.get("status") == "True" for c in conds)
+
+
+def install(
+    api: kube_api.KubeApi, opts: cluster.InstallOptions, timeout_s: float = 60
+) -> list[str]:
+    """Applies every object; returns ``Kind name`` of each once the CRDs are served."""
+    done = []
+    for obj in cluster.install_objects(opts):
+        api.apply(obj)
+        done.append(f"{obj['kind']} {obj['metadata']['name']}")
+    names = [d.split(" ", 1)[1] for d in done if d.startswith("CustomResourceDefinition ")]
+    deadline = time.monotonic() + timeout_s
+    while not all(_established(api, n) for n in names):
+        if time.monotonic() > deadline:
+            raise berr.KubernetesUnavailable(
+                f"TauGrid's CRDs are not Established after {timeout_s:.0f}s on {api.server}"
+            )
+        time.sleep(0.5)
+    return done
+
+
+def _key(obj: dict[str, Any]) -> tuple[str, str, str | None]:
+    return obj["kind"], obj["metadata"]["name"], obj["metadata"].get("namespace")
+
+
+def uninstall(api: kube_api.KubeApi, timeout_s: float = 180) -> list[str]:
+    """Deletes what ``install`` applies (newest first); returns what was there."""
+    keys = [_key(o) for o in cluster.install_objects(cluster.InstallOptions())]
+    deleted = [f"{k} {n}" for k, n, ns in reversed(keys) if api.delete(k, n, ns)]
+    deadline = time.monotonic() + timeout_s
+    while left := [k for k in keys if api.get(k[0], k[1], k[2]) is not None]:
+        if time.monotonic() > deadline:
+            raise berr.KubernetesUnavailable(
+                f"still there {timeout_s:.0f}s after uninstall: "
+                + ", ".join(f"{k} {n}" for k, n, _ in left)
+            )
+        time.sleep(1)
+    return deleted
+
+
+def _crd_findings(
+    api: kube_api.KubeApi, what: str, group: str, plurals: tuple[str, ...], fix: str
+) -> list[Finding]:
+    missing = [p for p in plurals if not _established(api, f"{p}.{group}")]
+    if missing:
+        names = ", ".join(f"{p}.{group}" for p in missing)
+        return [Finding("fail", what, f"CRDs not installed: {names}", fix)]
+    return [Finding("ok", what, f"CRDs served ({', '.join(plurals)})")]
+
+
+def _deployment(
+    api: kube_api.KubeApi, subject: str, dep: dict[str, Any] | None, fix: str
+) -> Finding:
+    if dep is None:
+        return Finding("fail", subject, "Deployment not found", fix)
+    meta, status = dep["metadata"], dep.get("status") or {}
+    where = f"Deployment {meta['namespace']}/{meta['name']}"
+    if int(status.get("availableReplicas") or 0) < 1:
+        return Finding(
+            "fail",
+            subject,
+            f"{where} has no available replica",
+            f"kubectl -n {meta['namespace']} describe deployment {meta['name']}",
+        )
+    return Finding("ok", subject, f"{where} available")
+
+
+def _kueue_webhook(api: kube_api.KubeApi) -> Finding:
+    """Kueue's validating webhooks registered, and answering a dry-run apply."""
+    groups = {
+        group
+        for cfg in api.list("ValidatingWebhookConfiguration")
+        for hook in cfg.get("webhooks") or []
+        for rule in hook.get("rules") or []
+        for group in rule.get("apiGroups") or []
+    }
+    if "kueue.x-k8s.io" not in groups:
+        return Finding(
+            "fail",
+            "Kueue",
+            "Kueue's CRDs are there but its admission webhooks are not registered "
+            "(the Kueue manager is not installed)",
+            KUEUE_FIX,
+        )
+    probe = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "ResourceFlavor",
+        "metadata": {"name": "taugrid-validate-probe"},
+        "spec": {},
+    }
+    try:
+        api.apply(probe, dry_run=True)
+    except _ApiError as exc:
+        return Finding(
+            "fail",
+            "Kueue",
+            f"Kueue's admission webhook does not answer: {exc}",
+            "check kueue-controller-manager (kubectl -n kueue-system get pods); " + KUEUE_FIX,
+        )
+    return Finding("ok", "Kueue", "admission webhook answers (dry-run ResourceFlavor)")
+
+
+def _kuberay_operator(api: kube_api.KubeApi) -> Finding:
+    deps = api.list("Deployment", selector="app.kubernetes.io/name=kuberay-operator")
+    if not deps:
+        return Finding(
+            "warn",
+            "KubeRay",
+            "no kuberay-operator Deployment seen in the cluster",
+            "fine if the operator runs outside the cluster; else " + KUBERAY_FIX,
+        )
+    return _deployment(api, "KubeRay", deps[0], KUBERAY_FIX)
+
+
+def validate_installation(api: kube_api.KubeApi) -> list[Finding]:
+    """TauGrid, Kueue and KubeRay on this cluster (see the module docstring)."""
+    install_fix = "run tau cluster install --kubeconfig …"
+    found = _crd_findings(
+        api,
+        "TauGrid",
+        "taugrid.io",
+        ("tauclusters", "tauworkspaces", "tauteams", "tauquotarequests"),
+        install_fix,
+    )
+    for role in (naming.AGENT_ROLE, cluster.OPERATOR):
+        ok = api.get("ClusterRole", role) and api.get("ClusterRoleBinding", role)
+        found.append(
+            Finding("ok", "TauGrid", f"ClusterRole {role} bound")
+            if ok
+            else Finding(
+                "fail", "TauGrid", f"ClusterRole {role} or its binding missing", install_fix
+            )
+        )
+    for name in (cluster.OPERATOR, naming.AGENT_SERVICE_ACCOUNT):
+        dep = api.get("Deployment", name, naming.AGENT_NAMESPACE)
+        found.append(_deployment(api, "TauGrid", dep, install_fix))
+    kueue = _crd_findings(api, "Kueue", "kueue.x-k8s.io", KUEUE_CRDS, KUEUE_FIX)
+    found += kueue + ([_kueue_webhook(api)] if kueue[0].level == "ok" else [])
+    ray = _crd_findings(api, "KubeRay", "ray.io", KUBERAY_CRDS, KUBERAY_FIX)
+    found += ray + ([_kuberay_operator(api)] if ray[0].level == "ok" else [])
+    return found
+
+
+def _seen(api: kube_api.KubeApi, word: str) -> list[str]:
+    """Namespaced names of DaemonSets and Pods whose name contains ``word``."""
+    return [
+        f"{kind} {o['metadata']['namespace']}/{o['metadata']['name']}"
+        for kind in ("DaemonSet", "Pod")
+        for o in api.list(kind)
+        if word in o["metadata"]["name"]
+    ]
+
+
+def validate_nodes(api: kube_api.KubeApi) -> list[Finding]:
+    """GPU nodes labelled with their model; GPU health agents seen or reported missing."""
+    found: list[Finding] = []
+    gpu_nodes = [
+        n
+        for n in api.list("Node")
+        if int(((n.get("status") or {}).get("capacity") or {}).get(naming.GPU_RESOURCE, 0) or 0)
+    ]
+    if not gpu_nodes:
+        found.append(
+            Finding(
+                "warn",
+                "nodes",
+                f"no node offers {naming.GPU_RESOURCE}",
+                "install the NVIDIA device plugin (gpu-operator) on the GPU nodes",
+            )
+        )
+    for node in gpu_nodes:
+        name, labels = node["metadata"]["name"], node["metadata"].get("labels") or {}
+        model = labels.get("nvidia.com/gpu.product")
+        found.append(
+            Finding("ok", "nodes", f"{name}: GPU model {model}")
+            if model
+            else Finding(
+                "fail",
+                "nodes",
+                f"{name} has GPUs but no nvidia.com/gpu.product label",
+                f"run NVIDIA GPU feature discovery, or kubectl label node {name} "
+                "nvidia.com/gpu.product=<model> (the platform's gpu_types[].node_label_value)",
+            )
+        )
+    for word, what, fix in (
+        ("dcgm-exporter", "DCGM exporter", "install NVIDIA's dcgm-exporter (gpu-operator)"),
+        ("node-problem-detector", "node-problem-detector", "install node-problem-detector"),
+    ):
+        seen = _seen(api, word)
+        found.append(
+            Finding("ok", what, "seen: " + ", ".join(seen[:3]))
+            if seen
+            else Finding("warn", what, "not seen in any namespace (GPU faults go unreported)", fix)
+        )
+    return found

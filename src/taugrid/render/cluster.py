@@ -1,0 +1,167 @@
+"""TauGrid's own objects on a cluster: what ``tau cluster install`` applies.
+
+Owns, in apply order: the TauGrid CRDs (``platform.crds``), the ``taugrid-system``
+Namespace, the ``taugrid-operator`` and ``taugrid-agent`` ServiceAccounts, their
+ClusterRoles and ClusterRoleBindings (``taugrid-agent`` is the ClusterRole every
+workspace's RoleBinding names), and the operator and agent Deployments. Every object is
+labelled ``app.kubernetes.io/part-of=taugrid`` (``PART_OF``): uninstall finds them by it.
+``agent_rbac`` is the part ``tau platform manifests`` prints so that its workspace
+RoleBindings name a ClusterRole that exists.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from taugrid.platform import crds
+from taugrid.render import naming
+
+__all__ = [
+    "OPERATOR",
+    "PART_OF",
+    "InstallOptions",
+    "agent_rbac",
+    "install_objects",
+    "system_namespace",
+]
+
+PART_OF = {"app.kubernetes.io/part-of": "taugrid"}
+OPERATOR = "taugrid-operator"
+_RBAC = "rbac.authorization.k8s.io/v1"
+_ALL = ["get", "list", "watch", "create", "update", "patch", "delete"]
+_READ = ["get", "list", "watch"]
+_AGENT_RULES = [
+    {"apiGroups": [""], "resources": ["namespaces", "serviceaccounts"], "verbs": _ALL},
+    {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": _ALL},
+    {"apiGroups": [""], "resources": ["pods"], "verbs": [*_READ, "delete"]},
+    {"apiGroups": [""], "resources": ["nodes", "nodes/status"], "verbs": [*_READ, "patch"]},
+    {"apiGroups": [""], "resources": ["events"], "verbs": [*_READ, "create"]},
+    {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["rolebindings"], "verbs": _ALL},
+    {
+        "apiGroups": ["rbac.authorization.k8s.io"],
+        "resources": ["clusterroles"],
+        "verbs": ["bind"],
+        "resourceNames": [naming.AGENT_ROLE],
+    },
+    {
+        "apiGroups": ["ray.io"],
+        "resources": ["rayjobs", "rayclusters", "rayservices"],
+        "verbs": _ALL,
+    },
+    {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": _ALL},
+    {
+        "apiGroups": ["kueue.x-k8s.io"],
+        "resources": [
+            "resourceflavors",
+            "clusterqueues",
+            "localqueues",
+            "workloadpriorityclasses",
+            "workloads",
+        ],
+        "verbs": _ALL,
+    },
+    {"apiGroups": [crds.GROUP], "resources": ["*"], "verbs": _READ},
+]
+_OPERATOR_RULES = [
+    {"apiGroups": [crds.GROUP], "resources": ["*"], "verbs": _ALL},
+    {"apiGroups": [""], "resources": ["namespaces", "serviceaccounts"], "verbs": _ALL},
+    {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": _ALL},
+    {"apiGroups": [""], "resources": ["events"], "verbs": [*_READ, "create", "patch"]},
+    {
+        "apiGroups": ["rbac.authorization.k8s.io"],
+        "resources": ["roles", "rolebindings"],
+        "verbs": _ALL,
+    },
+    {
+        # the members' Role grants what the operator itself does not use
+        "apiGroups": ["rbac.authorization.k8s.io"],
+        "resources": ["roles", "clusterroles"],
+        "verbs": ["escalate", "bind"],
+    },
+    {
+        "apiGroups": ["kueue.x-k8s.io"],
+        "resources": ["clusterqueues", "cohorts", "localqueues"],
+        "verbs": _ALL,
+    },
+    {
+        "apiGroups": ["apiextensions.k8s.io"],
+        "resources": ["customresourcedefinitions"],
+        "verbs": _READ,
+    },
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class InstallOptions:
+    """What ``tau cluster install`` asks for."""
+
+    image: str = "ghcr.io/taugrid/taugrid:0.1.0"
+    hub_url: str = "http://taugrid-hub.taugrid-system.svc:8000"
+    cluster: str = "kubernetes"
+
+
+def _obj(
+    api: str, kind: str, name: str, namespace: str | None = None, **rest: Any
+) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "labels": dict(PART_OF)}
+    if namespace is not None:
+        meta["namespace"] = namespace
+    return {"apiVersion": api, "kind": kind, "metadata": meta, **rest}
+
+
+def system_namespace() -> dict[str, Any]:
+    return _obj("v1", "Namespace", naming.AGENT_NAMESPACE)
+
+
+def _account(name: str, rules: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A ServiceAccount in taugrid-system with a ClusterRole of ``rules``, bound."""
+    ref = {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name}
+    subject = {"kind": "ServiceAccount", "name": name, "namespace": naming.AGENT_NAMESPACE}
+    return [
+        _obj("v1", "ServiceAccount", name, naming.AGENT_NAMESPACE),
+        _obj(_RBAC, "ClusterRole", name, rules=rules),
+        _obj(_RBAC, "ClusterRoleBinding", name, roleRef=ref, subjects=[subject]),
+    ]
+
+
+def agent_rbac() -> list[dict[str, Any]]:
+    """taugrid-system, the agent's ServiceAccount, ClusterRole taugrid-agent (which the
+    workspace RoleBindings name) and its cluster-wide binding."""
+    return [system_namespace(), *_account(naming.AGENT_SERVICE_ACCOUNT, _AGENT_RULES)]
+
+
+def _deployment(name: str, image: str, args: list[str], env: dict[str, str]) -> dict[str, Any]:
+    labels = {"app.kubernetes.io/name": name, **PART_OF}
+    container = {
+        "name": name,
+        "image": image,
+        "command": args,
+        "env": [{"name": k, "value": v} for k, v in env.items()],
+        "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}},
+    }
+    spec = {
+        "replicas": 1,
+        "selector": {"matchLabels": {"app.kubernetes.io/name": name}},
+        "template": {
+            "metadata": {"labels": labels},
+            "spec": {"serviceAccountName": name, "containers": [container]},
+        },
+    }
+    obj = _obj("apps/v1", "Deployment", name, naming.AGENT_NAMESPACE, spec=spec)
+    obj["metadata"]["labels"]["app.kubernetes.io/name"] = name
+    return obj
+
+
+def install_objects(opts: InstallOptions) -> list[dict[str, Any]]:
+    """Everything ``tau cluster install`` applies, in apply order."""
+    objs = crds.crd_definitions()
+    for crd in objs:
+        crd["metadata"].setdefault("labels", {}).update(PART_OF)
+    objs += agent_rbac()
+    objs += _account(OPERATOR, _OPERATOR_RULES)
+    objs.append(_deployment(OPERATOR, opts.image, ["python", "-m", "taugrid.operator"], {}))
+    args = ["python", "-m", "taugrid.agent.daemon", "--hub", opts.hub_url]
+    args += ["--cluster", opts.cluster]
+    objs.append(_deployment(naming.AGENT_SERVICE_ACCOUNT, opts.image, args, {}))
+    return objs
