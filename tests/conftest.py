@@ -11,6 +11,7 @@ import secrets
 from collections.abc import Iterator
 from pathlib import Path
 
+import hypothesis
 import pytest
 import sqlalchemy as sa
 
@@ -18,6 +19,13 @@ from taugrid.store import db
 from tests import weed_s3 as weed_s3_server
 
 PG_URL = os.environ.get("TAU_TEST_POSTGRES_URL")
+
+# CI replays the same property-test examples every run (no example database, a fixed
+# seed): a red CI then means the code changed, never that a search got lucky. Local runs
+# search at random (and keep what they find in .hypothesis/).
+hypothesis.settings.register_profile("ci", derandomize=True, database=None)
+if os.environ.get("CI"):
+    hypothesis.settings.load_profile("ci")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
