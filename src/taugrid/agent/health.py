@@ -64,6 +64,7 @@ def node_rows(
             "memory_free": n.memory_available,
             "healthy": n.node_id not in faulty,
             "fault": faulty.get(n.node_id),
+            "problem": n.state_message,
         }
         for n in shown
     ]

@@ -39,7 +39,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from taugrid.backends import base, kube_api
+from taugrid.backends import base, kube_api, kube_logs
 from taugrid.backends import errors as berr
 from taugrid.lifecycle import phases as ph
 from taugrid.platform import models as pm
@@ -102,6 +102,7 @@ class KubernetesBackend(base.Backend):
             base.Capability.JOB_NODES,
             base.Capability.RELEASE_CHECK,
             base.Capability.QUEUES,
+            base.Capability.LOGS,
         }
     )
 
@@ -304,7 +305,20 @@ class KubernetesBackend(base.Backend):
         )
 
     def logs(self, job_id: str) -> str:
-        return ""  # pod logs are the cluster's (kubectl logs); not copied yet
+        """The driver's log so far (``read_logs`` reads it a chunk at a time)."""
+        return self.read_logs(job_id, 0, kube_logs.LOG_MAX).text
+
+    def read_logs(
+        self, job_id: str, offset: int = 0, chunk: int = kube_logs.LOG_CHUNK
+    ) -> base.LogChunk:
+        """The driver pod's log (``backends.kube_logs``) from ``offset`` on, at most
+        ``chunk`` more bytes, so a long log is not read whole every poll."""
+        where = self._find(job_id)
+        text = ""
+        if where is not None:
+            pods = self._pods(where[1], job_id)
+            text = kube_logs.driver_log(self.api, where[0], where[1], pods, offset + chunk)
+        return base.LogChunk(text=text[offset:], offset=offset, next_offset=max(len(text), offset))
 
     # -- stop and release ---------------------------------------------------------------
     def stop(self, job_id: str) -> None:
@@ -357,7 +371,7 @@ class KubernetesBackend(base.Backend):
             node_id=meta["name"],
             ip=ips[0] if ips else "",
             alive=_true(node, "Ready"),
-            state_message=problem or None,
+            state_message=f"Node {meta['name']}: {problem}" if problem else None,
             cpu_total=_cpu(alloc.get("cpu", "0")),
             cpu_available=_cpu(alloc.get("cpu", "0")),
             gpu_total=gpus,
@@ -476,14 +490,22 @@ def _time(obj: dict[str, Any], key: str) -> dt.datetime | None:
 
 
 def _node_problem(node: dict[str, Any]) -> str:
+    """What keeps new GPU pods off ``node``: Ready not True (the kubelet's, or the node
+    lifecycle controller's, condition: "not Ready (NodeStatusUnknown: Kubelet stopped
+    posting node status.)") and its NoSchedule/NoExecute taints; "" when none."""
+    problems = []
     if not _true(node, "Ready"):
-        return "not Ready"
+        ready = _cond(node, "Ready") or {}
+        why = ": ".join(str(ready[k]) for k in ("reason", "message") if ready.get(k))
+        problems.append(f"not Ready ({why})" if why else "not Ready")
     taints = [
         f"{t['key']}={t.get('value', '')}:{t['effect']}"
         for t in node.get("spec", {}).get("taints") or []
         if t.get("effect") in _BAD_TAINT_EFFECTS
     ]
-    return f"tainted {', '.join(taints)}" if taints else ""
+    if taints:
+        problems.append(f"tainted {', '.join(taints)}")
+    return "; ".join(problems)
 
 
 def _cpu(value: str) -> float:
