@@ -85,14 +85,15 @@ def test_a_node_whose_kubelet_stops_is_not_ready_in_gpu_healthy_and_the_state_re
         assert (
             "not Ready (NodeStatusUnknown: Kubelet stopped posting node status" in healthy["reason"]
         )
-        assert f"{UNREACHABLE}=:NoSchedule" in healthy["reason"]
         # the region's state report: the node not alive, the Node named with its problem
         row = controlplane.wait_until(
-            "the node not alive in the state report",
-            lambda: (r := _node_row(server, x)) and r["alive"] is False and r,
+            "the node not Ready and tainted in the state report",
+            lambda: (r := _node_row(server, x)) and UNREACHABLE in (r["problem"] or "") and r,
         )
         assert isinstance(row, dict)
+        assert row["alive"] is False
         assert row["problem"].startswith(f"Node {x}: not Ready (NodeStatusUnknown")
+        assert f"tainted {UNREACHABLE}=:NoSchedule" in row["problem"]
         assert row["gpus_free"] == 0
         # a new run goes to the other H100 node
         second = kube_region.submit(server, kube_region.tau_yaml("on-y", gpus=8))
@@ -183,6 +184,7 @@ def test_an_api_server_that_goes_away_mid_run_makes_the_region_unavailable_and_t
     run_id = kube_region.submit(server, kube_region.tau_yaml("outlives", gpus=1))
     try:
         kube_region.wait_bound(server, run_id)
+        running = set(control_plane.alive())
         control_plane.stop_apiserver()
         try:
             row = controlplane.wait_until(
@@ -216,6 +218,8 @@ def test_an_api_server_that_goes_away_mid_run_makes_the_region_unavailable_and_t
             )
         assert len(run["attempts"]) == 1
         assert kube_region.run_pods(kube, run_id) == []
+        # every component rode the outage out (later tests use the same control plane)
+        assert set(control_plane.alive()) == running
     except BaseException:
         with server.http() as c:
             c.post(f"/v1/runs/{run_id}/cancel", json={})

@@ -29,7 +29,8 @@ admitted or Finished) and then the pods gone; an ended run object is deleted the
 its pods go at once rather than after KubeRay's ``ttlSecondsAfterFinished``.
 ``inventory`` reads Nodes (allocatable GPUs, the GPU model from the platform's node
 labels, Ready and taints) and the GPUs requested by bound pods; ``queue_usage`` reads
-ClusterQueues (admitted/pending workloads, GPUs reserved per flavor).
+ClusterQueues (admitted/pending workloads, GPUs reserved per flavor). ``read_logs``:
+the driver pod's log (``backends.kube_logs``).
 """
 
 from __future__ import annotations
