@@ -54,6 +54,7 @@ def _taint_keys(core: client.CoreV1Api, node: str) -> set[str]:
     return {t.key for t in core.read_node(node).spec.taints or []}
 
 
+@pytest.mark.timeout(600)  # the node lifecycle controller's grace period, then two runs
 def test_a_node_whose_kubelet_stops_is_not_ready_in_gpu_healthy_and_the_state_report_and_new_runs_avoid_it(  # noqa: E501
     hub: tuple[harness.HubServer, kube_region.KubeAgent],
     kube: client.ApiClient,
