@@ -97,20 +97,21 @@ def test_a_node_whose_kubelet_stops_is_not_ready_in_gpu_healthy_and_the_state_re
         assert f"tainted {UNREACHABLE}=:NoSchedule" in row["problem"]
         assert row["gpus_free"] == 0
         # a new run goes to the other H100 node
-        second = kube_region.submit(server, kube_region.tau_yaml("on-y", gpus=8))
+        # (4 GPUs: a pod of an earlier test may hold some of the other node's GPUs)
+        second = kube_region.submit(server, kube_region.tau_yaml("on-y", gpus=4))
         kube_region.wait_bound(server, second)
         assert kube_region.workers(kube, second) == {y}
     finally:
-        # the kubelet back first: the pods on x are deleted by it (kwok) once it answers
+        # the kubelet back, Ready and untainted (later tests use the node), then cancel
         for node in stopped:
             _kubelet(core, node, running=True)
-        for run_id in (first, second):
-            if run_id:
-                kube_region.cancel_and_wait_released(server, kube, run_id)
-        for node in stopped:  # Ready again: the node lifecycle controller took its taints
+        for node in stopped:
             controlplane.wait_until(
                 f"{node} untainted", lambda n=node: UNREACHABLE not in _taint_keys(core, n), 240
             )
+        for run_id in (first, second):
+            if run_id:
+                kube_region.cancel_and_wait_released(server, kube, run_id)
 
 
 def _driver_pod(kube: client.ApiClient, run_id: str) -> client.V1Pod | None:
@@ -156,6 +157,11 @@ def test_the_driver_pods_log_kwok_serves_through_pods_log_shows_in_tau_run_logs(
         )
         assert isinstance(pod, client.V1Pod)
         _write_container_log(control_plane.pod_log, ["driver started", marker])
+        # what `kubectl logs` gets: the API server asks kwok's kubelet server
+        served = client.CoreV1Api(kube).read_namespaced_pod_log(
+            pod.metadata.name, kube_region.WORKSPACE, container="ray-job-submitter"
+        )
+        assert marker in served, served
         env = _tau_env(server, tmp_path / "home")
 
         def logged() -> str:
