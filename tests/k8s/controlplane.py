@@ -312,6 +312,11 @@ class ControlPlane:
                 # the nodes' InternalIP and kubelet port: kwok's server, which the API
                 # server reaches for pods/log (a self-signed certificate it does not check)
                 f"--node-ip={self.ip}",
+                # a Hostname address too: kwok's node-initialize stage rewrites the
+                # addresses of a node it makes Ready again, keeping only what it can
+                # fill (without one, a node back from NotReady lost its InternalIP and
+                # pods/log on it failed: "no preferred addresses found")
+                "--node-name=kwok-node",
                 f"--node-port={self.kubelet_port}",
                 f"--server-address={self.ip}:{self.kubelet_port}",
                 "--cidr=10.244.0.0/16",
