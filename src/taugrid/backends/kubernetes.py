@@ -51,6 +51,7 @@ __all__ = ["LABEL_SUBMISSION", "PREEMPTED", "KubernetesBackend"]
 
 LABEL_SUBMISSION = "taugrid.io/submission"
 _JOB_UID = "kueue.x-k8s.io/job-uid"
+_RAY_NODE_TYPE = "ray.io/node-type"
 _BAD_TAINT_EFFECTS = ("NoSchedule", "NoExecute")
 PREEMPTED = "preemption"
 """``JobStatus.error_type`` of an attempt Kueue evicted (the agent's failure kind)."""
@@ -229,7 +230,8 @@ class KubernetesBackend(base.Backend):
             self.api.delete(kind, name, ns, obj["metadata"].get("uid"))
             return self._gone(job_id)
         pods = [p for p in self._pods(ns, job_id) if not p["metadata"].get("deletionTimestamp")]
-        signals = [*_admission(wl, ns), *_scheduling(wl, pods, ns)]
+        missing = _missing_pods(kind, obj, pods)
+        signals = [*_admission(wl, ns), *_scheduling(wl, pods, ns, (kind, name, missing))]
         bound = sorted({p["spec"]["nodeName"] for p in pods if p["spec"].get("nodeName")})
         gpu_nodes = {p["spec"].get("nodeName") for p in pods if _pod_gpus(p)}
         signals += self._gpu_health(sorted(n for n in gpu_nodes if n))
@@ -239,6 +241,7 @@ class KubernetesBackend(base.Backend):
             self._final[job_id] = (state, message)
         elif (
             pods
+            and not missing
             and all(p["spec"].get("nodeName") for p in pods)
             and wl is not None
             and _admitted(wl)
@@ -439,8 +442,24 @@ def _admission(wl: dict[str, Any] | None, ns: str) -> list[base.PhaseSignal]:
     ]
 
 
+def _missing_pods(kind: str, obj: dict[str, Any], pods: list[dict[str, Any]]) -> int:
+    """How many of the object's pods (a Ray cluster's head and workers, a Job's
+    parallelism) its controller has not made yet (KubeRay makes workers after the head)."""
+    spec = obj.get("spec") or {}
+    if kind == "Job":
+        return max(int(spec.get("parallelism") or 1) - len(pods), 0)
+    cluster = {"RayJob": spec.get("rayClusterSpec"), "RayService": spec.get("rayClusterConfig")}
+    groups = (cluster.get(kind, spec) or {}).get("workerGroupSpecs") or []
+    want = 1 + sum(int(g.get("replicas") or 0) for g in groups)
+    have = sum(1 for p in pods if _labels(p).get(_RAY_NODE_TYPE) in ("head", "worker"))
+    return max(want - have, 0)
+
+
 def _scheduling(
-    wl: dict[str, Any] | None, pods: list[dict[str, Any]], ns: str
+    wl: dict[str, Any] | None,
+    pods: list[dict[str, Any]],
+    ns: str,
+    made: tuple[str, str, int],
 ) -> list[base.PhaseSignal]:
     if wl is None:
         return []
@@ -448,6 +467,11 @@ def _scheduling(
         c = _cond(wl, "QuotaReserved") or {}
         source = f"Kueue Workload {ns}/{wl['metadata']['name']}"
         reason = str(c.get("message") or "waiting for Kueue to reserve quota")
+        return [_signal(ph.Phase.SCHEDULED, ph.PhaseStatus.ACTIVE, source, reason)]
+    kind, name, missing = made
+    if missing:
+        source = f"{'Job controller' if kind == 'Job' else 'KubeRay'} {kind} {ns}/{name}"
+        reason = f"waiting for {missing} more pod(s) to be created"
         return [_signal(ph.Phase.SCHEDULED, ph.PhaseStatus.ACTIVE, source, reason)]
     unbound = [p for p in pods if not p["spec"].get("nodeName")]
     if unbound:
