@@ -158,6 +158,9 @@ class NodeReport(_Payload):
     """False while the hub holds an open fault mark on the node."""
     fault: str | None = None
     """The open mark's kind (``xid``, ``ecc``, ...), if any."""
+    problem: str | None = None
+    """What the cluster itself says is wrong with the node (a Kubernetes node not Ready
+    or tainted, naming the Node), if anything."""
     conditions: list[dict[str, Any]] = pydantic.Field(default_factory=list)
     """The node checker's conditions (``health.conditions``); empty before its first round."""
     health_check: str = "unknown"

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 import yaml
@@ -25,6 +26,11 @@ REPO = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO / "k8s" / "build.sh"
 CORE = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+KUBELET_STOPPED_LABEL = "taugrid.io/test-kubelet-stopped"
+"""A node with this label gets no more status from kwok (its "kubelet" stopped):
+kube-controller-manager's node lifecycle controller then marks it as it would a node
+whose kubelet died (Ready Unknown, ``node.kubernetes.io/unreachable`` taints). Remove
+the label and kwok makes it Ready again."""
 ADMIN_TOKEN = "taugrid-test-admin-token"  # a test cluster's static token
 
 
@@ -75,6 +81,9 @@ class ControlPlane:
         self.url = f"https://{self.ip}:{self.port}"
         self.kubeconfig = self.workdir / "kubeconfig"
         self.logs = self.workdir / "logs"
+        self.kubelet_port = free_port(self.ip)
+        self.pod_log = self.workdir / "pod-containers.log"
+        """The file kwok's "kubelet" serves as every container's log (``pods/log``)."""
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -114,6 +123,23 @@ class ControlPlane:
 
     def alive(self) -> list[str]:
         return [p.name for p in self.procs if p.popen.poll() is None]
+
+    def stop_apiserver(self) -> None:
+        """Terminates kube-apiserver alone (an outage the other components ride out);
+        its log is kept beside the next one's."""
+        proc = next(p for p in self.procs if p.name == "kube-apiserver")
+        proc.popen.terminate()
+        try:
+            proc.popen.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.popen.kill()
+            proc.popen.wait(timeout=15)
+        self.procs.remove(proc)
+        proc.log.rename(proc.log.with_name(f"kube-apiserver.{time.time_ns()}.log"))
+
+    def start_apiserver(self) -> None:
+        """Starts kube-apiserver again (same address, certificates and etcd)."""
+        self._start_apiserver()
 
     # -- components ------------------------------------------------------------------
 
@@ -198,6 +224,8 @@ class ControlPlane:
                 f"--cert-dir={self.workdir / 'apiserver-certs'}",
                 "--allow-privileged=true",
                 "--profiling=false",
+                # pods/log goes to kwok's "kubelet" server at the node's InternalIP
+                "--kubelet-preferred-address-types=InternalIP",
             ],
         )
         self.wait_ready("kube-apiserver /readyz", self._readyz, proc)
@@ -271,7 +299,9 @@ class ControlPlane:
                 "run k8s/build.sh kwok (it copies them from the kwok module)"
             )
         config = self.workdir / "kwok-stages.yaml"
-        config.write_text("\n---\n".join(s.read_text() for s in stages))
+        self.pod_log.touch()
+        docs = [_heartbeat_unless_stopped(yaml.safe_load(s.read_text())) for s in stages]
+        config.write_text(yaml.safe_dump_all([*docs, self._cluster_logs()]))
         self.spawn(
             "kwok",
             [
@@ -279,10 +309,41 @@ class ControlPlane:
                 f"--config={config}",
                 "--manage-all-nodes=false",
                 f"--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}=fake",
-                "--node-ip=10.240.0.1",
+                # the nodes' InternalIP and kubelet port: kwok's server, which the API
+                # server reaches for pods/log (a self-signed certificate it does not check)
+                f"--node-ip={self.ip}",
+                # a Hostname address too: kwok's node-initialize stage rewrites the
+                # addresses of a node it makes Ready again, keeping only what it can
+                # fill (without one, a node back from NotReady lost its InternalIP and
+                # pods/log on it failed: "no preferred addresses found")
+                "--node-name=kwok-node",
+                f"--node-port={self.kubelet_port}",
+                f"--server-address={self.ip}:{self.kubelet_port}",
                 "--cidr=10.244.0.0/16",
             ],
         )
+
+    def _cluster_logs(self) -> dict[str, object]:
+        """kwok's ClusterLogs: every container's log is ``pod_log`` (CRI log lines, as
+        the container runtime writes them)."""
+        return {
+            "apiVersion": "kwok.x-k8s.io/v1alpha1",
+            "kind": "ClusterLogs",
+            "metadata": {"name": "pod-containers"},
+            "spec": {"logs": [{"logsFile": str(self.pod_log)}]},
+        }
+
+
+def _heartbeat_unless_stopped(stage: dict[str, Any]) -> dict[str, Any]:
+    """kwok's node stages (initialize: Ready True; heartbeat) skip nodes labelled
+    ``KUBELET_STOPPED_LABEL``; the other stages as they ship."""
+    if stage["metadata"]["name"] in ("node-initialize", "node-heartbeat"):
+        stopped = {
+            "key": f'.metadata.labels["{KUBELET_STOPPED_LABEL}"]',
+            "operator": "DoesNotExist",
+        }
+        stage["spec"]["selector"].setdefault("matchExpressions", []).append(stopped)
+    return stage
 
 
 def wait_until(what: str, check: Callable[[], object], timeout_s: float = 120.0) -> object:

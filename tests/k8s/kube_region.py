@@ -6,6 +6,7 @@ thread, as ``python -m taugrid.agent.daemon`` builds it for such a cluster."""
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -22,6 +23,7 @@ from taugrid.platform import load as platform_load
 from taugrid.render import naming
 from taugrid.store import db
 from tests.hub import harness
+from tests.hub import region as hub_region
 from tests.k8s import nodes
 
 CLUSTER = "kube"
@@ -215,3 +217,51 @@ def cancel_and_wait_released(
     assert workload(kube, run_id) is None or "admission" not in workload(kube, run_id)["status"]
     assert run_pods(kube, run_id) == []
     return run
+
+
+def submit(server: harness.HubServer, tau_yaml: str) -> str:
+    with server.http() as c:
+        return str(hub_region.submit_run(c, tau_yaml, hub_region.QUICKSTART)["id"])
+
+
+def wait_bound(server: harness.HubServer, run_id: str) -> dict[str, Any]:
+    with server.http() as c:
+        return wait(
+            "bound by kube-scheduler and running",
+            c,
+            run_id,
+            lambda r: phase(r, "scheduled")["status"] == "done" and r["state"] == "running",
+        )
+
+
+def workers(kube: client.ApiClient, run_id: str) -> set[str]:
+    return {n for pod, n in bound(kube, run_id).items() if "gpu-workers" in pod}
+
+
+def rayjob(kube: client.ApiClient, run_id: str) -> dict[str, Any] | None:
+    try:
+        return dict(
+            client.CustomObjectsApi(kube).get_namespaced_custom_object(
+                "ray.io", "v1", WORKSPACE, "rayjobs", naming.object_name(run_id)
+            )
+        )
+    except client.ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+def succeed_as_kuberay_would(kube: client.ApiClient, run_id: str) -> None:
+    """The status KubeRay writes once the Ray job's driver exits 0 (no container runs on
+    kwok, so no Ray head answers KubeRay; the test writes it on the status subresource)."""
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    status = {
+        "jobStatus": "SUCCEEDED",
+        "jobDeploymentStatus": "Complete",
+        "message": "Job finished successfully.",
+        "endTime": now,
+        "rayJobInfo": {"endTime": now},
+    }
+    client.CustomObjectsApi(kube).patch_namespaced_custom_object_status(
+        "ray.io", "v1", WORKSPACE, "rayjobs", naming.object_name(run_id), {"status": status}
+    )

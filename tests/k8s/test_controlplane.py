@@ -63,6 +63,9 @@ def test_scheduler_binds_a_gpu_pod_to_a_node_of_the_requested_model(
         "pod Running on the kwok node",
         lambda: core.read_namespaced_pod("train", ns).status.phase == "Running",
     )
+    # its GPUs back for later tests (kwok, as the kubelet, finishes the deletion)
+    core.delete_namespaced_pod("train", ns)
+    controlplane.wait_until("pod deleted", lambda: not core.list_namespaced_pod(ns).items)
 
 
 def test_a_pod_only_a_tainted_gpu_node_could_take_stays_unschedulable(

@@ -10,7 +10,6 @@ so. Admission, preemption, binding, deletion and release are the real controller
 
 from __future__ import annotations
 
-import datetime as dt
 from pathlib import Path
 from typing import Any
 
@@ -23,31 +22,12 @@ from taugrid.hub import runs as hub_runs
 from taugrid.render import naming
 from taugrid.sdk import injob_checkpoint
 from tests.hub import harness
-from tests.hub import region as hub_region
 from tests.k8s import controlplane, kube_region, nodes
 
 pytestmark = pytest.mark.k8s
 
-QUICKSTART = hub_region.QUICKSTART
 WS = kube_region.WORKSPACE
 H100 = tuple(n.name for n in nodes.DEFAULT_NODES if n.pool == "h100")
-
-
-def _submit(server: harness.HubServer, tau_yaml: str) -> str:
-    with server.http() as c:
-        return str(hub_region.submit_run(c, tau_yaml, QUICKSTART)["id"])
-
-
-def _wait_bound(server: harness.HubServer, run_id: str) -> dict[str, Any]:
-    with server.http() as c:
-        return kube_region.wait(
-            "bound by kube-scheduler and running",
-            c,
-            run_id,
-            lambda r: (
-                kube_region.phase(r, "scheduled")["status"] == "done" and r["state"] == "running"
-            ),
-        )
 
 
 def _cancel(server: harness.HubServer, run_id: str) -> None:
@@ -56,48 +36,15 @@ def _cancel(server: harness.HubServer, run_id: str) -> None:
         c.post(f"/v1/runs/{run_id}/cancel", json={})
 
 
-def _workers(kube: client.ApiClient, run_id: str) -> set[str]:
-    return {n for pod, n in kube_region.bound(kube, run_id).items() if "gpu-workers" in pod}
-
-
-def _rayjob(kube: client.ApiClient, run_id: str) -> dict[str, Any] | None:
-    try:
-        return dict(
-            client.CustomObjectsApi(kube).get_namespaced_custom_object(
-                "ray.io", "v1", WS, "rayjobs", naming.object_name(run_id)
-            )
-        )
-    except client.ApiException as exc:
-        if exc.status == 404:
-            return None
-        raise
-
-
-def _succeed_as_kuberay_would(kube: client.ApiClient, run_id: str) -> None:
-    """The status KubeRay writes once the Ray job's driver exits 0 (no container runs on
-    kwok, so no Ray head answers KubeRay; the test writes it on the status subresource)."""
-    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    status = {
-        "jobStatus": "SUCCEEDED",
-        "jobDeploymentStatus": "Complete",
-        "message": "Job finished successfully.",
-        "endTime": now,
-        "rayJobInfo": {"endTime": now},
-    }
-    client.CustomObjectsApi(kube).patch_namespaced_custom_object_status(
-        "ray.io", "v1", WS, "rayjobs", naming.object_name(run_id), {"status": status}
-    )
-
-
 def test_a_rayjob_the_test_marks_succeeded_as_kuberay_would_completes_and_is_released(
     hub: tuple[harness.HubServer, kube_region.KubeAgent], kube: client.ApiClient
 ) -> None:
     server, _ = hub
-    run_id = _submit(server, kube_region.tau_yaml("finishes", gpus=1))
-    _wait_bound(server, run_id)
+    run_id = kube_region.submit(server, kube_region.tau_yaml("finishes", gpus=1))
+    kube_region.wait_bound(server, run_id)
     wl = kube_region.workload(kube, run_id)
     assert wl is not None and "admission" in wl["status"]
-    _succeed_as_kuberay_would(kube, run_id)
+    kube_region.succeed_as_kuberay_would(kube, run_id)
     with server.http() as c:
         run = kube_region.wait(
             "completed and released",
@@ -112,7 +59,7 @@ def test_a_rayjob_the_test_marks_succeeded_as_kuberay_would_completes_and_is_rel
     left = kube_region.workload(kube, run_id)
     assert left is None or _finished(left)
     assert kube_region.run_pods(kube, run_id) == []
-    assert _rayjob(kube, run_id) is None  # deleted at release, not after KubeRay's TTL
+    assert kube_region.rayjob(kube, run_id) is None  # deleted at release, not after KubeRay's TTL
 
 
 def _finished(wl: dict[str, Any]) -> bool:
@@ -154,9 +101,9 @@ def test_kueue_preempts_a_low_priority_run_which_is_requeued_and_resumes_from_a_
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     server, _ = hub
-    run_id = _submit(server, kube_region.tau_yaml("victim", gpus=8, priority="low"))
-    _wait_bound(server, run_id)
-    first = _rayjob(kube, run_id)
+    run_id = kube_region.submit(server, kube_region.tau_yaml("victim", gpus=8, priority="low"))
+    kube_region.wait_bound(server, run_id)
+    first = kube_region.rayjob(kube, run_id)
     assert first is not None
     assert first["metadata"]["labels"][naming.PRIORITY_LABEL] == "low"
     _commit_checkpoint_as_the_job_would(server, run_id, 5, monkeypatch)
@@ -184,7 +131,7 @@ def test_kueue_preempts_a_low_priority_run_which_is_requeued_and_resumes_from_a_
     finally:
         client.BatchV1Api(kube).delete_namespaced_job("urgent", WS, propagation_policy="Background")
     # the quota is back: Kueue admits the requeued attempt and it is bound again
-    run = _wait_bound(server, run_id)
+    run = kube_region.wait_bound(server, run_id)
     assert run["attempts"][-1]["state"] == "running"
     # tau_yaml says max_retries: 0, so the second attempt shows the eviction used none
     assert len(run["attempts"]) == 2
@@ -199,10 +146,10 @@ def test_a_tainted_gpu_node_is_avoided_and_shown_in_gpu_healthy(
     core = client.CoreV1Api(kube)
     taint = {"key": "nvidia.com/gpu.health", "value": "xid-79", "effect": "NoSchedule"}
     core.patch_node(H100[0], {"spec": {"taints": [taint]}})
-    first = _submit(server, kube_region.tau_yaml("avoids", gpus=8))
+    first = kube_region.submit(server, kube_region.tau_yaml("avoids", gpus=8))
     try:
-        _wait_bound(server, first)
-        assert _workers(kube, first) == {H100[1]}
+        kube_region.wait_bound(server, first)
+        assert kube_region.workers(kube, first) == {H100[1]}
         # now h100-1 goes bad under it: GPU healthy fails, naming the Node and its taint
         core.patch_node(H100[1], {"spec": {"taints": [taint]}})
         with server.http() as c:
@@ -248,10 +195,10 @@ def test_a_node_the_hub_marks_gets_a_condition_and_taint_and_new_pods_avoid_it(
     )
     cond = next(c for c in _node(kube, H100[0]).status.conditions if c.type == "TauGridNodeFault")
     assert cond.reason == "MarkedFaulty" and "ecc" in cond.message
-    run_id = _submit(server, kube_region.tau_yaml("aside", gpus=8))
+    run_id = kube_region.submit(server, kube_region.tau_yaml("aside", gpus=8))
     try:
-        _wait_bound(server, run_id)
-        assert _workers(kube, run_id) == {H100[1]}
+        kube_region.wait_bound(server, run_id)
+        assert kube_region.workers(kube, run_id) == {H100[1]}
     finally:
         kube_region.cancel_and_wait_released(server, kube, run_id)
     with server.http() as c:

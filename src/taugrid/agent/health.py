@@ -7,7 +7,9 @@ Owns three rules of the state report:
   are alive than the cluster has (``expected``) or when every GPU node is marked faulty
   (runs wait for a node to be cleared), else ``ready``; each with a reason;
 - *nodes*: alive nodes, plus dead ones only while they are missing (a node that Ray
-  restarted gets a new ID; its old, dead ID is not listed next to it);
+  restarted gets a new ID; its old, dead ID is not listed next to it); each row's
+  ``problem`` is the backend's word on the node (a Kubernetes Node not Ready or
+  tainted, naming it), else None;
 - *capacity*: GPUs of alive nodes marked faulty are cordoned (``faulty``), counted
   neither free nor busy, so free + busy + faulty is every alive GPU.
 """
@@ -63,6 +65,7 @@ def node_rows(
             memory_free=n.memory_available,
             healthy=n.node_id not in faulty,
             fault=faulty.get(n.node_id),
+            problem=n.state_message,
         )
         for n in shown
     ]

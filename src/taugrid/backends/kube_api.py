@@ -129,6 +129,11 @@ class KubeApi:
         self.client.close()
 
     def _call(self, method: str, path: str, body: Any = None, **kw: Any) -> dict[str, Any]:
+        data = self._request(method, path, body, **kw)
+        return dict(json.loads(data)) if data else {}
+
+    def _request(self, method: str, path: str, body: Any = None, **kw: Any) -> bytes:
+        """The response body of one request; errors as ``backends.errors``."""
         query = kw.pop("query", [])
         headers = {"Accept": "application/json", **kw.pop("headers", {})}
         try:
@@ -159,7 +164,17 @@ class KubeApi:
                 f"the Kubernetes API server at {self.server} does not answer: {exc}"
             ) from exc
         data = resp[0].data if isinstance(resp, tuple) else resp.data
-        return dict(json.loads(data)) if data else {}
+        return bytes(data or b"")
+
+    def pod_log(self, namespace: str, pod: str, container: str, limit_bytes: int) -> str:
+        """The container's log (``pods/log``: the API server asks the node's kubelet),
+        at most its first ``limit_bytes`` bytes."""
+        path = resource_of("Pod").path(namespace, pod) + "/log"
+        query = [("container", container), ("limitBytes", str(limit_bytes))]
+        data = self._request("GET", path, query=query, headers={"Accept": "*/*"})
+        if len(data) >= limit_bytes:  # cut at the limit: whole lines only
+            data = data[: data.rfind(b"\n") + 1]
+        return data.decode("utf-8", errors="replace")
 
     def apply(self, obj: dict[str, Any], dry_run: bool = False) -> dict[str, Any]:
         """Server-side apply of ``obj`` (created or updated, owned by TauGrid's manager;

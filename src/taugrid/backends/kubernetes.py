@@ -29,7 +29,8 @@ admitted or Finished) and then the pods gone; an ended run object is deleted the
 its pods go at once rather than after KubeRay's ``ttlSecondsAfterFinished``.
 ``inventory`` reads Nodes (allocatable GPUs, the GPU model from the platform's node
 labels, Ready and taints) and the GPUs requested by bound pods; ``queue_usage`` reads
-ClusterQueues (admitted/pending workloads, GPUs reserved per flavor).
+ClusterQueues (admitted/pending workloads, GPUs reserved per flavor). ``read_logs``:
+the driver pod's log (``backends.kube_logs``).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from taugrid.backends import base, kube_api
+from taugrid.backends import base, kube_api, kube_logs
 from taugrid.backends import errors as berr
 from taugrid.lifecycle import phases as ph
 from taugrid.platform import models as pm
@@ -50,6 +51,7 @@ __all__ = ["LABEL_SUBMISSION", "PREEMPTED", "KubernetesBackend"]
 
 LABEL_SUBMISSION = "taugrid.io/submission"
 _JOB_UID = "kueue.x-k8s.io/job-uid"
+_RAY_NODE_TYPE = "ray.io/node-type"
 _BAD_TAINT_EFFECTS = ("NoSchedule", "NoExecute")
 PREEMPTED = "preemption"
 """``JobStatus.error_type`` of an attempt Kueue evicted (the agent's failure kind)."""
@@ -102,6 +104,7 @@ class KubernetesBackend(base.Backend):
             base.Capability.JOB_NODES,
             base.Capability.RELEASE_CHECK,
             base.Capability.QUEUES,
+            base.Capability.LOGS,
         }
     )
 
@@ -227,7 +230,8 @@ class KubernetesBackend(base.Backend):
             self.api.delete(kind, name, ns, obj["metadata"].get("uid"))
             return self._gone(job_id)
         pods = [p for p in self._pods(ns, job_id) if not p["metadata"].get("deletionTimestamp")]
-        signals = [*_admission(wl, ns), *_scheduling(wl, pods, ns)]
+        missing = _missing_pods(kind, obj, pods)
+        signals = [*_admission(wl, ns), *_scheduling(wl, pods, ns, (kind, name, missing))]
         bound = sorted({p["spec"]["nodeName"] for p in pods if p["spec"].get("nodeName")})
         gpu_nodes = {p["spec"].get("nodeName") for p in pods if _pod_gpus(p)}
         signals += self._gpu_health(sorted(n for n in gpu_nodes if n))
@@ -237,6 +241,7 @@ class KubernetesBackend(base.Backend):
             self._final[job_id] = (state, message)
         elif (
             pods
+            and not missing
             and all(p["spec"].get("nodeName") for p in pods)
             and wl is not None
             and _admitted(wl)
@@ -304,7 +309,20 @@ class KubernetesBackend(base.Backend):
         )
 
     def logs(self, job_id: str) -> str:
-        return ""  # pod logs are the cluster's (kubectl logs); not copied yet
+        """The driver's log so far (``read_logs`` reads it a chunk at a time)."""
+        return self.read_logs(job_id, 0, kube_logs.LOG_MAX).text
+
+    def read_logs(
+        self, job_id: str, offset: int = 0, chunk: int = kube_logs.LOG_CHUNK
+    ) -> base.LogChunk:
+        """The driver pod's log (``backends.kube_logs``) from ``offset`` on, at most
+        ``chunk`` more bytes, so a long log is not read whole every poll."""
+        where = self._find(job_id)
+        text = ""
+        if where is not None:
+            pods = self._pods(where[1], job_id)
+            text = kube_logs.driver_log(self.api, where[0], where[1], pods, offset + chunk)
+        return base.LogChunk(text=text[offset:], offset=offset, next_offset=max(len(text), offset))
 
     # -- stop and release ---------------------------------------------------------------
     def stop(self, job_id: str) -> None:
@@ -357,7 +375,7 @@ class KubernetesBackend(base.Backend):
             node_id=meta["name"],
             ip=ips[0] if ips else "",
             alive=_true(node, "Ready"),
-            state_message=problem or None,
+            state_message=f"Node {meta['name']}: {problem}" if problem else None,
             cpu_total=_cpu(alloc.get("cpu", "0")),
             cpu_available=_cpu(alloc.get("cpu", "0")),
             gpu_total=gpus,
@@ -424,8 +442,24 @@ def _admission(wl: dict[str, Any] | None, ns: str) -> list[base.PhaseSignal]:
     ]
 
 
+def _missing_pods(kind: str, obj: dict[str, Any], pods: list[dict[str, Any]]) -> int:
+    """How many of the object's pods (a Ray cluster's head and workers, a Job's
+    parallelism) its controller has not made yet (KubeRay makes workers after the head)."""
+    spec = obj.get("spec") or {}
+    if kind == "Job":
+        return max(int(spec.get("parallelism") or 1) - len(pods), 0)
+    cluster = {"RayJob": spec.get("rayClusterSpec"), "RayService": spec.get("rayClusterConfig")}
+    groups = (cluster.get(kind, spec) or {}).get("workerGroupSpecs") or []
+    want = 1 + sum(int(g.get("replicas") or 0) for g in groups)
+    have = sum(1 for p in pods if _labels(p).get(_RAY_NODE_TYPE) in ("head", "worker"))
+    return max(want - have, 0)
+
+
 def _scheduling(
-    wl: dict[str, Any] | None, pods: list[dict[str, Any]], ns: str
+    wl: dict[str, Any] | None,
+    pods: list[dict[str, Any]],
+    ns: str,
+    made: tuple[str, str, int],
 ) -> list[base.PhaseSignal]:
     if wl is None:
         return []
@@ -433,6 +467,11 @@ def _scheduling(
         c = _cond(wl, "QuotaReserved") or {}
         source = f"Kueue Workload {ns}/{wl['metadata']['name']}"
         reason = str(c.get("message") or "waiting for Kueue to reserve quota")
+        return [_signal(ph.Phase.SCHEDULED, ph.PhaseStatus.ACTIVE, source, reason)]
+    kind, name, missing = made
+    if missing:
+        source = f"{'Job controller' if kind == 'Job' else 'KubeRay'} {kind} {ns}/{name}"
+        reason = f"waiting for {missing} more pod(s) to be created"
         return [_signal(ph.Phase.SCHEDULED, ph.PhaseStatus.ACTIVE, source, reason)]
     unbound = [p for p in pods if not p["spec"].get("nodeName")]
     if unbound:
@@ -476,14 +515,22 @@ def _time(obj: dict[str, Any], key: str) -> dt.datetime | None:
 
 
 def _node_problem(node: dict[str, Any]) -> str:
+    """What keeps new GPU pods off ``node``: Ready not True (the kubelet's, or the node
+    lifecycle controller's, condition: "not Ready (NodeStatusUnknown: Kubelet stopped
+    posting node status.)") and its NoSchedule/NoExecute taints; "" when none."""
+    problems = []
     if not _true(node, "Ready"):
-        return "not Ready"
+        ready = _cond(node, "Ready") or {}
+        why = ": ".join(str(ready[k]) for k in ("reason", "message") if ready.get(k))
+        problems.append(f"not Ready ({why})" if why else "not Ready")
     taints = [
         f"{t['key']}={t.get('value', '')}:{t['effect']}"
         for t in node.get("spec", {}).get("taints") or []
         if t.get("effect") in _BAD_TAINT_EFFECTS
     ]
-    return f"tainted {', '.join(taints)}" if taints else ""
+    if taints:
+        problems.append(f"tainted {', '.join(taints)}")
+    return "; ".join(problems)
 
 
 def _cpu(value: str) -> float:

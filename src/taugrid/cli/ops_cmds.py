@@ -105,7 +105,7 @@ def cluster_list(output: Output = "text") -> None:
             views.console.print(
                 f"  [dim]{c['id']} node {n['node_id']} {n.get('ip')} alive={n.get('alive')} "
                 f"gpus {n.get('gpus_free'):g} free of {n.get('gpus_total'):g} "
-                f"{n.get('fault') or ''}[/]"
+                f"{n.get('fault') or n.get('problem') or ''}[/]"
             )
 
 
