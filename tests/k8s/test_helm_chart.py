@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
+from taugrid.backends import kube_api
+from taugrid.render import cluster
 from tests.cli import platform_env
 from tests.k8s import controlplane
 
@@ -109,3 +111,42 @@ def test_create_namespace_false_leaves_the_namespace_out(helm: Path, tmp_path: P
     expected = _tau_dry_run(tmp_path)
     del expected[("Namespace", "taugrid-system")]
     assert rendered == expected
+
+
+def test_helm_install_then_uninstall_on_a_fresh_control_plane(
+    helm: Path, tmp_path: Path, control_plane: controlplane.ControlPlane
+) -> None:
+    """helm install applies the chart to a real API server (TauGrid's part of
+    ``tau cluster validate installation`` passes); helm uninstall leaves nothing of ours."""
+    with controlplane.ControlPlane(bindir=control_plane.bindir, workdir=tmp_path / "cp") as cp:
+        kubeconfig = ["--kubeconfig", str(cp.kubeconfig)]
+        _run(
+            [str(helm), "install", "taugrid", str(CHART), "--namespace", "default", *kubeconfig],
+            tmp_path,
+        )
+        done = subprocess.run(
+            [platform_env.TAU, "cluster", "validate", "installation", *kubeconfig],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "TAU_HOME": str(tmp_path / "home")},
+        )
+        out = done.stdout
+        assert "ok    TauGrid: CRDs served (tauclusters, tauworkspaces" in out, out
+        assert "ok    TauGrid: ClusterRole taugrid-agent bound" in out, out
+        assert "ok    TauGrid: ClusterRole taugrid-operator bound" in out, out
+        _run([str(helm), "uninstall", "taugrid", "--namespace", "default", *kubeconfig], tmp_path)
+        api = kube_api.KubeApi(str(cp.kubeconfig), None)
+        try:
+            keys = [
+                (o["kind"], o["metadata"]["name"], o["metadata"].get("namespace"))
+                for o in cluster.install_objects(cluster.InstallOptions())
+            ]
+            controlplane.wait_until(
+                "nothing of the chart left",
+                lambda: all(api.get(*k) is None for k in keys),
+                timeout_s=180,
+            )
+        finally:
+            api.close()
+    assert cp.alive() == []
