@@ -2,11 +2,13 @@
 # Builds the test control plane (etcd, kube-apiserver, kube-controller-manager,
 # kube-scheduler, kwok, Kueue, KubeRay's ray-operator) from source modules served by
 # the Go module proxy, into ~/.cache/taugrid/k8s/<versions-hash>/bin/, and reuses
-# binaries already there. Nothing prebuilt is downloaded.
+# binaries already there; `helm` (the chart tests) goes to ~/.cache/taugrid/k8s/
+# helm-<HELM_VERSION>/bin/ instead. Nothing prebuilt is downloaded.
 #
 #   k8s/build.sh                 build (or reuse) every component, one at a time
 #   k8s/build.sh etcd kwok       build (or reuse) only these
 #   k8s/build.sh --print-bin     print the bin directory and exit
+#   k8s/build.sh --print-bin helm  print helm's bin directory and exit
 #   k8s/build.sh --share-only kueue kuberay
 #                                only copy share/ files (CRDs) from those source modules
 #
@@ -23,7 +25,8 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/versions.env"
 
 hash_inputs() {
-    cat "$here/versions.env"
+    # helm has its own cache dir: its pin stays out of the control plane's key
+    sed '/^# --- below: not part of/,$d' "$here/versions.env"
     for d in etcd kubernetes kwok kueue kuberay; do
         cat "$here/$d/go.mod"
         [ -f "$here/$d/main.go" ] && cat "$here/$d/main.go"
@@ -34,9 +37,10 @@ hash_inputs() {
 key="$(hash_inputs | sha256sum | cut -c1-16)"
 root="${TAU_K8S_CACHE:-$HOME/.cache/taugrid/k8s}/$key"
 bin="$root/bin"
+helm_root="${TAU_K8S_CACHE:-$HOME/.cache/taugrid/k8s}/helm-$HELM_VERSION"
 
 if [ "${1:-}" = "--print-bin" ]; then
-    echo "$bin"
+    if [ "${2:-}" = "helm" ]; then echo "$helm_root/bin"; else echo "$bin"; fi
     exit 0
 fi
 mkdir -p "$bin" "$root/logs" "$root/src" "$root/share"
@@ -54,7 +58,7 @@ spec() {
         kwok) echo "kwok sigs.k8s.io/kwok/cmd/kwok " ;;
         kueue) echo "kueue sigs.k8s.io/kueue/cmd/kueue " ;;
         kuberay) echo "kuberay github.com/ray-project/kuberay/ray-operator " ;;
-        *) echo "unknown component '$1' (known: etcd kube-apiserver kube-controller-manager kube-scheduler kwok kueue kuberay)" >&2
+        *) echo "unknown component '$1' (known: etcd kube-apiserver kube-controller-manager kube-scheduler kwok kueue kuberay helm)" >&2
            exit 2 ;;
     esac
 }
@@ -86,6 +90,32 @@ build_one() {
     end=$(date +%s)
     echo "$name $((end - start))" >>"$root/times.txt"
     echo "built $name in $((end - start))s"
+}
+
+# helm: `go install helm.sh/helm/v3/cmd/helm@$HELM_VERSION` (its own go.mod, no
+# wrapper) into <cache>/helm-<version>/bin/, a cache of its own
+build_helm() {
+    local start end
+    mkdir -p "$helm_root/bin" "$helm_root/logs"
+    if [ -x "$helm_root/bin/helm" ]; then
+        echo "reuse $helm_root/bin/helm"
+        return 0
+    fi
+    echo "build helm $HELM_VERSION -> $helm_root/bin/helm; log $helm_root/logs/helm.log"
+    start=$(date +%s)
+    rm -rf "$helm_root/bin.tmp"
+    if ! (cd "$helm_root" && GOFLAGS= GOBIN="$helm_root/bin.tmp" go install $common_flags \
+            -ldflags "-s -w" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION") \
+            >"$helm_root/logs/helm.log" 2>&1; then
+        tail -30 "$helm_root/logs/helm.log" >&2
+        echo "build of helm failed; full log: $helm_root/logs/helm.log" >&2
+        return 1
+    fi
+    mv "$helm_root/bin.tmp/helm" "$helm_root/bin/helm"
+    rmdir "$helm_root/bin.tmp"
+    end=$(date +%s)
+    echo "helm $((end - start))" >>"$helm_root/times.txt"
+    echo "built helm in $((end - start))s"
 }
 
 # module_dir WRAPPER MODULE: where the Go module cache holds MODULE for that wrapper
@@ -133,9 +163,13 @@ if [ "${1:-}" = "--share-only" ]; then
 fi
 components=("$@")
 if [ ${#components[@]} -eq 0 ]; then
-    components=(etcd kube-apiserver kwok kube-controller-manager kube-scheduler kueue kuberay)
+    components=(etcd kube-apiserver kwok kube-controller-manager kube-scheduler kueue kuberay helm)
 fi
 for c in "${components[@]}"; do
+    if [ "$c" = helm ]; then
+        [ "$share_only" = 1 ] || build_helm
+        continue
+    fi
     if [ "$share_only" = 1 ]; then
         read -r wrapper _ _ <<<"$(spec "$c")"
         mkdir -p "$root/src/$wrapper"
