@@ -34,7 +34,11 @@ class HubServer:
         creds = json.loads((hub.config.tau_home / "credentials.json").read_text())
         self.admin_token: str = creds["token"]
         cfg = uvicorn.Config(
-            app.create_app(hub), host="127.0.0.1", port=self.port, log_level="warning"
+            app.create_app(hub),
+            host="127.0.0.1",
+            port=self.port,
+            log_level="warning",
+            timeout_keep_alive=app.KEEP_ALIVE_S,
         )
         self.server = uvicorn.Server(cfg)
         self.thread = threading.Thread(target=self.server.run, daemon=True)

@@ -48,9 +48,15 @@ from taugrid.hub import (
     tenancy_api,
 )
 
-__all__ = ["DEFAULT_EXTENSIONS", "create_app", "install_extensions"]
+__all__ = ["DEFAULT_EXTENSIONS", "KEEP_ALIVE_S", "create_app", "install_extensions"]
 
 DEFAULT_EXTENSIONS = "taugrid.portal.mount"
+
+KEEP_ALIVE_S = 75
+"""How long the server keeps an idle connection (uvicorn's default is 5 s). Longer than
+httpx's client-side expiry (5 s), so a client always drops an idle connection first:
+with equal times, a request sent just as the server closes the connection fails with
+"Server disconnected without sending a response" (seen in the soak under load)."""
 _log = logging.getLogger(__name__)
 
 

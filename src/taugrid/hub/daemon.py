@@ -93,7 +93,13 @@ def main() -> None:
         print(f"tau hub: {exc}", file=sys.stderr)
         raise SystemExit(1) from None
     bootstrap_credentials(hub, url)
-    uvicorn.run(app.create_app(hub), host=args.host, port=args.port, log_level="warning")
+    uvicorn.run(
+        app.create_app(hub),
+        host=args.host,
+        port=args.port,
+        log_level="warning",
+        timeout_keep_alive=app.KEEP_ALIVE_S,
+    )
 
 
 if __name__ == "__main__":
