@@ -90,6 +90,7 @@ class Load:
     def __init__(self, url: str, token: str) -> None:
         self.url, self.token = url, token
         self.regions: list[tuple[float, str]] = []
+        self.codes: list[int] = []
         self.failed: list[str] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
@@ -109,6 +110,7 @@ class Load:
             while not self._stop.is_set():
                 try:
                     r = http.post(self.url, json={"pixels": self._pixels})
+                    self.codes.append(r.status_code)
                     if r.status_code == 200 and r.json()["class"] == 0:
                         self.regions.append((time.perf_counter(), r.headers["x-tau-region"]))
                     else:

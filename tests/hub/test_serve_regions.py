@@ -6,16 +6,21 @@ deployed with ``regions: [east, west]``: a serving run in each region, and one U
 the hub. The hub's RTT measurement (its seam) sees ``west`` 50 ms further, so ``east``
 takes the traffic; east's agent is then stopped past its lease and the traffic moves
 to ``west`` under the same URL with no failed request; with both regions lost the
-endpoint answers 503 at once.
+endpoint answers 503 at once. Then, on a fresh hub: a replica SIGKILLed under load
+is restarted by Serve, and a delete under load, both with every answer a 200 or a
+503 and none hanging.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from taugrid.backends import ray_local
@@ -84,6 +89,68 @@ def test_nearest_region_serves_and_traffic_fails_over_under_one_url(
             r = c.post(url.removeprefix(hub.url), json={"pixels": [0.0] * 64})
             assert r.status_code == 503 and "no healthy region" in r.json()["detail"]
             assert c.delete("/v1/serve/digits").json()["phase"] == "Deleted"
+    finally:
+        for agent in agents.values():
+            agent.stop()
+
+
+def _replica_pids(cluster: ray_local.LocalRayCluster, app: str) -> list[int]:
+    """The processes of ``app``'s live Serve replicas (Ray's state API)."""
+    resp = httpx.get(
+        f"{cluster.dashboard_url}/api/v0/actors",
+        params={"limit": 1000, "detail": 1},
+        headers=cluster.auth_headers(),
+        timeout=30,
+    )
+    resp.raise_for_status()
+    rows = resp.json()["data"]["result"]["result"]
+    prefix = f"ServeReplica:{app}:"
+    alive = [a for a in rows if a["state"] == "ALIVE"]
+    return [int(a["pid"]) for a in alive if a["class_name"].startswith(prefix)]
+
+
+def test_a_crashed_replica_and_a_delete_under_load_answer_200_or_503_never_hang(
+    hub: HubServer, clusters: dict[str, ray_local.LocalRayCluster], tmp_path: Path
+) -> None:
+    agents = {
+        name: rg.AgentThread(hub, clusters[name], tmp_path / name, cluster_id=name).start()
+        for name in IPS
+    }
+    try:
+        with hub.http() as c:
+            run = rg.submit_run(c, rg.quickstart_yaml("--steps 20 --checkpoint-every 10"))
+            assert rg.wait_run(c, run["id"], rg.finished, timeout=300)["state"] == "succeeded"
+            sr.deploy(c, "crashy", run["id"], ["east"])
+            dep = sr.wait(c, "crashy", _both_ready, timeout_s=400)
+            url = dep["endpoint"]
+            assert url == dep["hub_endpoint"]
+            (pid,) = _replica_pids(clusters["east"], "crashy")
+            with sr.Load(url, hub.admin_token) as load:
+                load.wait_for("east", timeout_s=60)
+                os.kill(pid, signal.SIGKILL)
+                restarted = lambda _: _replica_pids(clusters["east"], "crashy") not in ([], [pid])  # noqa: E731
+                sr.wait(c, "crashy", restarted, 120)
+                served = len(load.regions)
+                deadline = time.time() + 120
+                while len(load.regions) < served + 5:  # answered again after the restart
+                    assert time.time() < deadline, load.failed[-3:]
+                    time.sleep(0.5)
+            assert set(load.codes) <= {200, 503}, load.failed
+            loads = [sr.Load(url, hub.admin_token) for _ in range(3)]
+            for each in loads:
+                each.__enter__()
+            try:
+                loads[0].wait_for("east", timeout_s=60)
+                assert c.delete("/v1/serve/crashy").json()["phase"] == "Deleted"
+                time.sleep(3)
+            finally:
+                for each in loads:
+                    each.__exit__()
+            codes = [code for each in loads for code in each.codes]
+            assert set(codes) <= {200, 503}, [f for each in loads for f in each.failed]
+            assert all(each.codes[-1] == 503 for each in loads)
+            r = c.post(url.removeprefix(hub.url), json={"pixels": [0.0] * 64})
+            assert r.status_code == 503
     finally:
         for agent in agents.values():
             agent.stop()

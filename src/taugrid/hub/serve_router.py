@@ -11,7 +11,10 @@ URL that forwards each request to the nearest healthy region serving the deploym
 - **Failover**: a region that refuses the connection (or does not accept it within
   ``CONNECT_S``) is skipped for ``DOWN_S`` and the request goes to the next region.
   A request already sent is never sent again (it may have run): a region that then
-  stays silent past ``READ_S`` gives 504, a dropped connection 502.
+  stays silent past ``READ_S`` gives 504, a dropped connection (the region died, the
+  deployment was deleted under it) 503.
+- **Delete**: ``forget`` drops the deployment's cached regions, so from the delete on
+  every request is answered 503 by the hub; those already at Ray Serve finish there.
 - No healthy region: 503 at once, saying which regions there are and why each is out.
 """
 
@@ -81,6 +84,10 @@ class Router:
                 v["healthy"], v["reason"] = False, "its endpoint refuses connections"
         return sorted(out, key=lambda v: (not v["healthy"], v["rtt_ms"] or 0.0))
 
+    def forget(self, workspace: str, name: str) -> None:
+        """Read the deployment's regions from the store on the next request."""
+        self._views.pop((workspace, name), None)
+
     def _rtt_of(self, endpoint: str, now: float) -> float | None:
         if self._down.get(endpoint, 0.0) > now:
             return None
@@ -118,7 +125,7 @@ class Router:
             except httpx.TimeoutException:
                 return _error(504, f"region {region['region']} did not answer within {READ_S} s")
             except httpx.HTTPError as exc:
-                return _error(502, f"region {region['region']} dropped the request: {exc}")
+                return _error(503, f"region {region['region']} dropped the request: {exc!r}")
             out = {k: v for k, v in r.headers.items() if k.lower() not in _DROP}
             out["x-tau-region"] = str(region["region"])
             return fastapi.Response(r.content, r.status_code, headers=out)

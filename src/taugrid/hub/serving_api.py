@@ -42,7 +42,7 @@ def _shown(request: fastapi.Request, dep: dict[str, Any]) -> dict[str, Any]:
     region's health and RTT as the hub's router sees them."""
     base = str(request.base_url).rstrip("/")
     dep["hub_endpoint"] = f"{base}/v1/endpoints/{dep['workspace']}/{dep['name']}"
-    if dep["endpoint"] is None and dep["phase"] != "Deleted" and len(dep["regions"]) > 1:
+    if dep["phase"] != "Deleted" and dep["source"].get("regions"):
         dep["endpoint"] = dep["hub_endpoint"]
     if dep["phase"] != "Deleted":
         dep["regions"] = _router(request).regions(dep["workspace"], dep["name"], None)
@@ -90,7 +90,9 @@ def scale(request: fastapi.Request, name: str, body: wire.ScaleRequest, p: Auth)
 
 @router.delete("/{name}")
 def delete(request: fastapi.Request, name: str, p: Auth) -> dict[str, Any]:
-    return _shown(request, serving.delete(_hub(request), name, workspaces_of(p), p.name))
+    out = serving.delete(_hub(request), name, workspaces_of(p), p.name)
+    _router(request).forget(out["workspace"], name)
+    return _shown(request, out)
 
 
 @endpoints.api_route("/{workspace}/{name}", methods=METHODS)
