@@ -71,6 +71,8 @@ def test_nearest_region_serves_and_traffic_fails_over_under_one_url(
             by_region = {r["region"]: r for r in dep["regions"]}
             assert by_region["east"]["endpoint"].startswith(f"http://{IPS['east']}:")
             assert by_region["west"]["rtt_ms"] > by_region["east"]["rtt_ms"]
+            r = c.post("/v1/serve/digits/scale", json={"replicas": 2})
+            assert r.status_code == 400 and "not built yet" in r.json()["detail"]
             with sr.Load(url, hub.admin_token) as load:
                 load.wait_for("east", timeout_s=60)
                 agents.pop("east").stop()  # east's lease runs out: the hub stops routing there

@@ -119,3 +119,20 @@ def test_a_silent_region_is_a_bounded_504_and_others_need_membership(
         assert r.status_code == 504 and "did not answer" in r.json()["detail"]
     with hub.http(token="nope") as c:
         assert c.post("/v1/endpoints/default/digits", content=b"1").status_code == 401
+
+
+def test_unknown_regions_and_deployments_are_refused_before_anything_starts(
+    hub: HubServer,
+) -> None:
+    body = {
+        "name": "digits",
+        "source_run": "quickstart",
+        "regions": ["nowhere"],
+        "submit": {"tau_yaml": "name: x\n", "filename": "serve.yaml"},
+    }
+    with hub.http() as c:
+        r = c.post("/v1/serve", json=body)
+        assert r.status_code == 400 and "no region named nowhere" in r.json()["detail"]
+        assert c.get("/v1/runs").json() == []
+        r = c.post("/v1/endpoints/default/nosuch", content=b"1")
+        assert r.status_code == 404 and "no deployment named 'nosuch'" in r.json()["detail"]
