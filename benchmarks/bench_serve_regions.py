@@ -3,7 +3,7 @@ hub's endpoint of a deployment versus straight to the region's Ray Serve, and th
 endpoint's failover time when a region is lost.
 
 Two regions ``east``/``west``, a one-node Ray cluster each (127.0.43.5 / .6, 4 emulated
-GPUs), a real hub (lease 2 s, grace 8 s) and a real agent thread per region; the
+GPUs), a real hub (lease 4 s, grace 12 s) and a real agent thread per region; the
 quickstart is trained and deployed with ``regions: [east, west]`` (1 replica, 1 GPU
 each). The hub's RTT seam puts ``west`` 50 ms further, so ``east`` takes the traffic.
 
@@ -148,7 +148,7 @@ def _section(r: dict[str, Any], clients: int, seconds: float, cmd: str) -> str:
         f"| ratio hub / direct | {h['rps'] / d['rps']:.2f} | "
         f"{h['p50_ms'] / d['p50_ms']:.2f} | {h['p99_ms'] / d['p99_ms']:.2f} |\n\n"
         f"Failed requests: {h['failed']} through the hub, {d['failed']} direct. "
-        f"Failover (east's agent stopped; lease 2 s, grace 8 s): first answer from west "
+        f"Failover (east's agent stopped; lease 4 s, grace 12 s): first answer from west "
         f"{f['s']:.1f} s after the stop, {f['failed']} failed requests meanwhile (east's "
         "Serve still answered until the hub saw its lease run out). The clients run in a "
         "process of their own; the hub (one uvicorn worker, which forwards in the process "

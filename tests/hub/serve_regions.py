@@ -30,14 +30,14 @@ SERVE_YAML = (rg.QUICKSTART / "serve.yaml").read_text()
 
 @contextlib.contextmanager
 def hub_with_regions(
-    tmp: Path, regions: list[str], far_ip: str, far_ms: float = 50.0
+    tmp: Path, regions: list[str], far_ip: str, far_ms: float = 50.0, lease_s: float = 4.0
 ) -> Iterator[HubServer]:
-    """A started hub (lease 2 s, grace 8 s) on one emulated region per name; the hub
-    measures the link to ``far_ip`` ``far_ms`` longer than it is."""
+    """A started hub (lease ``lease_s``, grace 3 leases) on one emulated region per
+    name; the hub measures the link to ``far_ip`` ``far_ms`` longer than it is."""
     (tmp / "platform.yaml").write_text(pb.platform(dict.fromkeys(regions, 1.0), pb.TENANCY))
     engine = db.open_engine(f"sqlite:///{tmp / 'hub.db'}")
     server = HubServer(
-        make_hub(engine, tmp / "home", tmp / "platform.yaml", lease_s=2.0, grace_s=8.0)
+        make_hub(engine, tmp / "home", tmp / "platform.yaml", lease_s=lease_s, grace_s=3 * lease_s)
     )
 
     def measured(url: str) -> float | None:

@@ -1,7 +1,7 @@
 """A multi-region deployment behind the hub's one endpoint, on real Ray Serve.
 
 Regions ``east`` and ``west``: a one-node Ray cluster each (127.0.43.1 / .2), a real
-hub (lease 2 s, grace 8 s) and a real agent per region. The quickstart is trained, then
+hub (lease 4 s, grace 12 s) and a real agent per region. The quickstart is trained, then
 deployed with ``regions: [east, west]``: a serving run in each region, and one URL on
 the hub. The hub's RTT measurement (its seam) sees ``west`` 50 ms further, so ``east``
 takes the traffic; east's agent is then stopped past its lease and the traffic moves
@@ -62,7 +62,7 @@ def test_nearest_region_serves_and_traffic_fails_over_under_one_url(
     try:
         with hub.http() as c:
             run = rg.submit_run(c, rg.quickstart_yaml("--steps 20 --checkpoint-every 10"))
-            assert rg.wait_run(c, run["id"], rg.finished, timeout=300)["state"] == "succeeded"
+            assert rg.wait_run(c, run["id"], rg.finished, timeout=600)["state"] == "succeeded"
             dep = sr.deploy(c, "digits", run["id"], ["east", "west"])
             assert {r["region"] for r in dep["regions"]} == {"east", "west"}
             dep = sr.wait(c, "digits", _both_ready, timeout_s=400)
@@ -121,7 +121,7 @@ def test_a_crashed_replica_and_a_delete_under_load_answer_200_or_503_never_hang(
     try:
         with hub.http() as c:
             run = rg.submit_run(c, rg.quickstart_yaml("--steps 20 --checkpoint-every 10"))
-            assert rg.wait_run(c, run["id"], rg.finished, timeout=300)["state"] == "succeeded"
+            assert rg.wait_run(c, run["id"], rg.finished, timeout=600)["state"] == "succeeded"
             sr.deploy(c, "crashy", run["id"], ["east"])
             dep = sr.wait(c, "crashy", _both_ready, timeout_s=400)
             url = dep["endpoint"]
