@@ -346,8 +346,8 @@ def region_views(hub: context.Hub, dep: dict[str, Any]) -> list[dict[str, Any]]:
         phase, reason = _phase(dep, run, status, None)
         cluster = hub.clusters.get(run["cluster_id"]) if run["cluster_id"] else None
         contact = cluster["state"] if cluster else "unplaced"
-        lost = contact in ("unknown", "unplaced")
-        healthy = phase in ("Ready", "Degraded") and not lost
+        lost = contact == "unknown"
+        healthy = phase in ("Ready", "Degraded") and cluster is not None and not lost
         endpoint = status.get("endpoint") if phase != "Deleted" else None
         out.append(
             {
