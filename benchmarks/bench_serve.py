@@ -155,8 +155,8 @@ def _section(r: dict[str, Any], clients: int, seconds: float, cmd: str) -> str:
         "Deploy → Ready is mostly Ray: the serve driver's job start, Serve's controller and "
         "proxy (first deployment only) and the replica actor. The status line averages over "
         "its 30 s window, so it reads lower than the load's own rate when the load ran for "
-        "less than the window. Not measured yet: the hub's forwarding endpoint (issue 18 "
-        "item 3 is not built).\n"
+        "less than the window. The hub's endpoint versus straight to Serve, and failover: "
+        "the section *Serving across regions* (`bench_serve_regions`).\n"
     )
 
 

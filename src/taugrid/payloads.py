@@ -70,6 +70,9 @@ class DeployRequest(_Payload):
     checkpoint: str | None = None
     artifact: str | None = None
     submit: SubmitRequest
+    regions: list[str] = pydantic.Field(default_factory=list)
+    """Serve in each of these regions (a serving run pinned to each); the hub's endpoint
+    routes to the nearest healthy one. Empty: one region, wherever the run is placed."""
 
 
 class ModelRegisterRequest(_Payload):

@@ -35,6 +35,10 @@ Config = Annotated[
 Workspace = Annotated[str | None, typer.Option("--workspace", help="Override policy.workspace")]
 Wait = Annotated[bool, typer.Option("--wait", "-w", help="Follow it until Ready or Failed")]
 WaitTimeout = Annotated[float, typer.Option("--timeout", help="Seconds --wait waits at most")]
+Regions = Annotated[
+    str | None,
+    typer.Option("--regions", help="Serve in each of these regions (a,b): one hub endpoint"),
+]
 _SETTLED = {"Ready", "Failed", "Deleted"}
 
 
@@ -69,6 +73,11 @@ def _show(dep: dict[str, Any], output: str) -> None:
     ]
     if dep["previous_run_id"]:
         rows.append(("replacing", dep["previous_run_id"]))
+    rows.append(("hub endpoint", dep.get("hub_endpoint") or "-"))
+    for r in dep.get("regions") or []:
+        health = "healthy" if r["healthy"] else f"out: {r['phase']} {r['reason']}".rstrip()
+        rtt = f", rtt {r['rtt_ms']} ms" if r.get("rtt_ms") is not None else ""
+        rows.append((f"region {r['region']}", f"{r['endpoint'] or '-'}  {health}{rtt}"))
     views.console.print(views.table(("", ""), rows, title=f"deployment {dep['name']}"))
 
 
@@ -105,6 +114,7 @@ def deploy_cmd(
     artifact: Artifact = None,
     config: Config = None,
     workspace: Workspace = None,
+    regions: Regions = None,
     wait: Wait = False,
     timeout: WaitTimeout = 600.0,
     output: Output = "text",
@@ -120,6 +130,7 @@ def deploy_cmd(
         checkpoint=checkpoint,
         artifact=artifact,
         workspace=workspace,
+        regions=[r.strip() for r in regions.split(",") if r.strip()] if regions else None,
     )
     _finish(cli, dep, wait, timeout, output)
 

@@ -90,6 +90,7 @@ def create_app(hub: context.Hub) -> fastapi.FastAPI:
     app.include_router(tenancy_api.router)
     app.include_router(nodes_api.router)
     app.include_router(serving_api.router)
+    app.include_router(serving_api.endpoints)
     app.include_router(registry_api.router)
     data_api.install(app, hub)
     api.install_error_handlers(app)

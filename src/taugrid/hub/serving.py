@@ -15,6 +15,11 @@ replica's GPUs each: ``compute.gpus``), placed, logged and released like any run
   replicas over, and the old run's driver ends (succeeded, quota released) once the new
   one runs the app. Until then the old run is ``previous_run_id`` and both hold quota.
 - **delete**: cancels the serving run(s); the driver deletes the app on SIGTERM.
+- **regions** (``deploy --regions a,b``): one serving run per region, each pinned to
+  its region (``allowed_regions``) and charged to the quota like any run; they are
+  kept in ``source["regions"]`` (region → run ID; ``run_id`` is the first one's).
+  ``region_views`` gives each region's phase, endpoint and health, which the hub's
+  endpoint (``hub.serve_router``) routes by.
 
 Phases (``phase``), from the serving run and Ray Serve's status of the app
 (``serve/status.json`` in the run's record, written by the driver)::
@@ -42,7 +47,7 @@ from taugrid.render import runspec
 from taugrid.spec import models as sm
 from taugrid.store import deployments as dstore
 
-__all__ = ["delete", "deploy", "find", "list_views", "scale", "update", "view"]
+__all__ = ["delete", "deploy", "find", "list_views", "region_views", "scale", "update", "view"]
 
 STATUS_FILE = "serve/status.json"
 
@@ -96,6 +101,7 @@ def _start(
     workspaces: list[str] | None,
     actor: str,
     replicas: int | None = None,
+    region: str | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Resolve, check and submit a serving run; returns (run row, source document)."""
     if not sm.is_valid_name(req.name):
@@ -109,6 +115,8 @@ def _start(
     if workspaces is not None and spec.workspace not in workspaces:
         raise UserError(f"you are not a member of workspace {spec.workspace}", "")
     spec = _serving_spec(hub, spec, req.name, source["model_path"], replicas)
+    if region is not None:
+        spec = spec.model_copy(update={"allowed_regions": (region,), "preferred_regions": ()})
     row = runs.submit(hub, submit, actor, spec=spec)
     return row, {**source, "config_hash": spec.config_hash}
 
@@ -123,9 +131,48 @@ def deploy(
                 f"deployment '{req.name}' already exists (serving run {dep['run_id']})",
                 f"replace what it serves with: tau serve update {req.name} --from-run RUN",
             )
+    if req.regions:
+        return _deploy_regions(hub, req, workspaces, actor)
     row, source = _start(hub, req, workspaces, actor)
     _store(hub).put(row["workspace"], req.name, row["id"], source)
     return view(hub, find(hub, req.name, [row["workspace"]]))
+
+
+def _deploy_regions(
+    hub: context.Hub, req: wire.DeployRequest, workspaces: list[str] | None, actor: str
+) -> dict[str, Any]:
+    """One serving run per region of ``req.regions``, each pinned there."""
+    known = {c["region"] for c in hub.clusters.all()}
+    unknown = [r for r in req.regions if r not in known]
+    if unknown or len(set(req.regions)) != len(req.regions):
+        raise UserError(
+            f"--regions {','.join(req.regions)}: "
+            + (f"no region named {', '.join(unknown)}" if unknown else "a region is repeated"),
+            f"name each region once, among: {', '.join(sorted(known)) or '(none registered)'}",
+        )
+    started: dict[str, str] = {}
+    source: dict[str, Any] = {}
+    try:
+        for region in req.regions:
+            row, source = _start(hub, req, workspaces, actor, region=region)
+            started[region] = row["id"]
+    except BaseException:
+        for run_id in started.values():
+            _cancel(hub, run_id, "another region of the deployment was refused")
+        raise
+    first = started[req.regions[0]]
+    ws = hub.runs.get_run(first)["workspace"]  # type: ignore[index]
+    _store(hub).put(ws, req.name, first, {**source, "regions": started})
+    return view(hub, find(hub, req.name, [ws]))
+
+
+def _refuse_multi(dep: dict[str, Any], what: str) -> None:
+    if dep["source"].get("regions"):
+        raise UserError(
+            f"deployment '{dep['name']}' serves in several regions; {what} of a multi-region "
+            "deployment is not built yet",
+            f"delete it and deploy again: tau serve delete {dep['name']}",
+        )
 
 
 def update(
@@ -133,6 +180,7 @@ def update(
 ) -> dict[str, Any]:
     """Serve another run/checkpoint under the same name: a rolling replacement."""
     dep = _active(hub, req.name, workspaces)
+    _refuse_multi(dep, "update")
     row, source = _start(hub, req, workspaces, actor)
     _replace(hub, dep, row["id"], source)
     return view(hub, find(hub, req.name, [dep["workspace"]]))
@@ -143,6 +191,7 @@ def scale(
 ) -> dict[str, Any]:
     """A fixed replica count: a new serving run of the same code, config and model."""
     dep = _active(hub, name, workspaces)
+    _refuse_multi(dep, "scale")
     run = hub.runs.get_run(dep["run_id"])
     assert run is not None
     code = runs.record_of(hub, run).read_bytes("rendered/code.zip") or b""
@@ -174,7 +223,7 @@ def _replace(hub: context.Hub, dep: dict[str, Any], run_id: str, source: dict[st
 def delete(hub: context.Hub, name: str, workspaces: list[str] | None, actor: str) -> dict[str, Any]:
     """Cancel the serving run(s); their quota is released as any cancelled run's."""
     dep = _active(hub, name, workspaces)
-    for run_id in (dep["run_id"], dep["previous_run_id"]):
+    for run_id in {dep["run_id"], dep["previous_run_id"], *_region_runs(dep).values()}:
         if run_id is not None:
             _cancel(hub, run_id, f"deployment deleted by {actor}")
     _store(hub).update(dep["workspace"], name, state=dstore.DELETED)
@@ -224,10 +273,8 @@ def view(hub: context.Hub, dep: dict[str, Any]) -> dict[str, Any]:
     phase, reason = _phase(dep, run, status, previous)
     spec = run["spec"]
     serve = spec.get("serve") or {}
-    running = sum(
-        int(d.get("replicas", {}).get("RUNNING", 0)) for d in status.get("deployments", {}).values()
-    )
-    return {
+    running = _running(status)
+    out = {
         "name": dep["name"],
         "workspace": dep["workspace"],
         "phase": phase,
@@ -249,7 +296,73 @@ def view(hub: context.Hub, dep: dict[str, Any]) -> dict[str, Any]:
         "traffic": status.get("traffic"),
         "created_at": dep["created_at"],
         "updated_at": dep["updated_at"],
+        "regions": region_views(hub, dep),
     }
+    return _aggregate(out) if _region_runs(dep) else out
+
+
+def _running(status: dict[str, Any]) -> int:
+    deps = status.get("deployments", {}).values()
+    return sum(int(d.get("replicas", {}).get("RUNNING", 0)) for d in deps)
+
+
+def _region_runs(dep: dict[str, Any]) -> dict[str, str]:
+    regions: dict[str, str] = dep["source"].get("regions") or {}
+    return regions
+
+
+def _aggregate(out: dict[str, Any]) -> dict[str, Any]:
+    """A multi-region deployment: Ready when every region is, Degraded while some are;
+    its ``endpoint`` is the hub's (set by the API), the regions' are in ``regions``."""
+    regions = out["regions"]
+    ready = [r for r in regions if r["healthy"]]
+    others = "; ".join(f"{r['region']}: {r['phase']} {r['reason']}".strip() for r in regions)
+    if out["phase"] != "Deleted":
+        if len(ready) == len(regions):
+            out["phase"], out["reason"] = "Ready", ""
+        elif ready:
+            out["phase"], out["reason"] = "Degraded", others
+        else:
+            out["reason"] = others
+    out["endpoint"] = None
+    out["replicas"]["ready"] = sum(r["ready"] for r in regions)
+    out["replicas"]["desired"] *= len(regions)
+    out["gpus"] = sum(r["gpus"] for r in regions)
+    return out
+
+
+def region_views(hub: context.Hub, dep: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each region's serving run: phase, endpoint and whether the hub may route to it
+    (the run is Ready or Degraded there and the region's agent holds its lease)."""
+    out: list[dict[str, Any]] = []
+    runs_ = _region_runs(dep) or {"": dep["run_id"]}
+    if not _region_runs(dep) and dep["previous_run_id"]:  # an update: the old run serves
+        runs_ = {"": dep["run_id"], " ": dep["previous_run_id"]}
+    for region, run_id in runs_.items():
+        run = hub.runs.get_run(run_id)
+        if run is None:
+            continue
+        status = _status(hub, run)
+        phase, reason = _phase(dep, run, status, None)
+        cluster = hub.clusters.get(run["cluster_id"]) if run["cluster_id"] else None
+        contact = cluster["state"] if cluster else "unplaced"
+        lost = contact == "unknown"
+        healthy = phase in ("Ready", "Degraded") and cluster is not None and not lost
+        endpoint = status.get("endpoint") if phase != "Deleted" else None
+        out.append(
+            {
+                "region": region.strip() or (cluster["region"] if cluster else None),
+                "run_id": run_id,
+                "run_state": run["state"],
+                "phase": phase,
+                "reason": f"region is {contact}" if lost else reason,
+                "endpoint": endpoint,
+                "healthy": healthy and bool(endpoint),
+                "ready": _running(status),
+                "gpus": run["gpus"],
+            }
+        )
+    return out
 
 
 def _previous(hub: context.Hub, dep: dict[str, Any]) -> dict[str, Any] | None:

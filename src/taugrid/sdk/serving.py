@@ -44,6 +44,7 @@ def _body(
     artifact: str | None,
     workspace: str | None,
     model: str | None = None,
+    regions: list[str] | None = None,
 ) -> dict[str, Any]:
     prepared = submit.prepare(None, default_config(config))
     req = wire.DeployRequest(
@@ -52,6 +53,7 @@ def _body(
         model=model,
         checkpoint=checkpoint,
         artifact=artifact,
+        regions=regions or [],
         submit=wire.SubmitRequest(
             tau_yaml=prepared.text,
             filename=str(prepared.path),
@@ -72,9 +74,11 @@ def deploy(
     artifact: str | None = None,
     workspace: str | None = None,
     model: str | None = None,
+    regions: list[str] | None = None,
 ) -> dict[str, Any]:
-    """Deploy ``source_run``'s model (or registered ``model``, NAME@ALIAS) as ``name``."""
-    body = _body(name, source_run, config, checkpoint, artifact, workspace, model)
+    """Deploy ``source_run``'s model (or registered ``model``, NAME@ALIAS) as ``name``;
+    with ``regions``, a serving run in each, behind the hub's one endpoint."""
+    body = _body(name, source_run, config, checkpoint, artifact, workspace, model, regions)
     return _post(cli, "/v1/serve", body)
 
 
