@@ -83,15 +83,19 @@ def _deploy(env: dict[str, str], work: Path, name: str, run_id: str) -> tuple[fl
         time.sleep(0.5)
 
 
-def _load(endpoint: str, clients: int, seconds: float) -> dict[str, Any]:
+def load(endpoint: str, clients: int, seconds: float, token: str | None = None) -> dict[str, Any]:
+    """``clients`` threads classify one digit in a loop for ``seconds``: requests/s,
+    p50/p99 latency of the answered ones, and how many failed."""
     pixels = load_digits().data[0].tolist()
     lat: list[float] = []
     failed = [0]
     lock = threading.Lock()
     stop = time.perf_counter() + seconds
 
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+
     def client() -> None:
-        with httpx.Client(timeout=30) as http:
+        with httpx.Client(timeout=30, headers=headers) as http:
             while time.perf_counter() < stop:
                 t = time.perf_counter()
                 ok = http.post(endpoint, json={"pixels": pixels}).status_code == 200
@@ -126,13 +130,19 @@ def measure(clients: int, seconds: float, second_deploy: bool) -> dict[str, Any]
             run_id = next(r["id"] for r in runs if r["name"] == "quickstart")
             first, endpoint = _deploy(env, work, "digits", run_id)
             second = _deploy(env, work, "digits2", run_id)[0] if second_deploy else None
-            traffic = _load(endpoint, clients, seconds)
+            traffic = load(endpoint, clients, seconds)
             time.sleep(6)  # the driver reads the proxy log every 5 s
             status = json.loads(_tau(env, "serve", "status", "digits", "-o", "json", cwd=work))
             for name in ("digits", "digits2") if second_deploy else ("digits",):
                 _tau(env, "serve", "delete", name, cwd=work)
-    load = os.getloadavg()[0]
-    return {"first": first, "second": second, **traffic, "status": status["traffic"], "load": load}
+    loadavg = os.getloadavg()[0]
+    return {
+        "first": first,
+        "second": second,
+        **traffic,
+        "status": status["traffic"],
+        "load": loadavg,
+    }
 
 
 def _section(r: dict[str, Any], clients: int, seconds: float, cmd: str) -> str:

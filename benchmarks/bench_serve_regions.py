@@ -26,17 +26,12 @@ import argparse
 import concurrent.futures
 import multiprocessing
 import os
-import statistics
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
-import httpx
-from sklearn.datasets import load_digits
-
-from benchmarks import report
+from benchmarks import bench_serve, report
 from tests.hub import region as rg
 from tests.hub import serve_regions as sr
 
@@ -45,46 +40,12 @@ __all__ = ["main"]
 IPS = {"east": "127.0.43.5", "west": "127.0.43.6"}
 
 
-def _load(url: str, token: str | None, clients: int, seconds: float) -> dict[str, Any]:
-    pixels = load_digits().data[0].tolist()
-    lat: list[float] = []
-    failed = [0]
-    lock = threading.Lock()
-    stop = time.perf_counter() + seconds
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-
-    def client() -> None:
-        with httpx.Client(timeout=30, headers=headers) as http:
-            while time.perf_counter() < stop:
-                t = time.perf_counter()
-                ok = http.post(url, json={"pixels": pixels}).status_code == 200
-                with lock:
-                    lat.append(time.perf_counter() - t) if ok else None
-                    failed[0] += 0 if ok else 1
-
-    threads = [threading.Thread(target=client) for _ in range(clients)]
-    t0 = time.perf_counter()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    wall = time.perf_counter() - t0
-    q = statistics.quantiles(lat, n=100)
-    return {
-        "requests": len(lat),
-        "failed": failed[0],
-        "rps": len(lat) / wall,
-        "p50_ms": q[49] * 1000,
-        "p99_ms": q[98] * 1000,
-    }
-
-
 def _load_apart(url: str, token: str | None, clients: int, seconds: float) -> dict[str, Any]:
-    """``_load`` in a spawned process: the clients do not take the GIL from the hub
+    """``bench_serve.load`` in a spawned process: the clients do not take the GIL from the hub
     and agents running in this one."""
     ctx = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(1, mp_context=ctx) as pool:
-        return pool.submit(_load, url, token, clients, seconds).result()
+        return pool.submit(bench_serve.load, url, clients, seconds, token).result()
 
 
 def _ready(dep: dict[str, Any]) -> bool:
@@ -118,8 +79,8 @@ def _measure(
         sr.deploy(c, "digits", run["id"], list(IPS))
         dep = sr.wait(c, "digits", _ready, timeout_s=600)
         direct = next(r["endpoint"] for r in dep["regions"] if r["region"] == "east")
-        _load(dep["endpoint"], hub.admin_token, 2, 3.0)  # warm both paths
-        _load(direct, None, 2, 3.0)
+        bench_serve.load(dep["endpoint"], 2, 3.0, hub.admin_token)  # warm both paths
+        bench_serve.load(direct, 2, 3.0)
         via_hub = _load_apart(dep["endpoint"], hub.admin_token, clients, seconds)
         straight = _load_apart(direct, None, clients, seconds)
         with sr.Load(dep["endpoint"], hub.admin_token) as load:
