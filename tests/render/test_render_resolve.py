@@ -181,3 +181,9 @@ def test_error_points_at_the_tau_yaml_line() -> None:
     with pytest.raises(resolve.ResolveError) as info:
         resolve.resolve(rb.parse(text), rb.platform(), source="job/tau.yaml", lines=lines)
     assert info.value.message.startswith("job/tau.yaml:8: gpus_per_worker 16 exceeds")
+
+
+def test_a_gpu_share_where_only_kubernetes_clusters_may_run_fails_closed() -> None:
+    # Every cluster of the test platform is a Kubernetes one: no device plugin shares a GPU.
+    err = _fails("share of one GPU", policy={"workspace": "cv"}, compute={"gpus": 0.5})
+    assert err.field == "gpus_per_worker" and "Ray cluster" in err.hint

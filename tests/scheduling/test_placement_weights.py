@@ -36,7 +36,7 @@ def cluster(
     )
 
 
-def run(workers: int = 1, gpus: int = 2, **kw: object) -> snap.PendingRun:
+def run(workers: int = 1, gpus: float = 2, **kw: object) -> snap.PendingRun:
     base = snap.PendingRun("r", "t", 0, 0.0, workers, gpus, 1, 1, "A100", admitted=True)
     return dataclasses.replace(base, **kw)  # type: ignore[arg-type]
 

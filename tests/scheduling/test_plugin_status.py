@@ -55,3 +55,14 @@ def test_a_raising_plugin_drops_only_its_cluster() -> None:
     bad = next(v for v in d.verdicts if v.cluster_id == "bad")
     assert bad.code == cycle.PLUGIN_ERROR and not bad.ok
     assert bad.reason == "plugin finish failed: ZeroDivisionError: division by zero"
+
+
+def test_a_gpu_share_goes_only_where_gpus_can_be_shared() -> None:
+    # A worker asking half a GPU: the Kubernetes cluster hands out whole GPUs only, so the
+    # Ray cluster takes it even though the Kubernetes one is cheaper and idler.
+    k8s = dataclasses.replace(cluster("k8s", cost=0.1), whole_gpus=True)
+    d = place(run(gpus=0.5), k8s, cluster("ray", free=1, cost=9.0))
+    assert d.cluster_id == "ray"
+    d = place(run(gpus=0.5), k8s)
+    assert d.unresolvable and "whole GPUs only" in d.reason
+    assert place(run(gpus=1), k8s).cluster_id == "k8s"  # whole GPUs still go there

@@ -63,12 +63,14 @@ def _cluster_view(hub: context.Hub, row: dict[str, Any], now: float) -> snap.Clu
 
 
 def platform_fields(hub: context.Hub, row: dict[str, Any]) -> dict[str, Any]:
-    """What platform.yaml declares of a cluster: its region's compliance, its interconnect."""
+    """What platform.yaml declares of a cluster: its region's compliance, its interconnect,
+    whether its backend hands out whole GPUs only (Kubernetes)."""
     region = next((r for r in hub.platform.regions if r.name == row["region"]), None)
     spec = next((c for c in region.clusters if c.name == row["id"]), None) if region else None
     return {
         "compliance": tuple(region.compliance) if region else (),
         "interconnect_gbps": spec.interconnect_gbps if spec else 0.0,
+        "whole_gpus": spec is not None and spec.backend == "kubernetes",
     }
 
 

@@ -7,6 +7,9 @@ platform declares, within the run's allowed regions:
 2. one worker's GPUs, then CPUs and memory, must fit on one node of some pool;
 3. the workload's total GPUs must not exceed what those pools have in total.
 
+A worker asking a share of one GPU (``compute.gpus`` below 1) counts only the pools of
+Ray clusters: Kubernetes hands out whole GPUs (the hub's ``GpuShareFilter`` agrees).
+
 A platform that declares no node pools at all has unknown capacity; only check 1's
 "declared" half applies then. Results are ``(field, message, hint)`` so that
 ``render.resolve`` can point the error at the value's source.
@@ -23,13 +26,19 @@ __all__ = ["Problem", "check", "pools_in"]
 Problem = tuple[str, str, str]
 
 
-def pools_in(platform: pm.Platform, regions: tuple[str, ...] = ()) -> list[pm.NodePool]:
-    """Node pools of every cluster in ``regions`` (all regions when empty)."""
+def pools_in(
+    platform: pm.Platform, regions: tuple[str, ...] = (), *, shares: bool = False
+) -> list[pm.NodePool]:
+    """Node pools of every cluster in ``regions`` (all regions when empty).
+
+    ``shares``: only clusters that can share a GPU between workers (not Kubernetes).
+    """
     return [
         pool
         for region in platform.regions
         if not regions or region.name in regions
         for cluster in region.clusters
+        if not (shares and cluster.backend == "kubernetes")
         for pool in cluster.node_pools
     ]
 
@@ -143,4 +152,14 @@ def check(spec: runspec.RunSpec, platform: pm.Platform) -> Problem | None:
             f"regions {list(spec.allowed_regions)} have no node pools",
             "allow regions whose clusters declare node pools",
         )
+    if spec.shared_gpu:
+        pools = pools_in(platform, spec.allowed_regions, shares=True)
+        if not pools:
+            return (
+                "gpus_per_worker",
+                f"compute.gpus is {spec.gpus_per_worker:g}, a share of one GPU, but every "
+                "cluster where the run may go is a Kubernetes cluster, which hands out whole "
+                "GPUs only",
+                "ask for a whole GPU (compute.gpus: 1), or allow a region with a Ray cluster",
+            )
     return _fit(spec, pools) or _total(spec, pools)

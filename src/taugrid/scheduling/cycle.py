@@ -165,6 +165,7 @@ def policy_from(spec: pm.Scheduling) -> Policy:
             plugins.ReadyFilter(),
             plugins.RegionFilter(),
             plugins.ComplianceFilter(),
+            plugins.GpuShareFilter(),
             plugins.FitFilter(),
             plugins_data.DataMoveFilter(),
         ),

@@ -7,7 +7,8 @@ Extension points (each a ``Protocol``):
 - ``ScorePlugin.score(run, cluster) -> float`` in [0, 100]; scores are clamped, then
   weighted by ``Policy.weights`` (normalised to sum to 1).
 
-Built-ins here: cluster readiness, region allow-list, compliance domains, fit (every
+Built-ins here: cluster readiness, region allow-list, compliance domains, GPU shares
+(a worker asking a share of one GPU only where GPUs are not handed out whole), fit (every
 worker fits on one usable node of the requested model), free-capacity score (free GPUs
 x speed), cost score, and
 the interconnect score of ``sync`` runs.
@@ -31,6 +32,7 @@ __all__ = [
     "CostScore",
     "FilterPlugin",
     "FitFilter",
+    "GpuShareFilter",
     "IdleGpuScore",
     "InterconnectScore",
     "ReadyFilter",
@@ -124,6 +126,22 @@ class ComplianceFilter:
             Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
             f"region {cluster.region} does not meet compliance {lacking} "
             f"(it meets {list(cluster.compliance)})",
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class GpuShareFilter:
+    """A worker asking a share of one GPU goes only where GPUs can be shared (Ray)."""
+
+    name: str = "gpu-share"
+
+    def filter(self, run: snap.PendingRun, cluster: snap.ClusterView) -> Status:
+        if not (0 < run.gpus_per_worker < 1 and cluster.whole_gpus):
+            return OK
+        return Status(
+            Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+            f"cluster {cluster.cluster_id} hands out whole GPUs only (Kubernetes); "
+            f"a worker asking {run.gpus_per_worker:g} GPU runs in Ray clusters",
         )
 
 

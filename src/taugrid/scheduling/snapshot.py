@@ -123,6 +123,8 @@ class ClusterView:
     """Compliance domains the cluster's region meets (platform.yaml ``regions[].compliance``)."""
     interconnect_gbps: float = 0.0
     """Node-to-node bandwidth inside the cluster (0: not declared)."""
+    whole_gpus: bool = False
+    """GPUs are handed out whole only (Kubernetes device plugins): no shares of one GPU."""
 
     def link_from(self, region: str) -> LinkView | None:
         """The latest measured link from ``region`` into this cluster, if any."""
@@ -351,13 +353,15 @@ def cluster_from_report(
     releases: tuple[tuple[float, float], ...] = (),
     compliance: tuple[str, ...] = (),
     interconnect_gbps: float = 0.0,
+    whole_gpus: bool = False,
 ) -> ClusterView:
     """A cluster as its agent's latest state report (``payloads.StateReport``) shows it.
 
     The one translation from report to view, shared by the hub and the simulator so
     both decide on the same snapshot. ``faulty``: node IDs with an open fault mark;
     ``datasets`` and ``releases`` come from the dataset registry and active attempts,
-    ``compliance`` and ``interconnect_gbps`` from platform.yaml; the report carries none.
+    ``compliance``, ``interconnect_gbps`` and ``whole_gpus`` (the cluster's backend) from
+    platform.yaml; the report carries none.
     """
     nodes = tuple(_node_view(n, faulty) for n in report.get("nodes", []))
     return ClusterView(
@@ -374,4 +378,5 @@ def cluster_from_report(
         releases=releases,
         compliance=compliance,
         interconnect_gbps=interconnect_gbps,
+        whole_gpus=whole_gpus,
     )
