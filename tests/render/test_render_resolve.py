@@ -187,3 +187,16 @@ def test_a_gpu_share_where_only_kubernetes_clusters_may_run_fails_closed() -> No
     # Every cluster of the test platform is a Kubernetes one: no device plugin shares a GPU.
     err = _fails("share of one GPU", policy={"workspace": "cv"}, compute={"gpus": 0.5})
     assert err.field == "gpus_per_worker" and "Ray cluster" in err.hint
+
+
+def test_a_run_spec_newer_than_the_reader_is_refused_with_what_to_upgrade() -> None:
+    wire = _resolve().model_dump(mode="json")
+    assert wire["spec_version"] == runspec.SPEC_VERSION
+    old = {k: v for k, v in wire.items() if k != "spec_version"}  # written before versions
+    assert runspec.RunSpec.model_validate(old).spec_version == 1
+    newer = {**wire, "spec_version": runspec.SPEC_VERSION + 1, "a_future_field": 1}
+    with pytest.raises(ValueError, match=r"newer than this component reads.*upgrade it"):
+        runspec.RunSpec.model_validate(newer)
+    with pytest.raises(errors.SystemFault, match="newer than this component") as info:
+        runspec.read(newer)  # what the agent and the Kubernetes backend call
+    assert "same release" in info.value.hint

@@ -337,7 +337,7 @@ class Agent:
         )
 
     def _submission(self, a: wire.Assignment, sid: str, run_dir: Path) -> rayjobs.RayJobSubmission:
-        spec = runspec.RunSpec.model_validate(a.spec)
+        spec = runspec.read(a.spec)
         code_dir = self._code_dir(a)
         sub = rayjobs.render_submission(
             spec,

@@ -146,7 +146,7 @@ class KubernetesBackend(base.Backend):
             self._platform_applied = True
 
     def submit_run(self, spec: Mapping[str, Any], run_id: str, submission_id: str) -> str:
-        rs = runspec.RunSpec.model_validate(dict(spec))
+        rs = runspec.read(spec)
         objs = plan.render_manifests(rs, run_id)
         for obj in objs:
             _stamp(obj, f"{LABEL_SUBMISSION}={naming.label_value(submission_id)}")

@@ -455,6 +455,7 @@ def _namespace(r: _Resolver, ws: pm.WorkspaceSpec) -> str:
 def _ordered(prov: dict[str, str], spec: runspec.RunSpec) -> dict[str, str]:
     """Provenance in RunSpec field order, with the derived hashes accounted for."""
     prov = dict(prov)
+    prov.setdefault("spec_version", BUILTIN)
     prov.setdefault("config_hash", "tau.yaml (sha256 of the canonical config)")
     prov.setdefault("profile_hash", f"profile {spec.profile}" if spec.profile else BUILTIN)
     return {f: prov[f] for f in type(spec).model_fields if f in prov}

@@ -15,22 +15,36 @@ Invariants:
 - ``config_hash`` is the sha256 of the canonical tau.yaml config and ``profile_hash``
   the sha256 of the canonical profile (of ``null`` when no profile applies): equal
   hashes mean equal inputs.
+
+Wire version: the hub stores a RunSpec and sends it to agents, which may run an older
+or newer release. ``spec_version`` is ``SPEC_VERSION`` of the release that resolved it.
+Adding a field with a default keeps the version; changing a field's meaning, or removing
+or renaming one, bumps it. A reader refuses a spec newer than it knows with an error that
+says which component to upgrade (a spec without the field is version 1).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import pydantic
 
+from taugrid import errors
 from taugrid.spec import models as spec_models
 from taugrid.spec import units
 
-__all__ = ["RunSpec"]
+__all__ = ["SPEC_VERSION", "RunSpec", "read"]
+
+SPEC_VERSION = 1
+"""The run spec wire version this release writes and reads (see the module docstring)."""
 
 
 class RunSpec(pydantic.BaseModel):
     """A fully resolved workload (see the module docstring for the invariants)."""
 
     model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+
+    spec_version: int = pydantic.Field(default=SPEC_VERSION, ge=1)
 
     # what runs
     name: str
@@ -100,6 +114,19 @@ class RunSpec(pydantic.BaseModel):
     provenance: dict[str, str] = pydantic.Field(default_factory=dict)
 
     _check_gpus = pydantic.field_validator("gpus_per_worker")(units.check_gpus)
+
+    @pydantic.model_validator(mode="before")
+    @classmethod
+    def _known_version(cls, data: object) -> object:
+        """Refuse a newer spec before its unknown fields make a less helpful error."""
+        version = data.get("spec_version", 1) if isinstance(data, dict) else 1
+        if isinstance(version, int) and version > SPEC_VERSION:
+            raise ValueError(
+                f"run spec version {version} is newer than this component reads "
+                f"({SPEC_VERSION}); upgrade it (agent or hub) to the release that wrote the spec"
+            )
+        return data
+
     _gpus_out = pydantic.field_serializer("gpus_per_worker")(units.gpus_out)
 
     @property
@@ -121,3 +148,20 @@ class RunSpec(pydantic.BaseModel):
         """Every resolved field (``provenance`` excluded) as JSON-ready values, by name."""
         dumped = self.model_dump(mode="json", exclude={"provenance"})
         return dict(dumped)
+
+
+def read(doc: Mapping[str, object]) -> RunSpec:
+    """A RunSpec from its wire form (an assignment, a stored run), or a ``SystemFault``.
+
+    A spec this release cannot read (newer version, damaged record) is a fault of the
+    deployment, not of the user's tau.yaml, and the message says what to upgrade.
+    """
+    try:
+        return RunSpec.model_validate(dict(doc))
+    except pydantic.ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "spec"
+        raise errors.SystemFault(
+            f"cannot read the run spec ({where}: {first['msg']})",
+            "run the hub and every agent at the same release",
+        ) from exc
