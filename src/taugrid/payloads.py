@@ -40,6 +40,9 @@ __all__ = [
 
 API_VERSION = "v1"
 
+Int32 = Annotated[int, pydantic.Field(ge=-(2**31), le=2**31 - 1)]  # an INTEGER column
+Count32 = Annotated[int, pydantic.Field(ge=0, le=2**31 - 1)]
+
 
 class _Payload(pydantic.BaseModel):
     model_config = pydantic.ConfigDict(extra="ignore")
@@ -192,7 +195,7 @@ class StateReport(_Payload):
     last_heartbeat: float = 0.0
     emulated_gpus: bool = False
     nodes: list[NodeReport] = pydantic.Field(default_factory=list)
-    running_attempts: list[int] = pydantic.Field(default_factory=list)
+    running_attempts: list[Count32] = pydantic.Field(default_factory=list)
     cached_datasets: list[str] = pydantic.Field(default_factory=list)
     cached_runtimes: list[str] = pydantic.Field(default_factory=list)
     probes: dict[str, dict[str, float]] = pydantic.Field(default_factory=dict)
@@ -204,10 +207,6 @@ class StateReport(_Payload):
     health_reason: str = ""
     queues: list[dict[str, Any]] = pydantic.Field(default_factory=list)
     """The cluster's own queues (Kueue ClusterQueues: admitted, pending, GPUs reserved)."""
-
-
-Int32 = Annotated[int, pydantic.Field(ge=-(2**31), le=2**31 - 1)]  # an INTEGER column
-Count32 = Annotated[int, pydantic.Field(ge=0, le=2**31 - 1)]
 
 
 class AttemptReport(_Payload):
@@ -246,6 +245,12 @@ class AttemptReport(_Payload):
     unusable: list[list[str]] = pydantic.Field(
         default_factory=list, max_length=100, description="(source, why) it could not adopt."
     )
+    serve_status: dict[str, Any] | None = pydantic.Field(
+        default=None,
+        description="A serving run's Serve status of its app where the cluster reports it "
+        "(Kubernetes: the RayService's status), sent when it changes; the hub keeps it as "
+        "serve/status.json in the run's record, as a Ray region's serve driver writes it.",
+    )
     """Phase signals the cluster itself gave (``lifecycle.phases`` names and statuses,
     ``source``: the object that said it, ``reason``), applied after the state's own."""
 
@@ -278,7 +283,9 @@ class AgentSync(_Payload):
     report: StateReport | None = None
     attempts: list[AttemptReport] = pydantic.Field(default_factory=list)
     runtimes: list[RuntimeStatus] = pydantic.Field(default_factory=list)
-    known: list[int] = pydantic.Field(default_factory=list, description="Tokens the agent tracks.")
+    known: list[Count32] = pydantic.Field(
+        default_factory=list, description="Tokens the agent tracks."
+    )
     wait_s: float = pydantic.Field(default=0.0, ge=0, le=30, description="Long-poll for new work.")
 
 
@@ -337,7 +344,7 @@ class AgentSyncReply(_Payload):
         default_factory=list, description="Other regions' data planes; with full reports."
     )
     prepare: list[PrepareHint] = pydantic.Field(default_factory=list)
-    uploads: list[int] = pydantic.Field(
+    uploads: list[Count32] = pydantic.Field(
         default_factory=list,
         description="Ended attempts whose held-back uploads the hub still wants (succeeded).",
     )

@@ -247,6 +247,17 @@ def test_rayservice_serve_config() -> None:
     assert service["metadata"]["labels"][naming.PRIORITY_LABEL] == "high"
 
 
+def test_a_served_model_is_found_under_the_pods_data_mount() -> None:
+    # the hub names the model inside the source run's record; pods mount the data root
+    env = {naming.MODEL_RECORD_ENV: "cv/runs/r-src/artifacts/model.npz"}
+    spec = _spec("rayservice").model_copy(update={"env": env})
+    service = kuberay.render_rayservice(spec, RUN_ID)
+    app = yaml.safe_load(service["spec"]["serveConfigV2"])["applications"][0]
+    app_env = app["runtime_env"]["env_vars"]
+    assert app_env["TAU_MODEL_PATH"] == "/data/cv/runs/r-src/artifacts/model.npz"
+    assert naming.MODEL_RECORD_ENV not in app_env
+
+
 def test_long_run_ids_make_valid_names() -> None:
     obj = kuberay.render_rayjob(_spec("rayjob_single"), "R" * 80)
     assert len(obj["metadata"]["name"]) <= naming.MAX_NAME

@@ -86,6 +86,7 @@ class AttemptTracker:
         self.stall = stall.StallDetector(stall.Settings.from_spec(assignment.spec), time.time())
         self._stall_level = stall.Level.OK
         self._beat = 0.0
+        self._serve_sent: dict[str, Any] | None = None
 
     _SAVED = ("log_offset", "metrics_offset", "last_step", "log_tail")
 
@@ -137,11 +138,19 @@ class AttemptTracker:
             checkpoint_step=self._checkpoint_step(),
             submission=self.submission,
             phases=[s.model_dump() for s in status.signals],
+            serve_status=self._serve_changed(status.serve),
         )
         self.submission = None  # sent once
         if self.state is st.AttemptState.RUNNING:
             self._watch(backend, report, due)
         return self._finish(backend, status, report, job.terminal)
+
+    def _serve_changed(self, doc: dict[str, Any] | None) -> dict[str, Any] | None:
+        """The backend's Serve status when it differs from the last one sent."""
+        if doc is None or doc == self._serve_sent:
+            return None
+        self._serve_sent = doc
+        return doc
 
     def _held(self, job: base.JobState) -> base.JobState:
         """The job's state, but not yet terminal while its final upload round runs

@@ -171,6 +171,10 @@ class JobStatus(_Value):
     driver_node_id: str | None = None
     error_type: str | None = None
     signals: tuple[PhaseSignal, ...] = ()
+    serve: dict[str, Any] | None = None
+    """A serving run's Serve status of its app where the cluster reports it (Kubernetes:
+    the RayService's status), shaped as ``backends.serve_driver`` writes it; None where
+    the run's own driver writes it (Ray regions)."""
 
 
 class LogChunk(_Value):

@@ -23,6 +23,8 @@ signals, each naming the Kubernetes object it came from:
     the run object deleted by ``stop``  → STOPPED
     Workload Evicted, reason Preempted  → the run object deleted, FAILED with
                                           ``error_type`` "preemption" (Kueue's message)
+    RayService                          → its RayCluster's Workload; Serve's status of the
+                                          app as ``JobStatus.serve`` (``kube_serve``)
 
 Release (``release_check``): both lines — Kueue's quota (the Workload gone, no longer
 admitted or Finished) and then the pods gone; an ended run object is deleted then, so
@@ -40,7 +42,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from taugrid.backends import base, kube_api, kube_logs
+from taugrid.backends import base, kube_api, kube_logs, kube_serve
 from taugrid.backends import errors as berr
 from taugrid.lifecycle import phases as ph
 from taugrid.platform import models as pm
@@ -120,6 +122,7 @@ class KubernetesBackend(base.Backend):
         self._preempted: dict[str, str] = {}  # sid -> Kueue's eviction message
         self._final: dict[str, tuple[base.JobState, str]] = {}  # sid -> how it ended
         self._uids: dict[str, str] = {}  # sid -> uid of its run object
+        self._queued_uids: dict[str, str] = {}  # sid -> uid of what its Workload is of
         self._models = {
             (g.node_label, g.node_label_value or g.name): g.name for g in platform.gpu_types
         }
@@ -223,7 +226,10 @@ class KubernetesBackend(base.Backend):
         if found is None or found[3] is None:
             return self._gone(job_id)
         kind, ns, name, obj = found[0], found[1], found[2], found[3]
-        wl = self._workload(ns, obj["metadata"].get("uid", ""))
+        selector = f"{LABEL_SUBMISSION}={naming.label_value(job_id)}"
+        owner = kube_serve.workload_owner(self.api, kind, obj, selector)
+        self._queued_uids[job_id] = str(owner["metadata"].get("uid", ""))
+        wl = self._workload(ns, self._queued_uids[job_id])
         evicted = _preempted(wl)
         if evicted:  # Kueue took its quota back: TauGrid requeues the run itself
             self._preempted[job_id] = f"preempted by Kueue (Workload {ns}/{_name(wl)}): {evicted}"
@@ -257,6 +263,7 @@ class KubernetesBackend(base.Backend):
             signals=tuple(signals),
             start_time=_time(obj, "startTime"),
             end_time=_time(obj, "endTime"),
+            serve=kube_serve.serve_doc(obj, pods) if kind == "RayService" else None,
         )
 
     def _gone(self, job_id: str) -> base.JobStatus:
@@ -347,7 +354,7 @@ class KubernetesBackend(base.Backend):
             # an agent that is gone); the record keeps what the object said
             self.api.delete(kind, name, ns, obj["metadata"].get("uid"))
         elif job_id in self._uids:  # its Workload goes with it (owner references)
-            uid = self._uids[job_id]
+            uid = self._queued_uids.get(job_id) or self._uids[job_id]
             if any(_admitted(w) for w in self.api.list("Workload", ns, f"{_JOB_UID}={uid}")):
                 return False
         return not self._pods(ns, job_id)

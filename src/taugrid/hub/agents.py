@@ -26,6 +26,7 @@ from taugrid.hub import (
     nodehealth,
     prewarm,
     runs,
+    serving,
     util_history,
 )
 from taugrid.lifecycle import phases as ph
@@ -189,6 +190,9 @@ def _apply(hub: context.Hub, rep: wire.AttemptReport) -> None:
             f"ray-job-submission-a{a['number']}.json", json.dumps(rep.submission, indent=2)
         )
     _metrics(hub, run, a, rep)
+    if rep.serve_status is not None:  # the cluster's word (Kubernetes), as the driver writes it
+        doc = {**rep.serve_status, "run_id": run["id"], "updated_at": time.time()}
+        rec.write_bytes(serving.STATUS_FILE, json.dumps(doc).encode())
     if rep.progress_warning:
         nodehealth.stalled(hub, run["id"], a["number"], rep.progress_warning)
     if rep.state != a["state"]:

@@ -41,13 +41,12 @@ def model_source(
             "directory record only (not built yet for object stores)",
             "serve a run whose workspace keeps its records in a directory",
         )
-    source: dict[str, Any] = {"run": run["id"]}
     if checkpoint is not None and artifact is not None:
         raise UserError("--checkpoint and --artifact are both given", "give one of them")
     if checkpoint is not None:
         root = checkpoints.checkpoint_root(local, run["spec"].get("checkpoint_path"))
         name = _checkpoint_name(root, run["id"], checkpoint)
-        return {**source, "checkpoint": name, "model_path": str(root / name)}
+        return {**_where(run, local, root / name), "checkpoint": name}
     if artifact is not None:
         path = local / "artifacts" / artifact
         if ".." in Path(artifact).parts or not path.is_file():
@@ -55,13 +54,25 @@ def model_source(
                 f"run {run['id']} has no artifact '{artifact}'",
                 f"list its artifacts with: tau run files {run['id']} artifacts",
             )
-        return {**source, "artifact": artifact, "model_path": str(path)}
+        return {**_where(run, local, path), "artifact": artifact}
     if not (local / "artifacts").is_dir():
         raise UserError(
             f"run {run['id']} saved no artifacts (it is {run['state']})",
             "serve a finished run, or name a checkpoint with --checkpoint latest|STEP",
         )
-    return {**source, "artifact": None, "model_path": str(local / "artifacts")}
+    return {**_where(run, local, local / "artifacts"), "artifact": None}
+
+
+def _where(run: dict[str, Any], record: Path, path: Path) -> dict[str, Any]:
+    """The model's path as the hub sees it (``model_path``: a Ray region on this host's
+    filesystem) and, inside the run's record, as the storage contract names it
+    (``record_path``: ``<ws>/runs/<id>/...`` under a data root, what a pod mounts at
+    ``/data``; None for a checkpoint_path outside the record)."""
+    try:
+        inside: str | None = f"{run['workspace']}/runs/{run['id']}/{path.relative_to(record)}"
+    except ValueError:
+        inside = None
+    return {"run": run["id"], "model_path": str(path), "record_path": inside}
 
 
 def _checkpoint_name(root: Path, run_id: str, wanted: str) -> str:

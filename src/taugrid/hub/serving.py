@@ -22,7 +22,8 @@ replica's GPUs each: ``compute.gpus``), placed, logged and released like any run
   endpoint (``hub.serve_router``) routes by.
 
 Phases (``phase``), from the serving run and Ray Serve's status of the app
-(``serve/status.json`` in the run's record, written by the driver)::
+(``serve/status.json`` in the run's record, written by the driver in a Ray region, or
+by the hub from the agent's report of the RayService's status on Kubernetes)::
 
     Deploying ──▶ Ready ◀──▶ Degraded        (UNHEALTHY)
         │           │  ▲
@@ -43,7 +44,7 @@ from taugrid import payloads as wire
 from taugrid.errors import UserError
 from taugrid.hub import context, registry, runs
 from taugrid.lifecycle import states as st
-from taugrid.render import runspec
+from taugrid.render import naming, runspec
 from taugrid.spec import models as sm
 from taugrid.store import deployments as dstore
 
@@ -65,7 +66,11 @@ def find(hub: context.Hub, name: str, workspaces: list[str] | None) -> dict[str,
 
 
 def _serving_spec(
-    hub: context.Hub, spec: runspec.RunSpec, name: str, model_path: str, replicas: int | None
+    hub: context.Hub,
+    spec: runspec.RunSpec,
+    name: str,
+    source: dict[str, Any],
+    replicas: int | None,
 ) -> runspec.RunSpec:
     """The serving run's spec: named after the deployment, one worker per replica."""
     if spec.serve is None:
@@ -88,11 +93,20 @@ def _serving_spec(
             "workers": workers,
             "retry_on": retry_on,
             "max_retries": spec.max_retries if retry_on else 0,
-            "env": {**spec.env, "TAU_MODEL_PATH": model_path, "TAU_DEPLOYMENT": name},
+            "env": {**spec.env, **_model_env(source), "TAU_DEPLOYMENT": name},
         }
     )
     runs.check_capacity(hub, out)
     return out
+
+
+def _model_env(source: dict[str, Any]) -> dict[str, str]:
+    """``TAU_MODEL_PATH``, and where the model is under a data root (``render.kuberay``
+    turns that into the pod's ``/data/...`` path)."""
+    env = {"TAU_MODEL_PATH": str(source["model_path"])}
+    if source.get("record_path"):
+        env[naming.MODEL_RECORD_ENV] = str(source["record_path"])
+    return env
 
 
 def _start(
@@ -114,7 +128,7 @@ def _start(
     spec = runs.resolve_request(hub, submit)
     if workspaces is not None and spec.workspace not in workspaces:
         raise UserError(f"you are not a member of workspace {spec.workspace}", "")
-    spec = _serving_spec(hub, spec, req.name, source["model_path"], replicas)
+    spec = _serving_spec(hub, spec, req.name, source, replicas)
     if region is not None:
         spec = spec.model_copy(update={"allowed_regions": (region,), "preferred_regions": ()})
     row = runs.submit(hub, submit, actor, spec=spec)
@@ -201,7 +215,7 @@ def scale(
         code_zip_b64=base64.b64encode(code).decode() if code else None,
     )
     spec = runs.resolve_request(hub, submit)
-    spec = _serving_spec(hub, spec, name, dep["source"]["model_path"], replicas)
+    spec = _serving_spec(hub, spec, name, dep["source"], replicas)
     row = runs.submit(hub, submit, actor, spec=spec)
     _replace(hub, dep, row["id"], dep["source"])
     return view(hub, find(hub, name, [dep["workspace"]]))
@@ -302,6 +316,10 @@ def view(hub: context.Hub, dep: dict[str, Any]) -> dict[str, Any]:
 
 
 def _running(status: dict[str, Any]) -> int:
+    """Replicas serving: Serve's RUNNING replicas, or what the cluster counted (Kubernetes
+    reports a RayService's running workers, not Serve's replica states)."""
+    if "ready_replicas" in status:
+        return int(status["ready_replicas"])
     deps = status.get("deployments", {}).values()
     return sum(int(d.get("replicas", {}).get("RUNNING", 0)) for d in deps)
 
@@ -393,7 +411,7 @@ def _phase(
     if state in st.TERMINAL_RUN_STATES:
         return "Failed", f"serving run {run['id']} ended ({state.value}): {run['reason']}"
     if state is not st.RunState.RUNNING or serve in (None, "NOT_STARTED"):
-        return ("Updating" if previous else "Deploying"), run["reason"]
+        return ("Updating" if previous else "Deploying"), message or run["reason"]
     if serve == "UNHEALTHY":
         return "Degraded", message
     if serve == "RUNNING":

@@ -93,7 +93,11 @@ def _label_pods(obj: dict[str, Any], run_id: str) -> dict[str, Any]:
 
 def _env(spec: runspec.RunSpec, run_id: str) -> dict[str, str]:
     rdir = naming.run_dir(spec.workspace, run_id)
-    return command.run_env(spec, run_id, run_dir=rdir, checkpoint_default=f"{rdir}/checkpoints")
+    env = command.run_env(spec, run_id, run_dir=rdir, checkpoint_default=f"{rdir}/checkpoints")
+    model = env.pop(naming.MODEL_RECORD_ENV, None)
+    if model:  # a serving run's model, as the pods see the data root
+        env["TAU_MODEL_PATH"] = f"{naming.DATA_MOUNT}/{model}"
+    return env
 
 
 def _container_env(spec: runspec.RunSpec, env: dict[str, str]) -> list[dict[str, Any]]:

@@ -32,6 +32,7 @@ __all__ = [
     "LABEL_TEAM",
     "LABEL_WORKSPACE",
     "MAX_NAME",
+    "MODEL_RECORD_ENV",
     "PRIORITY_LABEL",
     "QUEUE_LABEL",
     "WORKLOAD_SERVICE_ACCOUNT",
@@ -58,6 +59,9 @@ ANNOTATION_PROVENANCE = "taugrid.io/provenance"
 GPU_RESOURCE = "nvidia.com/gpu"
 DEFAULT_FLAVOR = "default-flavor"
 DATA_MOUNT = "/data"
+MODEL_RECORD_ENV = "TAU_MODEL_RECORD_PATH"
+"""A serving run's model inside a run record, relative to the data root
+(``<ws>/runs/<id>/...``); a pod's ``TAU_MODEL_PATH`` is it under ``DATA_MOUNT``."""
 WORKLOAD_SERVICE_ACCOUNT = "tau-workload"
 AGENT_SERVICE_ACCOUNT = "taugrid-agent"
 AGENT_NAMESPACE = "taugrid-system"
