@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +22,7 @@ import pytest
 from sklearn.datasets import load_digits
 
 from tests.cli import platform_env as pe
+from tests.hub import serve_regions
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.long, pytest.mark.timeout(900)]
 
@@ -85,38 +85,6 @@ def _classify(endpoint: str, n: int = 20) -> int:
     return right
 
 
-class _Load:
-    """Requests one after another to ``endpoint`` until stopped; counts every outcome."""
-
-    def __init__(self, endpoint: str) -> None:
-        self.endpoint, self.ok = endpoint, 0
-        self.failed: list[str] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-        self._pixels = load_digits().data[0].tolist()
-
-    def __enter__(self) -> _Load:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=60)
-
-    def _loop(self) -> None:
-        with httpx.Client(timeout=30) as http:
-            while not self._stop.is_set():
-                try:
-                    r = http.post(self.endpoint, json={"pixels": self._pixels})
-                    if r.status_code == 200 and r.json()["class"] == 0:
-                        self.ok += 1
-                    else:
-                        self.failed.append(f"{r.status_code} {r.text[:200]}")
-                except httpx.HTTPError as exc:
-                    self.failed.append(repr(exc))
-                time.sleep(0.05)
-
-
 def test_deploy_classify_scale_update_delete(
     env: dict[str, str], project: Path, trained: str
 ) -> None:
@@ -136,7 +104,7 @@ def test_deploy_classify_scale_update_delete(
     assert dep["gpus"] == 2 and dep["run_id"] != first
     assert _run(env, first)["state"] == "succeeded"  # replaced: its quota went back
 
-    with _Load(dep["endpoint"]) as load:
+    with serve_regions.Load(dep["endpoint"]) as load:
         upd = pe.tau(
             env,
             "serve",

@@ -12,7 +12,6 @@ release here are the real controllers'.
 
 from __future__ import annotations
 
-import base64
 import time
 from collections.abc import Callable
 from typing import Any
@@ -24,9 +23,7 @@ from kubernetes import client
 
 from taugrid.hub import runs as hub_runs
 from taugrid.render import naming
-from taugrid.sdk import submit as sdk_submit
-from tests.hub import harness
-from tests.hub import region as hub_region
+from tests.hub import harness, serve_regions
 from tests.k8s import kube_region
 
 pytestmark = pytest.mark.k8s
@@ -66,23 +63,6 @@ def _trained_run(server: harness.HubServer, kube: client.ApiClient) -> str:
     return run_id
 
 
-def _deploy(c: httpx.Client, source_run: str) -> dict[str, Any]:
-    code = sdk_submit.zip_dir(hub_region.QUICKSTART, [])
-    body = {
-        "name": "digits",
-        "source_run": source_run,
-        "artifact": "model.npz",
-        "submit": {
-            "tau_yaml": SERVE_YAML,
-            "filename": "serve.yaml",
-            "code_zip_b64": base64.b64encode(code).decode(),
-        },
-    }
-    r = c.post("/v1/serve", json=body)
-    assert r.status_code == 201, r.text
-    return dict(r.json())
-
-
 def _until(what: str, get: Callable[[], Any], timeout_s: float = 180) -> Any:
     deadline = time.monotonic() + timeout_s
     while True:
@@ -108,7 +88,9 @@ def test_a_deployment_is_a_rayservice_queued_by_kueue_and_deleting_it_releases_e
     server, _ = hub
     source = _trained_run(server, kube)
     with server.http() as c:
-        dep = _deploy(c, source)
+        dep = serve_regions.deploy(
+            c, "digits", source, [], tau_yaml=SERVE_YAML, artifact="model.npz"
+        )
         run_id = dep["run_id"]
         selector = f"{naming.LABEL_RUN_ID}={naming.label_value(run_id)}"
         try:
