@@ -72,8 +72,13 @@ def test_node_whose_raylet_died_is_started_again(cluster: ray_local.LocalRayClus
     assert revived == [1]
     ids = cluster.node_ids()
     assert len(ids) == 2 and ids[1] != before  # a new Ray node on the same place
-    inv = cluster.backend().inventory()
-    assert sorted(n.node_id for n in inv.alive_nodes) == sorted(ids.values())
+    # the killed raylet's node stays ALIVE in the GCS until its health checks time out
+    backend = cluster.backend()
+    h.wait_for(
+        lambda: sorted(n.node_id for n in backend.inventory().alive_nodes) == sorted(ids.values()),
+        timeout=90,
+        what="the GCS to see the old node dead and the new one alive",
+    )
     assert cluster.revive() == []  # nothing else is dead
 
 
