@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from taugrid.elastic import controller, sizing
+from taugrid.elastic import controller, ray_exec, sizing
 
 
 def _stage(name: str, fixed: float, per_item: float, **kw: float) -> sizing.StageProfile:
@@ -96,3 +96,42 @@ def test_a_gpu_budget_caps_gpu_replicas_and_names_the_limit() -> None:
     assert "all the run's 4 GPUs allow" in capped.limit.describe()
     roomy = sizing.recommend([embed, score], 400, gpu_budget=16)
     assert roomy == free
+
+
+def test_a_node_slow_for_a_stage_is_avoided_from_the_next_window() -> None:
+    decode = _stage("decode", 0.0, 0.005, batch_min=4, batch_max=4, replicas_max=8)
+    control = controller.Controller([decode], 400)
+    # node c takes 4x the others' time per item: slow; b is within SLOW of a
+    nodes = {"a": (200, 1.0), "b": (150, 1.2), "c": (50, 1.0)}
+    window = controller.StageWindow(400, 400, 3.2, 40, nodes)
+    control.observe({"decode": window})
+    assert control.avoid == {"decode": frozenset({"c"})}
+    # a later window on a and b alone keeps c avoided and adds nothing
+    later = controller.StageWindow(400, 400, 2.2, 40, {"a": (200, 1.0), "b": (200, 1.2)})
+    control.observe({"decode": later})
+    assert control.avoid == {"decode": frozenset({"c"})}
+
+
+def test_a_stage_on_one_node_is_never_judged() -> None:
+    assert controller.slow_nodes({"a": (10, 100.0)}) == frozenset()
+    assert controller.slow_nodes({"a": (10, 1.0), "b": (0, 0.0)}) == frozenset()
+    # the median of the others, not their mean: one other slow node does not hide a third
+    three = {"a": (100, 1.0), "b": (100, 1.1), "c": (100, 5.0)}
+    assert controller.slow_nodes(three) == frozenset({"c"})
+
+
+def test_actors_are_kept_off_avoided_nodes_by_rays_node_id_label() -> None:
+    assert ray_exec.avoiding(()) == {}
+    assert ray_exec.avoiding({"bb", "aa"}) == {"label_selector": {"ray.io/node-id": "!in(aa,bb)"}}
+
+
+def test_a_pool_off_an_avoided_node_is_sized_to_what_the_other_nodes_hold() -> None:
+    nodes = [
+        {"NodeID": "head", "Alive": True, "Resources": {"CPU": 16.0, "GPU": 4.0}},
+        {"NodeID": "slow", "Alive": True, "Resources": {"CPU": 16.0, "GPU": 4.0}},
+        {"NodeID": "gone", "Alive": False, "Resources": {"CPU": 16.0}},
+    ]
+    assert ray_exec.fitting(nodes, 9, 0, {"slow"}) == 1  # 9 CPUs: one on the head
+    assert ray_exec.fitting(nodes, 1, 1, {"slow"}) == 4  # the head's 4 GPUs
+    assert ray_exec.fitting(nodes, 9, 0, ()) == 2
+    assert ray_exec.fitting(nodes, 1, 0, {"head", "slow"}) == 0

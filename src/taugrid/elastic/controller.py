@@ -12,6 +12,15 @@ smoothed (``ALPHA``) as noise, so a stage that became slower (larger images in t
 slow node) gets more replicas and one that became faster gives replicas back; the
 same ``sizing.recommend`` that plans the run then picks the configuration. A window
 in which a stage saw no batches leaves its model as it was.
+
+Slow nodes (the second level of tuning): each window also says how many items each
+node handled for a stage and the replica-seconds it took (``StageWindow.nodes``). A
+node whose seconds per item exceed ``SLOW`` times the median of the stage's other nodes
+is slow for that stage (a throttled GPU, a noisy neighbour, a failing disk): it joins
+``Controller.avoid[stage]`` and the stage's replicas are started elsewhere from the next
+window on (``ray_exec`` puts a node-ID label selector on the stage's actors). A node is
+judged only against others of the same stage, so a stage on one node is never judged,
+and a node is never avoided for being the only one. Avoidance lasts for the run.
 """
 
 from __future__ import annotations
@@ -21,12 +30,14 @@ from collections.abc import Mapping, Sequence
 
 from taugrid.elastic import sizing
 
-__all__ = ["ALPHA", "JUMP", "Controller", "StageWindow"]
+__all__ = ["ALPHA", "JUMP", "SLOW", "Controller", "StageWindow", "slow_nodes"]
 
 ALPHA = 0.7
 """Weight of the newest window in the smoothed correction (1: trust only the newest)."""
 JUMP = 0.25
 """A measured/modelled ratio further than this from 1 replaces the model outright."""
+SLOW = 2.0
+"""A node slower per item than this times the median of a stage's other nodes is avoided."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,6 +48,8 @@ class StageWindow:
     items_out: int
     busy_s: float
     batches: int
+    nodes: Mapping[str, tuple[int, float]] = dataclasses.field(default_factory=dict)
+    """Per node the stage ran on: (items in, replica-seconds in the callable)."""
 
 
 class Controller:
@@ -52,6 +65,8 @@ class Controller:
         self.target = target
         self.gpu_budget = gpu_budget  # the GPUs the run holds: never sized past them
         self.current = sizing.recommend(self._profiles, target, gpu_budget)
+        self.avoid: dict[str, frozenset[str]] = {}
+        """Per stage, the nodes found slow for it (its replicas start elsewhere)."""
 
     @property
     def profiles(self) -> tuple[sizing.StageProfile, ...]:
@@ -65,6 +80,9 @@ class Controller:
             if seen is None or seen.batches == 0 or seen.items_in == 0:
                 continue
             self._profiles[index] = _corrected(profile, seen)
+            slow = slow_nodes(seen.nodes)
+            if slow:
+                self.avoid[profile.name] = self.avoid.get(profile.name, frozenset()) | slow
         self.current = sizing.recommend(self._profiles, self.target, self.gpu_budget)
         return self.current
 
@@ -78,3 +96,19 @@ def _corrected(profile: sizing.StageProfile, seen: StageWindow) -> sizing.StageP
     cost = sizing.CostModel(profile.cost.fixed_s * factor, profile.cost.per_item_s * factor)
     selectivity = (1 - ALPHA) * profile.selectivity + ALPHA * (seen.items_out / seen.items_in)
     return dataclasses.replace(profile, cost=cost, selectivity=selectivity)
+
+
+def slow_nodes(nodes: Mapping[str, tuple[int, float]]) -> frozenset[str]:
+    """The nodes whose seconds per item exceed ``SLOW`` x the median of the others'."""
+    per_item = {n: busy / items for n, (items, busy) in nodes.items() if items > 0}
+    slow = set()
+    for node, seconds in per_item.items():
+        others = sorted(v for n, v in per_item.items() if n != node)
+        if others and seconds > SLOW * _median(others):
+            slow.add(node)
+    return frozenset(slow)
+
+
+def _median(values: Sequence[float]) -> float:
+    mid = len(values) // 2
+    return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2

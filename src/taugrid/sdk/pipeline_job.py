@@ -84,6 +84,7 @@ def window_metrics(report: ray_exec.WindowReport) -> dict[str, float]:
         out[f"pipeline/{choice.name}/batch_size"] = choice.batch_size
         lost = (seen.items_in - seen.items_out) if seen else 0
         out[f"pipeline/{choice.name}/dropped"] = lost
+        out[f"pipeline/{choice.name}/nodes_avoided"] = len(report.avoided.get(choice.name, ()))
     return out
 
 
@@ -97,6 +98,11 @@ def _window_doc(report: ray_exec.WindowReport) -> dict[str, Any]:
         "replicas": {c.name: c.replicas for c in report.config.stages},
         "batch_size": {c.name: c.batch_size for c in report.config.stages},
         "next_replicas": {c.name: c.replicas for c in report.next_config.stages},
+        "nodes": {
+            name: {node[:12]: items for node, (items, _) in seen.nodes.items()}
+            for name, seen in report.stages.items()
+        },
+        "avoided": {name: sorted(n[:12] for n in ids) for name, ids in report.avoided.items()},
     }
 
 
@@ -113,7 +119,9 @@ def _dead_letters(dead_dir: Path) -> int:
 
 def gpu_budget() -> float | None:
     """The GPUs the run holds (``TAU_WORKERS`` x ``TAU_GPUS_PER_WORKER``); None when 0."""
-    held = int(os.environ.get("TAU_WORKERS", "1")) * int(os.environ.get("TAU_GPUS_PER_WORKER", "0"))
+    held = int(os.environ.get("TAU_WORKERS", "1")) * float(
+        os.environ.get("TAU_GPUS_PER_WORKER", "0")  # a share of one GPU is "0.5"
+    )
     return float(held) if held > 0 else None
 
 
@@ -135,6 +143,9 @@ def run(pipe: spec_pipeline.PipelineSpec, workdir: str) -> dict[str, Any]:
         injob.log(window_metrics(report), step=report.index + 1)
         windows.append(_window_doc(report))
         print(f"window {report.index + 1}: {json.dumps(windows[-1])}", flush=True)
+        for stage, ids in report.next_avoided.items():
+            for node in sorted(ids - report.avoided.get(stage, frozenset())):
+                print(f"stage {stage}: node {node[:12]} is slow; its replicas move off it")
 
     with tempfile.TemporaryDirectory(prefix="tau-dead-") as dead:
         total = ray_exec.run(pipe, control, search=workdir, dead_dir=dead, on_window=on_window)
