@@ -9,8 +9,9 @@ false. It writes, through the in-job API:
 
 - metrics, one step per window: ``pipeline/throughput`` (items/s entering),
   ``pipeline/<stage>/items_per_s``, ``pipeline/<stage>/replicas``,
-  ``pipeline/<stage>/batch_size``, ``pipeline/<stage>/dead`` (items set aside),
-  ``pipeline/target`` — ``tau run status`` shows the latest per stage;
+  ``pipeline/<stage>/batch_size``, ``pipeline/<stage>/dropped`` (items filtered or set
+  aside), ``pipeline/<stage>/nodes_avoided`` (nodes found slow for the stage, which its
+  replicas left), ``pipeline/target`` — ``tau run status`` shows the latest per stage;
 - artifacts: ``pipeline.json`` (the plan, every window, totals) and
   ``dead-letter/`` (``<stage>.<pid>.jsonl``: failing items with their error), when any.
 
