@@ -6,8 +6,8 @@ replicas, so the first window has one replica on each node. The stage's callable
 the seam: it sleeps 6x longer per item on the worker node (a throttled or noisy node,
 as the test declares it by IP). The driver waits for a pool's replicas before each
 window's first batch (Ray Data's ``wait_for_min_actors_s``), so that both nodes get
-work in window 1 whatever the order their actors start in. From the second window the stage runs on the head only,
-one replica (all the head holds), and the run finishes.
+work in window 1 whatever the order their actors start in. From the second window the
+stage runs on the head only, one replica (all the head holds), and the run finishes.
 """
 
 from __future__ import annotations
