@@ -6,7 +6,7 @@ As far as kwok allows: kwok's pods run no containers, so no Ray head answers Kub
 Serve never reports the app; the deployment stays Deploying with KubeRay's reason. The
 mapping of a RayService's Serve status (RUNNING, DEPLOY_FAILED, UNHEALTHY, upgrades) to
 phases is tested on KubeRay-shaped status documents in
-``tests/backends/test_kube_serve.py``. Admission, binding, garbage collection and
+``tests/backends/test_kube_serve_status.py``. Admission, binding, garbage collection and
 release here are the real controllers'.
 """
 
