@@ -177,6 +177,29 @@ def test_pip_failure_fails_the_run_with_the_requirement_named(
     assert done["attempts"][0]["failure_kind"] == "runtime_env"
 
 
+def test_a_pip_failure_in_rays_own_build_names_the_requirement_too(
+    tmp_path: Path, ray_cluster: ray_local.LocalRayCluster
+) -> None:
+    # No pre-warm (as when the prepare job could not run): Ray builds the runtime at job
+    # start, fails, and the agent gives the same reason from Ray's runtime_env error.
+    engine = db.open_engine(f"sqlite:///{tmp_path / 'hub.db'}")
+    server = HubServer(make_hub(engine, tmp_path / "home")).start()
+    agent = rg.AgentThread(server, ray_cluster, tmp_path / "agent", prewarm=False).start()
+    bad = "termcolor==0.0.998"
+    try:
+        with server.http() as c:
+            run = rg.submit_run(c, pip_yaml(bad, name="ray-builds-bad"))
+            done = rg.wait_run(c, run["id"], rg.finished, timeout=PREPARE_S)
+    finally:
+        agent.stop()
+        server.stop()
+        engine.dispose()
+    assert done["state"] == "failed", done["reason"]
+    assert f"'{bad}'" in done["reason"] and "fix runtime.pip in tau.yaml" in done["reason"]
+    assert "No matching distribution" in done["reason"], done["reason"]
+    assert done["attempts"][0]["failure_kind"] == "runtime_env"
+
+
 def test_agent_restart_keeps_warm_runtimes_and_a_node_restart_clears_them(
     tmp_path: Path, ray_cluster: ray_local.LocalRayCluster
 ) -> None:

@@ -92,6 +92,7 @@ class AgentThread:
         expected_nodes: int | None = None,
         report_s: float = 1.0,
         health: nodecheck.CheckerConfig | None = None,
+        prewarm: bool = True,
     ) -> None:
         self.backend = cluster.backend()
         self.hub = hubclient.HubClient(server.url, server.agent_token(cluster_id), cluster_id)
@@ -103,6 +104,7 @@ class AgentThread:
             report_s=report_s,
             data_root=data_root,
             expected_nodes=expected_nodes,
+            prewarm=prewarm,
             **({"health": health} if health is not None else {}),
         )
         cordon = ray_cordon.GpuCordon(self.backend, state_dir / "cordons.json")

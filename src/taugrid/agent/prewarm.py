@@ -83,7 +83,8 @@ def target_nodes(inventory: base.ClusterInventory) -> list[str]:
 
 
 def failure_reason(pip: list[str], node: str, error: str) -> str:
-    """A user-facing reason for a failed build: the requirement, pip's words, the fix."""
+    """A user-facing reason for a failed build: the requirement, pip's words, the fix
+    (``node``: where it failed, or "" when not known)."""
     lines = [ln.strip() for ln in error.splitlines() if ln.strip()]
     pip_errors = [ln for ln in lines if ln.startswith("ERROR:")]
     culprits = [p for p in pip if any(p in ln for ln in pip_errors)] or [
@@ -95,8 +96,9 @@ def failure_reason(pip: list[str], node: str, error: str) -> str:
         if culprits
         else f"pip requirements {pip}"
     )
+    where = f" on node {node[:12]}" if node else ""
     return (
-        f"runtime preparation failed on node {node[:12]}: {what} could not be installed "
+        f"runtime preparation failed{where}: {what} could not be installed "
         f"({words.removeprefix('ERROR: ')}); fix runtime.pip in tau.yaml"
     )
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from taugrid import errors
 from taugrid import payloads as wire
-from taugrid.agent import recordsync
+from taugrid.agent import prewarm, recordsync
 from taugrid.backends import base
 from taugrid.backends import errors as berr
 from taugrid.health import logscan, stall
@@ -38,6 +38,8 @@ __all__ = ["AttemptTracker"]
 _NODE_DEATH = re.compile(
     r"node .*(died|dead|failed)|raylet|unexpectedly|ActorDiedError|NodeDied", re.I
 )
+RAY_RUNTIME_ENV_FAILED = "RUNTIME_ENV_SETUP_FAILURE"
+"""Ray's ``JobDetails.error_type`` of a job whose runtime_env (pip) could not be built."""
 _STEP_DIR = re.compile(r"step-(\d+)")
 _STATE = {
     base.JobState.PENDING: st.AttemptState.STARTING,
@@ -214,6 +216,12 @@ class AttemptTracker:
             r.failure_kind = self.fault_kind.value
         elif status.error_type == st.FailureKind.PREEMPTION.value:  # the cluster's queue
             r.failure_kind = st.FailureKind.PREEMPTION.value
+        elif status.state is base.JobState.FAILED and status.error_type == RAY_RUNTIME_ENV_FAILED:
+            # Ray built the runtime itself (the pre-warm did not run or did not finish):
+            # the same reason as a failed pre-warm, naming the requirement and pip's words
+            r.failure_kind = st.FailureKind.RUNTIME_ENV.value
+            pip = [str(p) for p in self.a.spec.get("pip", ())]
+            r.message = prewarm.failure_reason(pip, status.driver_node_id or "", r.message)
         elif status.state is base.JobState.FAILED and _NODE_DEATH.search(r.message):
             r.failure_kind = st.FailureKind.NODE_FAILURE.value
         elif status.state is base.JobState.FAILED:
