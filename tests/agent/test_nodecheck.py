@@ -32,11 +32,15 @@ def hub(engine: sa.Engine, tmp_path: Path) -> Iterator[HubServer]:
         yield server
 
 
-def _inv(emulated: bool = True, cpu_node: bool = False) -> base.ClusterInventory:
+def _inv(
+    emulated: bool = True, cpu_node: bool = False, remote: bool = False
+) -> base.ClusterInventory:
     nodes = [base.NodeInventory(node_id=NODE, ip="127.0.23.200", alive=True, gpu_total=4)]
     if cpu_node:
         nodes.append(base.NodeInventory(node_id="cpu-n", ip="127.0.23.201", alive=True))
-    return base.ClusterInventory(nodes=nodes, emulated_gpus=emulated, taken_at=dt.datetime.now())
+    return base.ClusterInventory(
+        nodes=nodes, emulated_gpus=emulated, remote_nodes=remote, taken_at=dt.datetime.now()
+    )
 
 
 def _checker(hub: HubServer, tmp: Path, **kw: Any) -> tuple[nodecheck.NodeChecker, Path]:
@@ -116,3 +120,17 @@ def test_nvml_failure_makes_gpu_nodes_unknown_not_cpu_nodes(hub: HubServer, tmp_
     assert checker.row(NODE)["health_check"] == "unknown"
     assert "NVML" in checker.row(NODE)["conditions"][0]["reason"]
     assert checker.row("cpu-n")["health_check"] == "ok"
+
+
+def test_kubernetes_nodes_are_never_sampled_here_but_injections_still_mark(
+    hub: HubServer, tmp_path: Path
+) -> None:
+    """A Kubernetes cluster's nodes (kwok's carry loopback addresses) are not this host:
+    no NVML read, no crash condition; an injected fault still marks them."""
+    checker, d = _checker(hub, tmp_path, nvml=signals.NvmlReader())
+    checker.maybe_check(_inv(emulated=False, remote=True), [NODE])
+    assert checker.row(NODE)["health_check"] == "ok"
+    _inject(d, {"xid": [79]})
+    for _ in range(2):
+        checker.maybe_check(_inv(emulated=False, remote=True), [NODE])
+    assert _marks(hub) == [("xid", "checker")]

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from kubernetes import client
+from kubernetes import client, config
 
 from taugrid.agent import agent, hubclient
 from taugrid.backends import kube_marks
@@ -24,7 +24,7 @@ from taugrid.render import naming
 from taugrid.store import db
 from tests.hub import harness
 from tests.hub import region as hub_region
-from tests.k8s import nodes
+from tests.k8s import controlplane, nodes
 
 CLUSTER = "kube"
 WORKSPACE = "ml"
@@ -141,7 +141,37 @@ def region(
             yield server, the_agent
         finally:
             the_agent.stop()
+            kube = config.new_client_from_config(config_file=str(kubeconfig))
+            try:
+                sweep(kube)
+            finally:
+                kube.close()
     engine.dispose()
+
+
+RAY_PLURALS = ("rayjobs", "rayservices", "rayclusters")
+
+
+def sweep(kube: client.ApiClient) -> None:
+    """Delete the Ray objects a failed test left in the workspace and wait for their pods
+    and Kueue admissions to go, so the next module starts on free nodes and quota (one
+    failure must not fail every later test on the session's control plane)."""
+    custom = client.CustomObjectsApi(kube)
+    for plural in RAY_PLURALS:
+        for obj in custom.list_namespaced_custom_object("ray.io", "v1", WORKSPACE, plural)["items"]:
+            with contextlib.suppress(client.ApiException):
+                custom.delete_namespaced_custom_object(
+                    "ray.io", "v1", WORKSPACE, plural, obj["metadata"]["name"]
+                )
+
+    def gone() -> bool:
+        pods = client.CoreV1Api(kube).list_namespaced_pod(
+            WORKSPACE, label_selector=naming.LABEL_RUN_ID
+        )
+        wls = custom.list_namespaced_custom_object(*KUEUE, WORKSPACE, "workloads")["items"]
+        return not pods.items and not [w for w in wls if "admission" in w.get("status", {})]
+
+    controlplane.wait_until("leftover runs swept from the workspace", gone)
 
 
 def tau_yaml(name: str, gpus: int, model: str = "H100", priority: str | None = None) -> str:

@@ -82,11 +82,15 @@ def test_cancel_deletes_the_objects_and_releases_quota_then_pods(
 
 def _hold_quota(kube: client.ApiClient, gpus: int) -> None:
     """Another tenant's Job in the same LocalQueue that Kueue admits but whose pods no
-    node takes: it holds ``gpus`` H100s of the ClusterQueue's quota, none on a node."""
+    node takes: it holds ``gpus`` H100s of the ClusterQueue's quota, none on a node. It has
+    the runs' default priority class (the platform's lowest): a Job without one has
+    priority 0, which the ClusterQueue's ``withinClusterQueue: LowerPriority`` lets any
+    run preempt."""
     pod = nodes.gpu_pod("holder", gpus, {"taugrid.io/nowhere": "true"})
     pod["spec"]["restartPolicy"] = "Never"
+    labels = {naming.QUEUE_LABEL: "ml", naming.PRIORITY_LABEL: "low"}
     job = {
-        "metadata": {"name": "holder", "labels": {naming.QUEUE_LABEL: "ml"}},
+        "metadata": {"name": "holder", "labels": labels},
         "spec": {"template": pod},
     }
     client.BatchV1Api(kube).create_namespaced_job("ml", job)

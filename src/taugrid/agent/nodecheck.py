@@ -81,7 +81,7 @@ class NodeChecker:
         for node_id in nodes:
             n = by_id.get(node_id)
             if n is not None:
-                self._check(n, host, failed, now)
+                self._check(n, host, failed, now, local=self._is_local(inv, n))
         self._save()
 
     def row(self, node_id: str) -> dict[str, Any]:
@@ -111,7 +111,11 @@ class NodeChecker:
             host = signals.host_sample({k: v for k, v in self.roots.items() if v is not None})
         except OSError as exc:
             failed["host"] = str(exc)
-        real_gpus = not inv.emulated_gpus and any(n.gpu_total > 0 for n in inv.alive_nodes)
+        real_gpus = (
+            not inv.emulated_gpus
+            and not inv.remote_nodes
+            and any(n.gpu_total > 0 for n in inv.alive_nodes)
+        )
         if self.nvml is not None and real_gpus:
             try:
                 host = dataclasses.replace(host, gpus=tuple(self.nvml.read()), source="nvml")
@@ -119,10 +123,19 @@ class NodeChecker:
                 failed["gpu"] = str(exc)
         return host, failed
 
+    def _is_local(self, inv: base.ClusterInventory, n: base.NodeInventory) -> bool:
+        """Whether ``n`` is this host (a Kubernetes node never is: kwok's fake nodes carry
+        loopback addresses, and the agent's pod is not every node)."""
+        return not inv.remote_nodes and (n.ip in self._local or n.ip.startswith("127."))
+
     def _check(
-        self, n: base.NodeInventory, host: signals.NodeSample, failed: dict[str, str], now: float
+        self,
+        n: base.NodeInventory,
+        host: signals.NodeSample,
+        failed: dict[str, str],
+        now: float,
+        local: bool,
     ) -> None:
-        local = n.ip in self._local or n.ip.startswith("127.")
         try:
             crash = failed.get("host") or (failed.get("gpu") if n.gpu_total else None)
             if local and crash:

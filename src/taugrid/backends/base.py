@@ -245,6 +245,11 @@ class ClusterInventory(_Value):
     emulated_gpus: bool = pydantic.Field(
         default=False, description="GPUs are Ray logical resources, not devices."
     )
+    remote_nodes: bool = pydantic.Field(
+        default=False,
+        description="The nodes are machines the agent does not run on (Kubernetes): its "
+        "health checker samples none of them (no disks, no NVML), only injected readings.",
+    )
     taken_at: dt.datetime
 
     @property

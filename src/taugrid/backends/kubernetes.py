@@ -369,7 +369,7 @@ class KubernetesBackend(base.Backend):
             if node and pod.get("status", {}).get("phase") not in ("Succeeded", "Failed"):
                 held[node] = held.get(node, 0.0) + _pod_gpus(pod)
         out = [self._node(n, held.get(n["metadata"]["name"], 0.0)) for n in nodes]
-        return base.ClusterInventory(nodes=out, taken_at=dt.datetime.now(dt.UTC))
+        return base.ClusterInventory(nodes=out, remote_nodes=True, taken_at=dt.datetime.now(dt.UTC))
 
     def _node(self, node: dict[str, Any], gpus_held: float) -> base.NodeInventory:
         meta, alloc = node["metadata"], node.get("status", {}).get("allocatable", {})
