@@ -31,7 +31,7 @@ import statistics
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -170,23 +170,44 @@ def _section(r: dict[str, Any], clients: int, seconds: float, cmd: str) -> str:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def load_main(
+    argv: list[str] | None,
+    prog: str,
+    quick_note: str,
+    section_of: Callable[[int, float], str],
+) -> int:
+    """The command line of a serving load benchmark: ``--clients``/``--seconds`` for the
+    load, ``--quick`` (``make bench-quick``) prints ``quick_note`` and measures nothing,
+    ``--no-write`` keeps docs/BENCHMARKS.md as it is; ``section_of`` measures and
+    returns the section."""
+    p = argparse.ArgumentParser(prog=f"python -m benchmarks.{prog}")
     p.add_argument("--quick", action="store_true")
     p.add_argument("--clients", type=int, default=8)
     p.add_argument("--seconds", type=float, default=20.0)
     p.add_argument("--no-write", action="store_true")
     args = p.parse_args(argv)
     if args.quick:
-        print("bench_serve --quick: skipped (minutes of platform start and training; the same")
-        print("path runs in tests/cli/test_serve_cli.py); run it without --quick to measure")
+        print(f"{prog} --quick: skipped ({quick_note}); run it without --quick to measure")
         return 0
-    result = measure(args.clients, args.seconds, second_deploy=True)
-    section = _section(result, args.clients, args.seconds, "python -m benchmarks.bench_serve")
+    section = section_of(args.clients, args.seconds)
     print(section)
     if not args.no_write:
         report.write_section(section)
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return load_main(
+        argv,
+        "bench_serve",
+        "minutes of platform start and training; the same path runs in tests/cli/test_serve_cli.py",
+        lambda clients, seconds: _section(
+            measure(clients, seconds, second_deploy=True),
+            clients,
+            seconds,
+            "python -m benchmarks.bench_serve",
+        ),
+    )
 
 
 if __name__ == "__main__":

@@ -22,7 +22,6 @@ in tests/hub/test_serve_regions.py (``long``).
 
 from __future__ import annotations
 
-import argparse
 import concurrent.futures
 import multiprocessing
 import os
@@ -31,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks import bench_serve, report
+from benchmarks import bench_serve
 from tests.hub import region as rg
 from tests.hub import serve_regions as sr
 
@@ -119,24 +118,17 @@ def _section(r: dict[str, Any], clients: int, seconds: float, cmd: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true")
-    p.add_argument("--clients", type=int, default=8)
-    p.add_argument("--seconds", type=float, default=20.0)
-    p.add_argument("--no-write", action="store_true")
-    args = p.parse_args(argv)
-    if args.quick:
-        print("bench_serve_regions --quick: skipped (minutes of Ray, training and Serve; the")
-        print("same path runs in tests/hub/test_serve_regions.py); run without --quick")
-        return 0
-    result = {**measure(args.clients, args.seconds), "load": os.getloadavg()[0]}
-    section = _section(
-        result, args.clients, args.seconds, "python -m benchmarks.bench_serve_regions"
+    return bench_serve.load_main(
+        argv,
+        "bench_serve_regions",
+        "minutes of Ray, training and Serve; the same path runs in tests/hub/test_serve_regions.py",
+        lambda clients, seconds: _section(
+            {**measure(clients, seconds), "load": os.getloadavg()[0]},
+            clients,
+            seconds,
+            "python -m benchmarks.bench_serve_regions",
+        ),
     )
-    print(section)
-    if not args.no_write:
-        report.write_section(section)
-    return 0
 
 
 if __name__ == "__main__":

@@ -18,9 +18,10 @@ killed mid-reconcile would.
 
 from __future__ import annotations
 
+import functools
 import os
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 import pydantic
 
@@ -63,6 +64,33 @@ def _invalid(obj: Mapping[str, Any], exc: pydantic.ValidationError) -> str:
     return f"{obj['kind']} {obj['metadata']['name']} is invalid: {where}; fix its spec"
 
 
+_Spec = TypeVar("_Spec", bound=pydantic.BaseModel)
+_Pass = Callable[["Reconciler", dict[str, Any], int | None, _Spec], Status]
+
+
+def _validated(
+    model: type[_Spec],
+) -> Callable[[_Pass[_Spec]], Callable[[Reconciler, Mapping[str, Any]], Status]]:
+    """A pass over a Tau object's body: the object as plain dicts, its generation and its
+    spec as ``model``; an invalid spec ends as ``phase: Failed`` saying what to fix."""
+
+    def wrap(fn: _Pass[_Spec]) -> Callable[[Reconciler, Mapping[str, Any]], Status]:
+        @functools.wraps(fn)
+        def run(self: Reconciler, body: Mapping[str, Any]) -> Status:
+            obj = _plain(body)
+            gen = obj["metadata"].get("generation")
+            try:
+                spec = crds.from_object(obj)
+            except pydantic.ValidationError as exc:
+                return _failed(_invalid(obj, exc), gen)
+            assert isinstance(spec, model)
+            return fn(self, obj, gen, spec)
+
+        return run
+
+    return wrap
+
+
 class Reconciler:
     """Reconciles Tau objects on one API server."""
 
@@ -92,15 +120,9 @@ class Reconciler:
                 continue  # the CRD schema refuses these; an old object is skipped
         return out
 
-    def team(self, body: Mapping[str, Any]) -> Status:
+    @_validated(pm.TeamSpec)
+    def team(self, obj: dict[str, Any], gen: int | None, team: pm.TeamSpec) -> Status:
         """ClusterQueue (+ Cohort) of a TauTeam, with its approved requests applied."""
-        obj = _plain(body)
-        gen = obj["metadata"].get("generation")
-        try:
-            team = crds.from_object(obj)
-        except pydantic.ValidationError as exc:
-            return _failed(_invalid(obj, exc), gen)
-        assert isinstance(team, pm.TeamSpec)
         approved = self.approved_requests(team.name)
         effective = desired.with_approved(team, approved)
         owners = [
@@ -134,15 +156,9 @@ class Reconciler:
             )
         return None
 
-    def workspace(self, body: Mapping[str, Any]) -> Status:
+    @_validated(pm.WorkspaceSpec)
+    def workspace(self, obj: dict[str, Any], gen: int | None, ws: pm.WorkspaceSpec) -> Status:
         """Namespace, accounts, RBAC, PVC and LocalQueue of a TauWorkspace."""
-        obj = _plain(body)
-        gen = obj["metadata"].get("generation")
-        try:
-            ws = crds.from_object(obj)
-        except pydantic.ValidationError as exc:
-            return _failed(_invalid(obj, exc), gen)
-        assert isinstance(ws, pm.WorkspaceSpec)
         team_obj = self.api.get("TauTeam", ws.team)
         if team_obj is None:
             return _failed(
@@ -186,15 +202,9 @@ class Reconciler:
         spec = obj["spec"]
         return {"message": f"applied: ClusterQueue {cq} {spec['gpu_model']} {spec['nominal']}"}
 
-    def cluster(self, body: Mapping[str, Any]) -> Status:
+    @_validated(pm.ClusterSpec)
+    def cluster(self, obj: dict[str, Any], gen: int | None, cluster: pm.ClusterSpec) -> Status:
         """A TauCluster is checked against its model and recorded (no objects)."""
-        obj = _plain(body)
-        gen = obj["metadata"].get("generation")
-        try:
-            cluster = crds.from_object(obj)
-        except pydantic.ValidationError as exc:
-            return _failed(_invalid(obj, exc), gen)
-        assert isinstance(cluster, pm.ClusterSpec)
         pools = sum(p.nodes for p in cluster.node_pools)
         return {
             "phase": "Ready",
