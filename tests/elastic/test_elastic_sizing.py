@@ -98,6 +98,32 @@ def test_a_gpu_budget_caps_gpu_replicas_and_names_the_limit() -> None:
     assert roomy == free
 
 
+def test_a_cpu_budget_caps_the_pools_to_the_cluster_and_names_the_limit() -> None:
+    """Replicas the cluster cannot hold would only wait for CPUs: the cluster's CPUs cap
+    the pools, each time giving back the replica that lowers the bottleneck least."""
+    decode = _stage("decode", 0.0, 0.02, replicas_max=8)  # 50 items/s per replica
+    resize = _stage("resize", 0.0, 0.005, replicas_max=8)  # 200 items/s per replica
+    free = sizing.recommend([decode, resize], 300)
+    assert (free.cpus, free.reachable) == (6 + 2, True)
+    capped = sizing.recommend([decode, resize], 300, cpu_budget=5)
+    assert capped.cpus <= 5 and capped.limit is not None
+    assert {c.name: c.replicas for c in capped.stages} == {"decode": 4, "resize": 1}
+    assert capped.limit.stage == "decode" and capped.limit.cpu_budget == 5
+    assert capped.limit.ceiling == 200
+    assert "all the cluster's 5 CPUs allow" in capped.limit.describe()
+    assert sizing.recommend([decode, resize], 300, cpu_budget=8) == free
+
+
+def test_the_controller_sizes_within_the_clusters_cpus_window_after_window() -> None:
+    decode = _stage("decode", 0.0, 0.02, batch_min=4, batch_max=4, replicas_max=8)
+    control = controller.Controller([decode], 300, cpu_budget=3)
+    assert control.current.stages[0].replicas == 3
+    # the stage turns out twice as slow: it would want 12 replicas, still 3 fit
+    control.observe({"decode": controller.StageWindow(400, 400, 16.0, 100)})
+    assert control.current.stages[0].replicas == 3
+    assert control.current.limit is not None and control.current.limit.cpu_budget == 3
+
+
 def test_a_node_slow_for_a_stage_is_avoided_from_the_next_window() -> None:
     decode = _stage("decode", 0.0, 0.005, batch_min=4, batch_max=4, replicas_max=8)
     control = controller.Controller([decode], 400)

@@ -60,11 +60,13 @@ class Controller:
         profiles: Sequence[sizing.StageProfile],
         target: float,
         gpu_budget: float | None = None,
+        cpu_budget: float | None = None,
     ) -> None:
         self._profiles = list(profiles)
         self.target = target
         self.gpu_budget = gpu_budget  # the GPUs the run holds: never sized past them
-        self.current = sizing.recommend(self._profiles, target, gpu_budget)
+        self.cpu_budget = cpu_budget  # the CPUs its cluster has for the stage pools
+        self.current = sizing.recommend(self._profiles, target, gpu_budget, cpu_budget)
         self.avoid: dict[str, frozenset[str]] = {}
         """Per stage, the nodes found slow for it (its replicas start elsewhere)."""
 
@@ -83,7 +85,9 @@ class Controller:
             slow = slow_nodes(seen.nodes)
             if slow:
                 self.avoid[profile.name] = self.avoid.get(profile.name, frozenset()) | slow
-        self.current = sizing.recommend(self._profiles, self.target, self.gpu_budget)
+        self.current = sizing.recommend(
+            self._profiles, self.target, self.gpu_budget, self.cpu_budget
+        )
         return self.current
 
 

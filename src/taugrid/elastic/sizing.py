@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 __all__ = [
     "CostModel",
@@ -127,6 +127,7 @@ class Limit:
     ceiling: float
     target: float
     gpu_budget: float | None = None  # set when the run's GPUs, not the stage's bounds, cap it
+    cpu_budget: float | None = None  # set when the cluster's CPUs cap it
 
     @property
     def shortfall(self) -> float:
@@ -135,11 +136,14 @@ class Limit:
 
     def describe(self) -> str:
         """One line for people."""
-        where = (
-            f"at its most replicas ({self.max_replicas})"
-            if self.gpu_budget is None
-            else f"with {self.max_replicas} replicas, all the run's {self.gpu_budget:g} GPUs allow"
-        )
+        where = f"at its most replicas ({self.max_replicas})"
+        for whose, budget, unit in (
+            ("the cluster's", self.cpu_budget, "CPUs"),
+            ("the run's", self.gpu_budget, "GPUs"),
+        ):
+            if budget is not None:
+                where = f"with {self.max_replicas} replicas, all {whose} {budget:g} {unit} allow"
+                break
         return (
             f"stage {self.stage} limits the pipeline to {self.ceiling:.1f} items/s {where}: "
             f"{self.shortfall:.0%} short of the target {self.target:g} items/s"
@@ -184,36 +188,74 @@ def _choose(profile: StageProfile, demand: float, pass_ratio: float) -> StageCho
 
 
 def recommend(
-    profiles: Sequence[StageProfile], target: float, gpu_budget: float | None = None
+    profiles: Sequence[StageProfile],
+    target: float,
+    gpu_budget: float | None = None,
+    cpu_budget: float | None = None,
 ) -> Recommendation:
     """Replicas and batch size per stage for ``target`` items/s (module docstring).
 
-    ``gpu_budget``: the GPUs the run holds. A configuration that needs more gives up GPU
-    replicas, one at a time from the GPU stage with the most capacity, until it fits.
+    ``gpu_budget``: the GPUs the run holds; ``cpu_budget``: the CPUs its cluster can give
+    the stage pools. A configuration that needs more gives up replicas (of stages using
+    that resource) one at a time, each time the one that lowers the bottleneck least.
     """
     rec = _unbounded(profiles, target)
-    if gpu_budget is None or rec.gpus <= gpu_budget + 1e-9:
-        return rec
-    return _within(rec, profiles, gpu_budget)
+    for budget, per_replica, kind in (
+        (gpu_budget, _gpus, "gpus"),
+        (cpu_budget, _cpus, "cpus"),
+    ):
+        if budget is not None and sum(c.replicas * per_replica(c) for c in rec.stages) > (
+            budget + 1e-9
+        ):
+            rec = _within(rec, profiles, budget, per_replica, kind)
+    return rec
 
 
-def _within(rec: Recommendation, profiles: Sequence[StageProfile], budget: float) -> Recommendation:
+def _one_fewer(c: StageChoice) -> StageChoice:
+    per = c.capacity / c.replicas
+    return dataclasses.replace(c, replicas=c.replicas - 1, capacity=per * (c.replicas - 1))
+
+
+def _after_giving_back(stages: Sequence[StageChoice], k: int) -> tuple[float, float]:
+    """(the pipeline's bottleneck, stage ``k``'s capacity) once ``k`` gives a replica
+    back: the replica to give back is the one that costs the pipeline least."""
+    smaller = _one_fewer(stages[k]).capacity
+    others = [c.capacity for i, c in enumerate(stages) if i != k]
+    return min([smaller, *others]), smaller
+
+
+def _gpus(c: StageChoice) -> float:
+    return c.gpus
+
+
+def _cpus(c: StageChoice) -> float:
+    return c.cpus
+
+
+def _within(
+    rec: Recommendation,
+    profiles: Sequence[StageProfile],
+    budget: float,
+    per_replica: Callable[[StageChoice], float],
+    kind: str,
+) -> Recommendation:
     mins = {p.name: p.replicas_min for p in profiles}
     stages = list(rec.stages)
-    while sum(c.replicas * c.gpus for c in stages) > budget + 1e-9:
-        shrinkable = [i for i, c in enumerate(stages) if c.gpus > 0 and c.replicas > mins[c.name]]
+    while sum(c.replicas * per_replica(c) for c in stages) > budget + 1e-9:
+        shrinkable = [
+            i for i, c in enumerate(stages) if per_replica(c) > 0 and c.replicas > mins[c.name]
+        ]
         if not shrinkable:
             break
-        i = max(shrinkable, key=lambda k: stages[k].capacity * (stages[k].replicas - 1))
-        c = stages[i]
-        per = c.capacity / c.replicas
-        stages[i] = dataclasses.replace(c, replicas=c.replicas - 1, capacity=per * (c.replicas - 1))
+        i = max(shrinkable, key=lambda k: _after_giving_back(stages, k))
+        stages[i] = _one_fewer(stages[i])
     neck = min(stages, key=lambda c: c.capacity)
     limit = rec.limit
     if neck.capacity < rec.target * (1 - _SLACK) and (
         limit is None or neck.capacity < limit.ceiling
     ):
-        limit = Limit(neck.name, neck.replicas, neck.capacity, rec.target, budget)
+        budgets = {"gpu_budget": budget} if kind == "gpus" else {"cpu_budget": budget}
+        limit = Limit(neck.name, neck.replicas, neck.capacity, rec.target, **budgets)
     return Recommendation(rec.target, tuple(stages), neck.name, neck.capacity, limit)
 
 

@@ -35,7 +35,7 @@ from taugrid.sdk import injob
 from taugrid.spec import load
 from taugrid.spec import pipeline as spec_pipeline
 
-__all__ = ["gpu_budget", "main", "plan_document", "window_metrics"]
+__all__ = ["cpu_budget", "gpu_budget", "main", "plan_document", "window_metrics"]
 
 
 def plan_document(rec: sizing.Recommendation) -> dict[str, Any]:
@@ -52,6 +52,7 @@ def plan_document(rec: sizing.Recommendation) -> dict[str, Any]:
         else {
             "stage": rec.limit.stage,
             "gpu_budget": rec.limit.gpu_budget,
+            "cpu_budget": rec.limit.cpu_budget,
             "ceiling": round(rec.limit.ceiling, 3),
             "shortfall": round(rec.limit.shortfall, 4),
             "message": rec.limit.describe(),
@@ -126,6 +127,13 @@ def gpu_budget() -> float | None:
     return float(held) if held > 0 else None
 
 
+def cpu_budget(cluster_cpus: float) -> float:
+    """The CPUs the stage pools may take on a cluster of ``cluster_cpus`` (its alive
+    nodes' total): all but one, which Ray Data's own tasks (reading the source, moving
+    blocks) need to make progress; never below one."""
+    return max(cluster_cpus - 1.0, 1.0)
+
+
 def run(pipe: spec_pipeline.PipelineSpec, workdir: str) -> dict[str, Any]:
     """Measure, plan, run; returns the summary written to ``pipeline.json``."""
     import ray
@@ -133,8 +141,10 @@ def run(pipe: spec_pipeline.PipelineSpec, workdir: str) -> dict[str, Any]:
     if not ray.is_initialized():
         ray.init(address=os.environ.get("RAY_ADDRESS", "auto"), log_to_driver=False)
     measured = profile.measure(pipe, search=workdir)
+    total = ray.cluster_resources()  # type: ignore[no-untyped-call]
+    cpus = cpu_budget(float(total.get("CPU", 1.0)))
     control = controller.Controller(
-        [m.profile for m in measured], pipe.target_throughput, gpu_budget()
+        [m.profile for m in measured], pipe.target_throughput, gpu_budget(), cpus
     )
     planned = control.current
     print(f"pipeline plan: {json.dumps(plan_document(planned))}", flush=True)
