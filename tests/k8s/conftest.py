@@ -116,11 +116,15 @@ def hub(
     kuberay: controlplane.ControlPlane,
     gpu_nodes: tuple[nodes.GpuNode, ...],
 ) -> Iterator[tuple[harness.HubServer, kube_region.KubeAgent]]:
-    """A hub and the agent of its ``backend: kubernetes`` region (one per test module)."""
+    """A hub and the agent of its ``backend: kubernetes`` region (one per test module);
+    after the module, what its failed tests left in the workspace is swept."""
     kube_region.data_volume(kube)
     tmp = Path(tmp_path_factory.mktemp("kube-hub"))
-    with kube_region.region(tmp, kueue.kubeconfig) as both:
-        yield both
+    try:
+        with kube_region.region(tmp, kueue.kubeconfig) as both:
+            yield both
+    finally:
+        kube_region.sweep(kube)
 
 
 @pytest.fixture(scope="session")

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from kubernetes import client, config
+from kubernetes import client
 
 from taugrid.agent import agent, hubclient
 from taugrid.backends import kube_marks
@@ -141,11 +141,6 @@ def region(
             yield server, the_agent
         finally:
             the_agent.stop()
-            kube = config.new_client_from_config(config_file=str(kubeconfig))
-            try:
-                sweep(kube)
-            finally:
-                kube.close()
     engine.dispose()
 
 
