@@ -64,3 +64,4 @@ def test_one_hub_places_runs_on_a_ray_region_and_a_kubernetes_region(
                 ray_agent.stop()
     finally:
         ray.stop()
+        kube_region.sweep(kube)  # what a failure left on the session's control plane
