@@ -129,7 +129,7 @@ def _plot(runs: dict[str, list[openb.InflationResult]]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="smoke run: 1 seed, 30 % arrived")
+    parser.add_argument("--quick", action="store_true", help="smoke run: 1 seed, 30 %% arrived")
     parser.add_argument("--seeds", type=int, default=10, help="seeds 42.. (default 10)")
     parser.add_argument("--tie-seeds", type=int, default=TIE_SEEDS, help="seeds of the tie table")
     parser.add_argument("--no-write", action="store_true", help="do not touch docs/BENCHMARKS.md")

@@ -121,7 +121,7 @@ def _span(seeds: list[int]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="smoke run: 1 seed, 30 % arrived")
+    parser.add_argument("--quick", action="store_true", help="smoke run: 1 seed, 30 %% arrived")
     parser.add_argument("--seeds", type=int, default=20, help="how many seeds (20)")
     parser.add_argument("--first-seed", type=int, default=FIRST_SEED, help=f"({FIRST_SEED})")
     parser.add_argument("--workloads", nargs="*", default=None, help="pod lists (all found)")
