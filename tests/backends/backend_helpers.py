@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import random
 import socket
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -63,6 +64,18 @@ def stop_cluster(cluster: ray_local.LocalRayCluster) -> None:
     """Stop and assert nothing of the cluster is left running."""
     cluster.stop()
     assert not cluster.pids(), f"Ray processes left behind: {sorted(cluster.pids())}"
+
+
+@contextlib.contextmanager
+def running_cluster(
+    ips: list[str], state_dir: Path, shapes: list[ray_local.NodeShape] | None = None
+) -> Iterator[ray_local.LocalRayCluster]:
+    """``start_cluster``, stopped (and checked stopped) when the block ends."""
+    cluster = start_cluster(ips, state_dir, shapes)
+    try:
+        yield cluster
+    finally:
+        stop_cluster(cluster)
 
 
 def wait_for(

@@ -63,11 +63,8 @@ pipeline:
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ray_local.LocalRayCluster]:
     shapes = [ray_local.NodeShape(num_cpus=4, num_gpus=0, accelerator=None)]
-    c = h.start_cluster([HEAD], tmp_path_factory.mktemp("ray-cpus"), shapes)
-    try:
+    with h.running_cluster([HEAD], tmp_path_factory.mktemp("ray-cpus"), shapes) as c:
         yield c
-    finally:
-        h.stop_cluster(c)
 
 
 def test_stage_pools_stay_within_the_clusters_cpus_and_the_limit_is_named(

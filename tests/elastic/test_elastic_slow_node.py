@@ -75,11 +75,8 @@ print("RESULT " + json.dumps({"out": out, "windows": windows}), flush=True)
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ray_local.LocalRayCluster]:
     shapes = [ray_local.NodeShape(num_cpus=16, num_gpus=0, accelerator=None)] * 2
-    c = h.start_cluster([HEAD, WORKER], tmp_path_factory.mktemp("ray-slow"), shapes)
-    try:
+    with h.running_cluster([HEAD, WORKER], tmp_path_factory.mktemp("ray-slow"), shapes) as c:
         yield c
-    finally:
-        h.stop_cluster(c)
 
 
 def test_a_stage_leaves_the_node_that_is_slow_for_it(
