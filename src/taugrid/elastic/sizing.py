@@ -204,9 +204,7 @@ def recommend(
         (gpu_budget, _gpus, "gpus"),
         (cpu_budget, _cpus, "cpus"),
     ):
-        if budget is not None and sum(c.replicas * per_replica(c) for c in rec.stages) > (
-            budget + 1e-9
-        ):
+        if budget is not None:
             rec = _within(rec, profiles, budget, per_replica, kind)
     return rec
 
@@ -239,6 +237,10 @@ def _within(
     per_replica: Callable[[StageChoice], float],
     kind: str,
 ) -> Recommendation:
+    """``rec`` with replicas given back until it takes at most ``budget`` of the resource
+    ``per_replica`` counts (unchanged when it already fits)."""
+    if sum(c.replicas * per_replica(c) for c in rec.stages) <= budget + 1e-9:
+        return rec
     mins = {p.name: p.replicas_min for p in profiles}
     stages = list(rec.stages)
     while sum(c.replicas * per_replica(c) for c in stages) > budget + 1e-9:
