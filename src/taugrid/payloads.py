@@ -30,6 +30,7 @@ __all__ = [
     "PrepareHint",
     "QuotaDecision",
     "QuotaRequestCreate",
+    "RelocationRequest",
     "RuntimeStatus",
     "StateReport",
     "StopOrder",
@@ -209,6 +210,14 @@ class StateReport(_Payload):
     """The cluster's own queues (Kueue ClusterQueues: admitted, pending, GPUs reserved)."""
 
 
+class RelocationRequest(_Payload):
+    """A running job's ask to be moved (``tau.request_relocation``): the free CPUs a
+    cluster needs, beyond the run's own workers, for the job to meet its target."""
+
+    cpus: float = pydantic.Field(ge=0, le=1_000_000)
+    reason: str = pydantic.Field(max_length=2000, pattern=r"^[^\x00]*$")
+
+
 class AttemptReport(_Payload):
     """What an agent knows about one attempt since its last sync."""
 
@@ -253,6 +262,11 @@ class AttemptReport(_Payload):
     )
     """Phase signals the cluster itself gave (``lifecycle.phases`` names and statuses,
     ``source``: the object that said it, ``reason``), applied after the state's own."""
+    relocate: RelocationRequest | None = pydantic.Field(
+        default=None,
+        description="The job asks the hub to move the run to a cluster with more room "
+        "(``tau.request_relocation``); sent once per request.",
+    )
 
 
 # Agent text that the hub stores in JSON columns: no NUL (PostgreSQL cannot hold it).

@@ -161,3 +161,17 @@ def test_a_pool_off_an_avoided_node_is_sized_to_what_the_other_nodes_hold() -> N
     assert ray_exec.fitting(nodes, 1, 1, {"slow"}) == 4  # the head's 4 GPUs
     assert ray_exec.fitting(nodes, 9, 0, ()) == 2
     assert ray_exec.fitting(nodes, 1, 0, {"head", "slow"}) == 0
+
+
+def test_the_cpus_that_would_meet_the_target_are_wanted_only_when_cpus_alone_cap_it() -> None:
+    decode = _stage("decode", 0.0, 0.05, cpus=1.0, replicas_max=8)  # 20 items/s/replica
+    resize = _stage("resize", 0.0, 0.05, cpus=1.0, replicas_max=8)
+    capped = controller.Controller([decode, resize], 60, cpu_budget=3)
+    assert capped.current.limit is not None and capped.current.limit.cpu_budget == 3
+    assert controller.cpus_wanted(capped) == 6  # 3 + 3 replicas of 1 CPU
+    assert controller.cpus_wanted(controller.Controller([decode, resize], 60, cpu_budget=6)) is None
+    # a stage's own bounds cap it anywhere: no cluster would help
+    bounded = _stage("decode", 0.0, 0.05, cpus=1.0, replicas_max=2)
+    assert (
+        controller.cpus_wanted(controller.Controller([bounded, resize], 60, cpu_budget=3)) is None
+    )

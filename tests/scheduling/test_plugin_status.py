@@ -66,3 +66,20 @@ def test_a_gpu_share_goes_only_where_gpus_can_be_shared() -> None:
     d = place(run(gpus=0.5), k8s)
     assert d.unresolvable and "whole GPUs only" in d.reason
     assert place(run(gpus=1), k8s).cluster_id == "k8s"  # whole GPUs still go there
+
+
+def test_a_moved_run_never_goes_back_and_waits_for_the_cpus_it_asked_for() -> None:
+    # cluster "a" has 64 free CPUs per node; the run (1 CPU per worker) asked for 80 more
+    moved = run(relocation=snap.Relocation(("a",), cpus=80.0))
+    d = place(moved, cluster("a"), cluster("b"))
+    codes = {v.cluster_id: (v.code, v.reason) for v in d.verdicts}
+    assert d.outcome is cycle.Outcome.ADMITTED and not d.unresolvable
+    assert codes["a"][0] == "unresolvable" and "asked to move" in codes["a"][1]
+    assert codes["b"] == (
+        "unschedulable",
+        "relocation: the run was moved to get 81 free CPUs; 64 are free here",
+    )
+    d = place(moved, cluster("a"), cluster("b", nodes=2))  # 128 free CPUs
+    assert d.cluster_id == "b"
+    # the move is part of the request: a run that asked nothing shares no verdict with it
+    assert run().request != moved.request

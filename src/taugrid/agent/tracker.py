@@ -15,6 +15,9 @@ error that points at a node (Xid, ECC, a lost GPU, an NCCL timeout) stops the jo
 log text, metric line or heartbeat file is progress (``health.stall``): past
 ``warn_after`` idle intervals the report carries ``progress_warning`` once; past
 ``restart_after`` the job is stopped as ``stall``.
+
+A job that asks to be moved (``tau.request_relocation`` writes ``relocate.json`` in its
+output dir) has the ask sent once, in ``AttemptReport.relocate``; the hub decides.
 """
 
 from __future__ import annotations
@@ -41,6 +44,8 @@ _NODE_DEATH = re.compile(
 RAY_RUNTIME_ENV_FAILED = "RUNTIME_ENV_SETUP_FAILURE"
 """Ray's ``JobDetails.error_type`` of a job whose runtime_env (pip) could not be built."""
 _STEP_DIR = re.compile(r"step-(\d+)")
+RELOCATE_FILE = "relocate.json"
+"""Where ``tau.request_relocation`` leaves the job's ask, in its output dir."""
 _STATE = {
     base.JobState.PENDING: st.AttemptState.STARTING,
     base.JobState.RUNNING: st.AttemptState.RUNNING,
@@ -89,8 +94,9 @@ class AttemptTracker:
         self._stall_level = stall.Level.OK
         self._beat = 0.0
         self._serve_sent: dict[str, Any] | None = None
+        self.relocate_sent = 0.0  # wall time of the relocation ask last sent
 
-    _SAVED = ("log_offset", "metrics_offset", "last_step", "log_tail")
+    _SAVED = ("log_offset", "metrics_offset", "last_step", "log_tail", "relocate_sent")
 
     def save(self, directory: Path) -> None:
         """Persist read offsets so a restarted agent resumes without duplicates."""
@@ -145,6 +151,7 @@ class AttemptTracker:
         self.submission = None  # sent once
         if self.state is st.AttemptState.RUNNING:
             self._watch(backend, report, due)
+            report.relocate = self._relocation()
         return self._finish(backend, status, report, job.terminal)
 
     def _serve_changed(self, doc: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -292,6 +299,19 @@ class AttemptTracker:
                 if isinstance(m.get("step"), int):
                     self.last_step = max(self.last_step or 0, m["step"])
         return out
+
+    def _relocation(self) -> wire.RelocationRequest | None:
+        """The job's relocation ask (``tau.request_relocation``) when it is new."""
+        try:
+            doc = json.loads((self.run_dir / RELOCATE_FILE).read_text())
+            asked = float(doc["wall_time"])
+            if asked <= self.relocate_sent or doc.get("attempt") != self.a.attempt:
+                return None
+            ask = wire.RelocationRequest(cpus=doc["cpus"], reason=str(doc["reason"]))
+        except (OSError, ValueError, KeyError, TypeError):  # absent, or being written
+            return None
+        self.relocate_sent = asked
+        return ask
 
     def _checkpoint_step(self) -> int | None:
         ckpt = Path(self.a.spec.get("checkpoint_path") or self.run_dir / "checkpoints")

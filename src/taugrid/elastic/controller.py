@@ -21,6 +21,10 @@ is slow for that stage (a throttled GPU, a noisy neighbour, a failing disk): it 
 window on (``ray_exec`` puts a node-ID label selector on the stage's actors). A node is
 judged only against others of the same stage, so a stage on one node is never judged,
 and a node is never avoided for being the only one. Avoidance lasts for the run.
+
+The third level (moving the run) starts here too: ``cpus_wanted`` says when the
+cluster's CPUs, and nothing else, keep the pipeline from its target, and how many CPUs
+would meet it; the driver (``sdk.pipeline_job``) then asks the hub to move the run.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from collections.abc import Mapping, Sequence
 
 from taugrid.elastic import sizing
 
-__all__ = ["ALPHA", "JUMP", "SLOW", "Controller", "StageWindow", "slow_nodes"]
+__all__ = ["ALPHA", "JUMP", "SLOW", "Controller", "StageWindow", "cpus_wanted", "slow_nodes"]
 
 ALPHA = 0.7
 """Weight of the newest window in the smoothed correction (1: trust only the newest)."""
@@ -116,3 +120,15 @@ def slow_nodes(nodes: Mapping[str, tuple[int, float]]) -> frozenset[str]:
 def _median(values: Sequence[float]) -> float:
     mid = len(values) // 2
     return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
+
+
+def cpus_wanted(control: Controller) -> float | None:
+    """The CPUs the stage pools need to meet the target when the cluster's CPUs are all
+    that keep them from it (the third level: a cluster with that many would do); None
+    when the target is met, or when something else (a stage's bounds, the run's GPUs)
+    would still cap it elsewhere."""
+    limit = control.current.limit
+    if limit is None or limit.cpu_budget is None:
+        return None
+    free = sizing.recommend(control.profiles, control.target, control.gpu_budget)
+    return free.cpus if free.reachable else None

@@ -266,8 +266,12 @@ def run(
     search: str,
     dead_dir: str,
     on_window: Callable[[WindowReport], None],
+    skip: int = 0,
+    first_window: int = 0,
 ) -> int:
-    """Run the whole source through the stages; returns the items that came out."""
+    """Run the source through the stages; returns the items that came out. ``skip``:
+    items of the source an earlier attempt already took through (a resumed run), its
+    windows numbered on from ``first_window``."""
     import ray
 
     ray.data.DataContext.get_current().enable_progress_bars = False
@@ -275,7 +279,8 @@ def run(
     stats: Any = ray.remote(num_cpus=0)(_Stats).remote()
     size = max(math.ceil(spec.target_throughput * spec.window_s), 1)
     total = 0
-    for index, chunk in enumerate(_windows(source(), size)):
+    rest = itertools.islice(source(), skip, None)
+    for index, chunk in enumerate(_windows(rest, size), start=first_window):
         config, avoided = control.current, dict(control.avoid)
         start = time.monotonic()
         ds = _dataset(chunk, spec, control, (search, dead_dir, stats))

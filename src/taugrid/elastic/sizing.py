@@ -24,6 +24,8 @@ import dataclasses
 import math
 from collections.abc import Callable, Sequence
 
+from taugrid.spec import units
+
 __all__ = [
     "CostModel",
     "Limit",
@@ -142,7 +144,8 @@ class Limit:
             ("the run's", self.gpu_budget, "GPUs"),
         ):
             if budget is not None:
-                where = f"with {self.max_replicas} replicas, all {whose} {budget:g} {unit} allow"
+                replicas = units.plural(self.max_replicas, "replica")
+                where = f"with {replicas}, all {whose} {budget:g} {unit} allow"
                 break
         return (
             f"stage {self.stage} limits the pipeline to {self.ceiling:.1f} items/s {where}: "

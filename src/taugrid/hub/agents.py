@@ -25,6 +25,7 @@ from taugrid.hub import (
     data_view,
     nodehealth,
     prewarm,
+    relocation,
     runs,
     serving,
     util_history,
@@ -133,8 +134,8 @@ def _reply(hub: context.Hub, cluster_id: str) -> wire.AgentSyncReply:
         if run is None:
             continue
         current = run["current_token"] == a["token"] and not a["revoked"]
-        preempted = a["failure_kind"] == st.FailureKind.PREEMPTION.value
-        if a["state"] in _ACTIVE and current and not run["cancel_requested"] and not preempted:
+        stopping = a["failure_kind"] in {k.value for k in st.HUB_STOPPED}
+        if a["state"] in _ACTIVE and current and not run["cancel_requested"] and not stopping:
             if not (a["placement"] or {}).get("hold"):  # held by a dispatch gate (hub.staging)
                 assignments.append(_assignment(hub, run, a))
         elif a["state"] in _ACTIVE or not a["released"]:
@@ -195,6 +196,8 @@ def _apply(hub: context.Hub, rep: wire.AttemptReport) -> None:
         rec.write_bytes(serving.STATUS_FILE, json.dumps(doc).encode())
     if rep.progress_warning:
         nodehealth.stalled(hub, run["id"], a["number"], rep.progress_warning)
+    if rep.relocate is not None:
+        relocation.consider(hub, run, a, rep.relocate)
     if rep.state != a["state"]:
         _transition(hub, run, a, rep)
         runs.write_run_json(hub, run["id"])

@@ -3,8 +3,9 @@
 Owns the state machine after dispatch (DESIGN §1, states in ``lifecycle.states``): an
 attempt ends (succeeded, failed with a ``FailureKind``, stopped, revoked); the run is
 then retried from its latest checkpoint (``retry_on``, ``max_retries``, backoff;
-preemption never uses up a retry), finished (Completed, Artifacts saved from the
-record), or cancelled; ``preempt`` marks an attempt for eviction; ``check_released``
+preemption and relocation never use up a retry), finished (Completed, Artifacts saved
+from the record), or cancelled; ``preempt`` marks an attempt for eviction
+(``hub.relocation`` marks one to move the same way); ``check_released``
 closes *Released* once quota is back and every attempt's GPUs are free, then writes the
 record's ``COMPLETE``. Fencing (``hub.fencing``) revokes the ended attempt's token first.
 Called by the sync endpoint (``hub.agents``), the scheduler (preemption, lost contact),
@@ -46,8 +47,9 @@ def end(
     """Record the end of an attempt and decide the run's next state. ``adopted``: the
     checkpoints its agent adopted in the job's scratch (``agent.recordsync``);
     ``uploads_pending``: why its outputs are not in the record store yet."""
-    if a["failure_kind"] == st.FailureKind.PREEMPTION.value and state is st.AttemptState.STOPPED:
-        state, kind = st.AttemptState.FAILED, st.FailureKind.PREEMPTION
+    ordered = next((k for k in st.HUB_STOPPED if k.value == a["failure_kind"]), None)
+    if ordered is not None and state is st.AttemptState.STOPPED:  # the hub stopped it
+        state, kind = st.AttemptState.FAILED, ordered
         message = a["reason"] or message
     revoked_at = fencing.revoke(hub, a)  # before anything else: the token stops being valid
     if state is st.AttemptState.FAILED:  # a log that blames the node: suspect it, retry
@@ -204,13 +206,13 @@ def _failed(
     spec = run["spec"]
     retry_on = list(spec.get("retry_on") or _DEFAULT_RETRY_ON)
     left = int(spec.get("max_retries", 0)) - (run["attempts_used"] - 1)
-    if kind is st.FailureKind.PREEMPTION:  # Kueue semantics: eviction never uses up retries
+    if kind in st.HUB_STOPPED:  # Kueue semantics: an eviction or a move never uses up retries
         retry_on, left = [kind.value], max(left, 1)
     if kind is st.FailureKind.STALL:
         retry_on, left, message = nodehealth.stall_retry(hub, run, retry_on, left, message)
     lost = _lost_steps(hub, a)
     if st.is_retryable(kind, retry_on, left):
-        delay = 0.0 if kind is st.FailureKind.PREEMPTION else _backoff(spec, run["attempts_used"])
+        delay = 0.0 if kind in st.HUB_STOPPED else _backoff(spec, run["attempts_used"])
         hub.runs.update_run(
             run["id"],
             state=st.RunState.QUEUED.value,

@@ -91,7 +91,7 @@ def suspect(
     """Suspect the attempt's nodes if its failure points at them; returns the kind the
     failure should have (``node_failure`` when the log blames the node)."""
     finding = logscan.first_node_fault(message)
-    if finding is None or kind in (st.FailureKind.PREEMPTION, st.FailureKind.TIMEOUT):
+    if finding is None or kind in (*st.HUB_STOPPED, st.FailureKind.TIMEOUT):
         return kind
     for node in a["nodes"] or []:
         what = {"attempt": a["number"], "token": a["token"], "run": a["run_id"]}

@@ -43,6 +43,7 @@ def pending_view(run: dict[str, Any], hub: context.Hub | None = None) -> snap.Pe
         communication=s.get("communication"),
         compliance=tuple(s.get("compliance", ())),
         runtime_s=s.get("max_runtime_s"),
+        relocation=_relocation(run.get("relocation")),
     )
     return data_view.with_needs(hub, run, view) if hub is not None else view
 
@@ -60,6 +61,12 @@ def _cluster_view(hub: context.Hub, row: dict[str, Any], now: float) -> snap.Clu
         **platform_fields(hub, row),
     )
     return _reserve_unseen(hub, row, view, now)
+
+
+def _relocation(doc: dict[str, Any] | None) -> snap.Relocation | None:
+    if not doc:
+        return None
+    return snap.Relocation(tuple(doc.get("away_from", ())), float(doc.get("cpus", 0.0)))
 
 
 def platform_fields(hub: context.Hub, row: dict[str, Any]) -> dict[str, Any]:

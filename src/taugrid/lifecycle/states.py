@@ -27,6 +27,7 @@ import enum
 
 __all__ = [
     "ACTIVE_ATTEMPT_STATES",
+    "HUB_STOPPED",
     "TERMINAL_RUN_STATES",
     "AttemptState",
     "FailureKind",
@@ -79,6 +80,12 @@ class FailureKind(enum.StrEnum):
     TIMEOUT = "timeout"
     DATA_STAGING = "data_staging"
     STALL = "stall"  # no progress for resilience.stall.restart_after intervals
+    RELOCATION = "relocation"  # the hub moved the run to a cluster that meets its target
+
+
+HUB_STOPPED = (FailureKind.PREEMPTION, FailureKind.RELOCATION)
+"""Kinds the hub sets on a running attempt to stop it; its run is requeued at once from
+its latest checkpoint without using up a retry (``hub.attempts``)."""
 
 
 def is_retryable(kind: FailureKind, retry_on: list[str], retries_left: int) -> bool:

@@ -166,6 +166,7 @@ def policy_from(spec: pm.Scheduling) -> Policy:
             plugins.RegionFilter(),
             plugins.ComplianceFilter(),
             plugins.GpuShareFilter(),
+            plugins.RelocationFilter(),
             plugins.FitFilter(),
             plugins_data.DataMoveFilter(),
         ),

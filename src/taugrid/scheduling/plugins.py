@@ -8,7 +8,9 @@ Extension points (each a ``Protocol``):
   weighted by ``Policy.weights`` (normalised to sum to 1).
 
 Built-ins here: cluster readiness, region allow-list, compliance domains, GPU shares
-(a worker asking a share of one GPU only where GPUs are not handed out whole), fit (every
+(a worker asking a share of one GPU only where GPUs are not handed out whole), relocation
+(a moved run never back to a cluster it left, and only where its asked-for CPUs are
+free), fit (every
 worker fits on one usable node of the requested model), free-capacity score (free GPUs
 x speed), cost score, and
 the interconnect score of ``sync`` runs.
@@ -37,6 +39,7 @@ __all__ = [
     "InterconnectScore",
     "ReadyFilter",
     "RegionFilter",
+    "RelocationFilter",
     "ScorePlugin",
     "Status",
     "fits",
@@ -142,6 +145,32 @@ class GpuShareFilter:
             Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
             f"cluster {cluster.cluster_id} hands out whole GPUs only (Kubernetes); "
             f"a worker asking {run.gpus_per_worker:g} GPU runs in Ray clusters",
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class RelocationFilter:
+    """A run the hub moved never goes back to a cluster it left, and goes only where
+    the free CPUs it asked for (beyond its workers') are there now."""
+
+    name: str = "relocation"
+
+    def filter(self, run: snap.PendingRun, cluster: snap.ClusterView) -> Status:
+        moved = run.relocation
+        if moved is None:
+            return OK
+        if cluster.cluster_id in moved.away_from:
+            return Status(
+                Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                f"cluster {cluster.cluster_id} could not meet the run's goal (it asked to move)",
+            )
+        need = moved.cpus + run.workers * run.cpus_per_worker
+        free = sum(n.cpus_free for n in cluster.nodes if n.usable)
+        if free >= need:
+            return OK
+        return Status(
+            Code.UNSCHEDULABLE,
+            f"the run was moved to get {need:g} free CPUs; {free:g} are free here",
         )
 
 

@@ -30,6 +30,7 @@ __all__ = [
     "NodeView",
     "PendingRun",
     "QuotaView",
+    "Relocation",
     "Shape",
     "Snapshot",
     "cluster_from_report",
@@ -195,6 +196,17 @@ class ClusterView:
 
 
 @dataclasses.dataclass(frozen=True)
+class Relocation:
+    """Where a moved run may not go back to, and the room it asked for: set when the hub
+    moves a running job that asked to leave (``tau.request_relocation``)."""
+
+    away_from: tuple[str, ...]
+    """Clusters the run left because it could not meet its goal there."""
+    cpus: float = 0.0
+    """Free CPUs its next cluster needs beyond the run's own workers."""
+
+
+@dataclasses.dataclass(frozen=True)
 class PendingRun:
     """A run waiting for admission and/or placement, with what it asks for."""
 
@@ -223,6 +235,8 @@ class PendingRun:
     """Compliance domains every region it runs in must meet (``placement.compliance``)."""
     runtime_s: float | None = None
     """Declared run time on reference-speed GPUs (``resilience.max_runtime``; None: unknown)."""
+    relocation: Relocation | None = None
+    """Set once the hub moved the run off a cluster (``plugins.RelocationFilter``)."""
 
     @property
     def total_gpus(self) -> float:
@@ -255,6 +269,7 @@ class PendingRun:
             self.communication,
             self.compliance,
             self.runtime_s,
+            self.relocation,
         )
 
 

@@ -61,6 +61,7 @@ __all__ = [
     "log",
     "output_dir",
     "rank",
+    "request_relocation",
     "run_id",
     "save_artifact",
     "world_size",
@@ -86,6 +87,8 @@ save_artifact = injob_artifacts.save_artifact
 world_size = injob_env.world_size
 
 METRICS_FILE = Path("metrics") / "metrics.jsonl"
+RELOCATE_FILE = "relocate.json"
+"""Where ``request_relocation`` leaves its ask for the agent (in the output dir)."""
 
 _lock = threading.Lock()
 _fds: dict[Path, int] = {}
@@ -128,6 +131,29 @@ def heartbeat(step: int | None = None) -> None:
         "step": step if step is not None else _last_step,
     }
     path = injob_env.output_dir() / "metrics" / f"heartbeat-rank-{worker}.json"
+    injob_fs.write_atomic(path, (json.dumps(doc, sort_keys=True) + "\n").encode())
+
+
+def request_relocation(cpus: float, reason: str) -> None:
+    """Ask the platform to move this run to a cluster with ``cpus`` free CPUs beyond the
+    run's own workers, because the job cannot meet its goal where it is (``reason``).
+
+    The hub moves it only when another cluster has that room now: it stops this attempt
+    and starts the next there, from the latest checkpoint, without using up a retry;
+    otherwise the run stays and its events say why (``relocation_declined``). Rank 0
+    asks; one ask per attempt is acted on.
+    """
+    if injob_env.rank() != 0:
+        return
+    injob_fence.check_fence("ask for a relocation")
+    doc = {
+        "run_id": injob_env.run_id(),
+        "attempt": injob_env.attempt(),
+        "cpus": float(cpus),
+        "reason": reason[:2000],
+        "wall_time": time.time(),
+    }
+    path = injob_env.output_dir() / RELOCATE_FILE
     injob_fs.write_atomic(path, (json.dumps(doc, sort_keys=True) + "\n").encode())
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -129,9 +130,63 @@ def gpu_budget() -> float | None:
 
 def cpu_budget(cluster_cpus: float) -> float:
     """The CPUs the stage pools may take on a cluster of ``cluster_cpus`` (its alive
-    nodes' total): all but one, which Ray Data's own tasks (reading the source, moving
-    blocks) need to make progress; never below one."""
-    return max(cluster_cpus - 1.0, 1.0)
+    nodes' total): all but the run's own (``TAU_WORKERS`` x ``TAU_CPUS_PER_WORKER``, the
+    driver's among them) and one more, which Ray Data's own tasks (reading the source,
+    moving blocks) need to make progress; never below one."""
+    held = int(os.environ.get("TAU_WORKERS", "1")) * float(
+        os.environ.get("TAU_CPUS_PER_WORKER", "0")
+    )
+    return max(cluster_cpus - held - 1.0, 1.0)
+
+
+RELOCATE_AFTER = 2
+"""Windows in a row the cluster's CPUs must cap the pipeline before the run asks to move."""
+RELOCATE_EVERY = 10
+"""Windows between two asks while the cap lasts (the hub may have had no room before)."""
+PROGRESS_FILE = "progress.json"
+
+
+def cluster_cpus_for(stage_cpus: float) -> float:
+    """The free CPUs, beyond the run's own, that stage pools of ``stage_cpus`` need
+    (``cpu_budget``'s inverse; the hub adds the run's own when it looks for room)."""
+    return stage_cpus + 1.0
+
+
+def _ask_to_move(control: controller.Controller, capped: int) -> int:
+    """Count windows the cluster's CPUs cap the pipeline; ask the hub to move the run
+    after ``RELOCATE_AFTER`` of them, and again every ``RELOCATE_EVERY``."""
+    wanted = controller.cpus_wanted(control)
+    if wanted is None or control.current.limit is None:
+        return 0
+    capped += 1
+    if capped >= RELOCATE_AFTER and (capped - RELOCATE_AFTER) % RELOCATE_EVERY == 0:
+        cpus = cluster_cpus_for(wanted)
+        why = f"{control.current.limit.describe()}; {cpus:g} free CPUs would meet it"
+        print(f"pipeline: asking the hub to move the run: {why}", flush=True)
+        injob.request_relocation(cpus, why)
+    return capped
+
+
+def _resume(dead: Path) -> dict[str, Any]:
+    """What an earlier attempt finished (its last window's checkpoint), with its
+    dead letters put back in ``dead``; all zero on a first attempt."""
+    done: dict[str, Any] = {"items_done": 0, "items_out": 0, "windows": 0}
+    latest = injob.latest_checkpoint()
+    if latest is None or not (latest / PROGRESS_FILE).is_file():
+        return done
+    done.update(json.loads((latest / PROGRESS_FILE).read_text()))
+    if (latest / "dead-letter").is_dir():
+        shutil.copytree(latest / "dead-letter", dead, dirs_exist_ok=True)
+    print(f"pipeline: resuming after {done['items_done']} items ({done['windows']} windows)")
+    return done
+
+
+def _checkpoint(done: dict[str, Any], dead: Path) -> None:
+    """Commit what the pipeline finished so far: a moved or retried run resumes after it."""
+    with injob.checkpoint(step=int(done["windows"])) as d:
+        (d / PROGRESS_FILE).write_text(json.dumps(done))
+        if any(dead.glob("*.jsonl")):
+            shutil.copytree(dead, d / "dead-letter")
 
 
 def run(pipe: spec_pipeline.PipelineSpec, workdir: str) -> dict[str, Any]:
@@ -149,23 +204,41 @@ def run(pipe: spec_pipeline.PipelineSpec, workdir: str) -> dict[str, Any]:
     planned = control.current
     print(f"pipeline plan: {json.dumps(plan_document(planned))}", flush=True)
     windows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="tau-dead-") as tmp:
+        dead = Path(tmp)
+        done = _resume(dead)
+        capped = 0
 
-    def on_window(report: ray_exec.WindowReport) -> None:
-        injob.log(window_metrics(report), step=report.index + 1)
-        windows.append(_window_doc(report))
-        print(f"window {report.index + 1}: {json.dumps(windows[-1])}", flush=True)
-        for stage, ids in report.next_avoided.items():
-            for node in sorted(ids - report.avoided.get(stage, frozenset())):
-                print(f"stage {stage}: node {node[:12]} is slow; its replicas move off it")
+        def on_window(report: ray_exec.WindowReport) -> None:
+            nonlocal capped
+            injob.log(window_metrics(report), step=report.index + 1)
+            windows.append(_window_doc(report))
+            print(f"window {report.index + 1}: {json.dumps(windows[-1])}", flush=True)
+            for stage, ids in report.next_avoided.items():
+                for node in sorted(ids - report.avoided.get(stage, frozenset())):
+                    print(f"stage {stage}: node {node[:12]} is slow; its replicas move off it")
+            done["items_done"] += report.items_in
+            done["items_out"] += report.items_out
+            done["windows"] = report.index + 1
+            _checkpoint(done, dead)
+            if pipe.relocate:
+                capped = _ask_to_move(control, capped)
 
-    with tempfile.TemporaryDirectory(prefix="tau-dead-") as dead:
-        total = ray_exec.run(pipe, control, search=workdir, dead_dir=dead, on_window=on_window)
-        dead_count = _dead_letters(Path(dead))
+        ray_exec.run(
+            pipe,
+            control,
+            search=workdir,
+            dead_dir=tmp,
+            on_window=on_window,
+            skip=done["items_done"],
+            first_window=done["windows"],
+        )
+        dead_count = _dead_letters(dead)
     return {
         "plan": plan_document(planned),
         "final": plan_document(control.current),
         "windows": windows,
-        "items_out": total,
+        "items_out": done["items_out"],
         "dead_letters": dead_count,
     }
 

@@ -91,6 +91,9 @@ class PipelineSpec(_Model):
     """Seconds of input (at the target rate) between two resizes by the controller."""
     elastic: bool = True
     """When false, the run keeps the planned configuration (no resizing while it runs)."""
+    relocate: bool = True
+    """When the cluster's CPUs keep the pipeline below its target, ask the hub to move the
+    run to a cluster with room (it resumes there from the last window it finished)."""
 
     @pydantic.model_validator(mode="after")
     def _unique(self) -> PipelineSpec:

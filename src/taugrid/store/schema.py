@@ -66,6 +66,8 @@ runs = sa.Table(
     sa.Column("not_before", sa.Float, nullable=False, default=0.0),
     sa.Column("created_at", sa.Float, nullable=False, index=True),
     sa.Column("updated_at", sa.Float, nullable=False),
+    # {"away_from": [cluster ids], "cpus": free CPUs asked} once the hub moved the run
+    sa.Column("relocation", sa.JSON, nullable=True),
 )
 
 attempts = sa.Table(
