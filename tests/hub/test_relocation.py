@@ -99,3 +99,5 @@ def test_no_cluster_with_the_room_keeps_the_run_where_it_is_and_says_why(
     (declined,) = [e["payload"] for e in events if e["kind"] == "relocation_declined"]
     assert "a: relocation: cluster a could not meet the run's goal" in declined["why"]
     assert "b: relocation: the run was moved to get 9 free CPUs; 4 are free here" in declined["why"]
+    going = next(p for p in run["phases"] if p["phase"] == "progressing")
+    assert going["status"] == "warning" and "no cluster has the room now" in going["reason"]

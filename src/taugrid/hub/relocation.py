@@ -11,8 +11,8 @@ cluster it runs on ruled out and the asked-for CPUs required (``plugins.Relocati
   marked ``relocation`` and stopped by the next sync, and the stopped attempt requeues
   the run from its latest checkpoint without using up a retry, as a preemption does
   (``hub.attempts``);
-- none fits: the run stays, and a ``relocation_declined`` event says why, cluster by
-  cluster.
+- none fits: the run stays, its *Progressing* phase turns to a warning, and a
+  ``relocation_declined`` event says why, cluster by cluster.
 
 The move is decided on a snapshot, so the room it saw may be gone by the time the run
 is placed again: the run then waits for room elsewhere; it never returns to a cluster
@@ -49,6 +49,8 @@ def consider(
             "relocation_declined",
             {"asked": ask.reason, "cpus": ask.cpus, "why": target.reason},
         )
+        why = f"asked to move ({ask.reason}); no cluster has the room now: {target.reason}"
+        runs.phase(hub, run["id"], ph.Phase.PROGRESSING, ph.PhaseStatus.WARNING, "hub", why[:2000])
         return False
     why = f"Relocating to {target.cluster_id}: {ask.reason}"
     hub.runs.update_run(run["id"], relocation=moved)
