@@ -21,7 +21,7 @@ from tests.hub import platform_builders as pb
 from tests.hub import region as rg
 from tests.hub.harness import HubServer, make_hub
 
-__all__ = ["code_dir", "pipeline_json", "tau_yaml", "two_regions"]
+__all__ = ["code_dir", "pipeline_json", "stages_py", "tau_yaml", "two_regions"]
 
 PLATFORM = pb.platform(
     {"small": 1.0, "big": 3.0}, pb.TENANCY + "scheduling: {default_objective: cost}\n"
@@ -68,6 +68,11 @@ pipeline:
 """
 
 
+def stages_py(items: int) -> str:
+    """The stages module: a source of ``items`` items and the two 20 items/s stages."""
+    return _STAGES.format(items=items)
+
+
 def tau_yaml(name: str, relocate: bool = True) -> str:
     return _TAU_YAML.format(name=name, relocate=str(relocate).lower())
 
@@ -75,7 +80,7 @@ def tau_yaml(name: str, relocate: bool = True) -> str:
 def code_dir(where: Path, items: int, text: str) -> Path:
     """The run's code: ``stages.py`` with a source of ``items`` items, and ``text``."""
     where.mkdir(parents=True)
-    (where / "stages.py").write_text(_STAGES.format(items=items))
+    (where / "stages.py").write_text(stages_py(items))
     (where / "tau.yaml").write_text(text)
     return where
 

@@ -1,12 +1,14 @@
 """The pipeline driver sizes its stage pools within its cluster's CPUs, on real Ray.
 
-A one-node Ray cluster of 4 CPUs; two CPU stages of one CPU per replica whose target
-asks 3 replicas each (6 CPUs). The driver (``python -m taugrid.sdk.pipeline_job``, as a
-pipeline run starts it) gives the pools at most 3 CPUs (``pipeline_job.cpu_budget``:
-all but one, which Ray Data's own tasks need), so every window runs on pools the
-cluster holds (without the cap the plan is 4 + 4 replicas, half of them waiting for CPUs
-in every window); ``pipeline.json`` names the limit: the stage, the
-cluster's CPUs, and how far short of the target the cluster leaves the pipeline.
+A one-node Ray cluster of 4 CPUs and the pipeline of ``relocation_lab`` (here without
+moving): two CPU stages of one CPU per replica whose target asks 3 replicas each (6
+CPUs). The driver (``python -m taugrid.sdk.pipeline_job``, as a pipeline run starts it)
+gives the pools at most 3 CPUs (``pipeline_job.cpu_budget``: all but one, which Ray
+Data's own tasks need; the job is submitted straight to Ray, so the run holds none), so
+every window runs on pools the cluster holds (without the cap the plan is 4 + 4
+replicas, half of them waiting for CPUs in every window); ``pipeline.json`` names the
+limit: the stage, the cluster's CPUs, and how far short of the target the cluster
+leaves the pipeline.
 """
 
 from __future__ import annotations
@@ -19,45 +21,11 @@ import pytest
 
 from taugrid.backends import base, ray_local
 from tests.backends import backend_helpers as h
+from tests.elastic import relocation_lab as lab
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.timeout(600)]
 
 HEAD = "127.0.48.1"
-
-STAGES = """
-import time
-
-def source():
-    return [{"id": i} for i in range(180)]
-
-def decode(items):
-    time.sleep(0.05 * len(items))  # 20 items/s per replica
-    return items
-
-def resize(items):
-    time.sleep(0.05 * len(items))
-    return items
-"""
-
-TAU_YAML = """
-schema_version: 1
-name: cpu-bound
-run:
-  entrypoint: python -m taugrid.sdk.pipeline_job
-  workload_kind: pipeline
-compute:
-  cpus: 1
-pipeline:
-  source: stages:source
-  target_throughput: 60
-  sample_size: 4
-  window_s: 1
-  stages:
-    - {name: decode, fn: "stages:decode", cpus: 1, batch_size: {min: 2, max: 2},
-       replicas: {min: 1, max: 8}}
-    - {name: resize, fn: "stages:resize", cpus: 1, batch_size: {min: 2, max: 2},
-       replicas: {min: 1, max: 8}}
-"""
 
 
 @pytest.fixture(scope="module")
@@ -70,8 +38,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ray_local.Loca
 def test_stage_pools_stay_within_the_clusters_cpus_and_the_limit_is_named(
     cluster: ray_local.LocalRayCluster, tmp_path: Path
 ) -> None:
-    h.write_script(tmp_path, "stages.py", STAGES)
-    h.write_script(tmp_path, "tau.yaml", TAU_YAML)
+    h.write_script(tmp_path, "stages.py", lab.stages_py(180))
+    h.write_script(tmp_path, "tau.yaml", lab.tau_yaml("cpu-bound", relocate=False))
     out = tmp_path / "out"
     backend = cluster.backend()
     try:
