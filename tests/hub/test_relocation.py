@@ -101,3 +101,16 @@ def test_no_cluster_with_the_room_keeps_the_run_where_it_is_and_says_why(
     assert "b: relocation: the run was moved to get 9 free CPUs; 4 are free here" in declined["why"]
     going = next(p for p in run["phases"] if p["phase"] == "progressing")
     assert going["status"] == "warning" and "no cluster has the room now" in going["reason"]
+
+
+def test_an_ask_that_comes_with_the_first_running_report_is_heard(hub: HubServer) -> None:
+    with hub.http() as c:
+        ab.sync(hub, "a", _report("a", 4))
+        run = c.post("/v1/runs", json={"tau_yaml": ab.ONE_GPU_RUN.format(name="r")}).json()
+        _wait(c, run["id"], lambda r: r["state"] == "placed", "placed")
+        (a,) = ab.sync(hub, "a", _report("a", 4))["assignments"]
+        ab.sync(hub, "b", _report("b", 16))
+        ask = {"token": a["token"], "state": "running", "nodes": ["a-n0"], "relocate": ASK}
+        ab.sync(hub, "a", _report("a", 4), attempts=[ask])
+        kinds = _kinds(c, run["id"])
+    assert "relocation_accepted" in kinds

@@ -196,13 +196,13 @@ def _apply(hub: context.Hub, rep: wire.AttemptReport) -> None:
         rec.write_bytes(serving.STATUS_FILE, json.dumps(doc).encode())
     if rep.progress_warning:
         nodehealth.stalled(hub, run["id"], a["number"], rep.progress_warning)
-    if rep.relocate is not None:
-        relocation.consider(hub, run, a, rep.relocate)
     if rep.state != a["state"]:
         _transition(hub, run, a, rep)
         runs.write_run_json(hub, run["id"])
     elif rep.state == st.AttemptState.RUNNING.value:
         _running(hub, run, a, rep)
+    if rep.relocate is not None:  # after the state: the ask may come with its first "running"
+        relocation.consider(hub, run, hub.runs.get_attempt(a["token"]) or a, rep.relocate)
     _signals(hub, run["id"], rep)
     attempts.check_released(hub, run["id"])
 
