@@ -144,10 +144,11 @@ def test_taugrid_gives_up_fgd_points_to_keep_a_pinned_model_free() -> None:
     # 8-GPU tasks pinned to G3 have only that node, so it keeps it for them.
     common = typical((fgd.Shape(8000, 1000, 1), 0.1), (fgd.Shape(8000, 100, 1), 0.9))
     pinned8 = fgd.Shape(8000, 1000, 8, ("G3",))
-    every = typical(*zip(common.shapes, (0.08, 0.9), strict=True), (pinned8, 0.02))
+    every = typical(*zip(common.shapes, (0.09, 0.9), strict=True), (pinned8, 0.01))
+    # (Rare and CPU-light enough that the reserve stays on: default.reserve_off.)
 
     def state() -> st.ClusterState:
-        s = cluster((96000, 8, "G3"), (96000, 8, "G2"))
+        s = cluster((512000, 8, "G3"), (512000, 8, "G2"))
         s.gpu_left[0, 0] = 600
         return s
 
@@ -214,3 +215,16 @@ def test_taugrid_breaks_fgd_ties_by_cpu_stranding() -> None:
     assert place("FGD", s, cpu_task, typical=shapes) == st.Placement(0, ())
     s2 = cluster((8000, 2, "T4"), (12000, 2, "T4"))
     assert place("TauGrid", s2, cpu_task, typical=shapes) == st.Placement(1, ())
+
+
+def test_reserve_is_off_for_cpu_bound_or_multi_gpu_bound_workloads() -> None:
+    s = cluster((96000, 8, "G2"), (96000, 8, "G2"))  # 16 GPUs, 192 CPUs: 12 CPUs a GPU
+    light = typical((fgd.Shape(8000, 1000, 1), 1.0))  # 8 CPUs a GPU: load 2/3
+    heavy = typical((fgd.Shape(14000, 1000, 1), 1.0))  # 14 CPUs a GPU: load 7/6
+    multi = typical((fgd.Shape(8000, 1000, 1), 0.8), (fgd.Shape(8000, 1000, 4), 0.2))
+    assert default.cpu_load(light, s) == pytest.approx(2 / 3)
+    assert default.cpu_load(heavy, s) == pytest.approx(7 / 6)
+    assert default.multi_gpu_share(multi) == pytest.approx(0.8 / 1.6)
+    assert not default.reserve_off(light, s)
+    assert default.reserve_off(heavy, s)
+    assert default.reserve_off(multi, s)

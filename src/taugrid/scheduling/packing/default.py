@@ -14,7 +14,11 @@ Score of a node for a task (higher is better), in FGD points, then milli-GPU:
    task pays its node's reserve minus the least reserve among the nodes able to host
    it: it takes the least-claimed kind of node it can use, and a task whose only home is
    the claimed kind pays nothing. Inert when every node is equally claimed (no shape is
-   confined); CPU-only tasks pay nothing.
+   confined); CPU-only tasks pay nothing. **Off** (``reserve_off``) for a workload bound
+   by what the reserve does not see: CPU (``cpu_load`` above ``CPU_BOUND_LOAD``: the
+   cluster's CPUs run out well before its GPUs, and level 3 alone places better) or
+   multi-GPU tasks (``multi_gpu_share`` at least ``MULTI_GPU_SHARE``: FGD's own score
+   already keeps whole nodes for them, and the reserve only overrides it).
 3. **Capacity-aware fragmentation drop** (breaks the remaining ties): FGD asks "does one
    task of shape t still fit?"; this asks "how much of the node's free GPU can tasks of
    shape t still use?" — ``usable_t = min(⌊cpu/c_t⌋, ⌊mem/r_t⌋, GPU slots_t) · gpu_t``
@@ -41,12 +45,58 @@ import numpy.typing as npt
 from taugrid.scheduling.packing import cache, fgd, plugins
 from taugrid.scheduling.packing import state as st
 
-__all__ = ["RESERVE_POINTS", "TauGridScore", "node_reserve"]
+__all__ = [
+    "CPU_BOUND_LOAD",
+    "MULTI_GPU_SHARE",
+    "RESERVE_POINTS",
+    "TauGridScore",
+    "cpu_load",
+    "multi_gpu_share",
+    "node_reserve",
+    "reserve_off",
+]
 
 FloatArray = npt.NDArray[np.float64]
 _FGD_STEP = 1e5  # one FGD point outweighs the capacity-aware level
 #: FGD points a task pays per unit of reserve above the least it could have taken.
 RESERVE_POINTS = 10.0
+#: Reserve off above this CPU load (``cpu_load``): the workload is CPU-bound.
+CPU_BOUND_LOAD = 1.1
+#: Reserve off from this share of the GPU demand in multi-GPU tasks (``multi_gpu_share``).
+MULTI_GPU_SHARE = 0.35
+
+
+def _gpu_demand(shape: fgd.Shape) -> int:
+    return shape.gpu_milli * shape.num_gpu
+
+
+def cpu_load(every_shape: fgd.TypicalWorkload, state: st.ClusterState) -> float:
+    """The workload's CPU demand over the cluster's CPUs when its GPU demand fills the GPUs.
+
+    ``(Σ p·cpu / Σ p·gpu) · C / CPUs`` over every shape (CPU-only ones too): above 1 the
+    CPUs run out before the GPUs do.
+    """
+    pairs = list(zip(every_shape.shapes, every_shape.probs, strict=True))
+    cpu = sum(p * s.cpu_milli for s, p in pairs)
+    gpu = sum(p * _gpu_demand(s) for s, p in pairs)
+    cpus = float(state.cpu_cap.sum())
+    return cpu / gpu * state.gpu_capacity / cpus if gpu and cpus else 0.0
+
+
+def multi_gpu_share(every_shape: fgd.TypicalWorkload) -> float:
+    """The part of the workload's GPU demand in tasks asking more than one GPU."""
+    pairs = list(zip(every_shape.shapes, every_shape.probs, strict=True))
+    gpu = sum(p * _gpu_demand(s) for s, p in pairs)
+    multi = sum(p * _gpu_demand(s) for s, p in pairs if s.num_gpu > 1)
+    return multi / gpu if gpu else 0.0
+
+
+def reserve_off(every_shape: fgd.TypicalWorkload, state: st.ClusterState) -> bool:
+    """Whether the workload is CPU-bound or multi-GPU-bound (level 2 is then off)."""
+    return (
+        cpu_load(every_shape, state) > CPU_BOUND_LOAD
+        or multi_gpu_share(every_shape) >= MULTI_GPU_SHARE
+    )
 
 
 def node_reserve(every_shape: fgd.TypicalWorkload, state: st.ClusterState) -> FloatArray:
@@ -202,6 +252,8 @@ class TauGridScore:
         if self._capacity is None or self._capacity.state is not state:
             self._capacity = _Capacity(self.every_shape, state)
             self._reserve = node_reserve(self.every_shape, state)
+            if reserve_off(self.every_shape, state):
+                self._reserve = np.zeros(len(state))
             self._least = {}
         return self._capacity
 
