@@ -1,9 +1,13 @@
-"""Builders for agents played over HTTP: a one-node state report, and one register +
-sync with the cluster's real agent token (each cluster is its own region)."""
+"""Builders for agents played over HTTP: a one-node state report, one register +
+sync with the cluster's real agent token (each cluster is its own region), and a
+wait for a run to reach a state."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
+
+import httpx
 
 from tests.hub.harness import HubServer
 
@@ -47,3 +51,14 @@ def sync(
         r = c.post(f"/v1/agents/{cluster}/sync", json=doc)
         assert r.status_code == 200, r.text
         return dict(r.json())
+
+
+def wait(c: httpx.Client, run_id: str, ok: Any, what: str) -> dict[str, Any]:
+    """The run once ``ok(run)`` holds (20 s at most; the message says ``what`` was awaited)."""
+    deadline = time.time() + 20
+    run = dict(c.get(f"/v1/runs/{run_id}").json())
+    while not ok(run):
+        assert time.time() < deadline, f"{what}: run is {run['state']} ({run['reason']})"
+        time.sleep(0.1)
+        run = dict(c.get(f"/v1/runs/{run_id}").json())
+    return run

@@ -40,26 +40,16 @@ def hub(engine: sa.Engine, tmp_path: Path) -> Iterator[HubServer]:
         yield server
 
 
-def _wait(c: httpx.Client, run_id: str, ok: Any, what: str) -> dict[str, Any]:
-    deadline = time.time() + 20
-    run = dict(c.get(f"/v1/runs/{run_id}").json())
-    while not ok(run):
-        assert time.time() < deadline, f"{what}: run is {run['state']} ({run['reason']})"
-        time.sleep(0.1)
-        run = dict(c.get(f"/v1/runs/{run_id}").json())
-    return run
-
-
 def _running_attempt(hub: HubServer, c: httpx.Client, *, retry: bool) -> dict[str, Any]:
     """Submit a run, take its assignment as agent ``a`` and report it running."""
     ab.sync(hub, "a", ab.report("a", 4))
     text = ab.ONE_GPU_RUN.format(name="r") + (RETRY if retry else "")
     run = c.post("/v1/runs", json={"tau_yaml": text}).json()
-    _wait(c, run["id"], lambda r: r["state"] == "placed", "placed")
+    ab.wait(c, run["id"], lambda r: r["state"] == "placed", "placed")
     (assignment,) = ab.sync(hub, "a", ab.report("a", 4))["assignments"]
     running = {"token": assignment["token"], "state": "running", "nodes": ["a-n0"]}
     ab.sync(hub, "a", ab.report("a", 4), attempts=[running])
-    _wait(c, run["id"], lambda r: r["state"] == "running", "running")
+    ab.wait(c, run["id"], lambda r: r["state"] == "running", "running")
     return dict(assignment)
 
 
@@ -90,7 +80,7 @@ def test_ending_an_attempt_revokes_its_token_before_any_retry_is_placed(
             "released": True,
         }
         ab.sync(hub, "a", ab.report("a", 4), attempts=[failed])
-        run = _wait(c, a["run_id"], lambda r: r["state"] == "queued", "requeued")
+        run = ab.wait(c, a["run_id"], lambda r: r["state"] == "queued", "requeued")
     # The retry waits out a 5 minute backoff: no new attempt exists, yet the ended
     # one can no longer write anything.
     assert len(run["attempts"]) == 1 and run["resume_from"] == "step-00000010"
@@ -143,7 +133,7 @@ def test_uncommitted_framework_checkpoints_are_adopted_and_unusable_ones_reporte
         _write_framework_checkpoints(run_dir)
         failed = {"token": a["token"], "state": "failed", "exit_code": 1, "released": True}
         ab.sync(hub, "a", ab.report("a", 4), attempts=[failed])
-        run = _wait(c, a["run_id"], lambda r: r["state"] == "failed", "failed")
+        run = ab.wait(c, a["run_id"], lambda r: r["state"] == "failed", "failed")
         events = c.get(f"/v1/runs/{a['run_id']}/events").json()
     adopted = {
         e["payload"]["from"]: e["payload"]["committed_as"]

@@ -8,7 +8,6 @@ Ray, with the pipeline driver asking.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -36,25 +35,15 @@ def _report(cluster: str, cpus_free: float) -> dict[str, Any]:
     return doc
 
 
-def _wait(c: httpx.Client, run_id: str, ok: Any, what: str) -> dict[str, Any]:
-    deadline = time.time() + 20
-    run = dict(c.get(f"/v1/runs/{run_id}").json())
-    while not ok(run):
-        assert time.time() < deadline, f"{what}: run is {run['state']} ({run['reason']})"
-        time.sleep(0.1)
-        run = dict(c.get(f"/v1/runs/{run_id}").json())
-    return run
-
-
 def _running_on_a(hub: HubServer, c: httpx.Client) -> dict[str, Any]:
     """A one-worker run placed on ``a`` (the only cluster yet) and reported running."""
     ab.sync(hub, "a", _report("a", 4))
     run = c.post("/v1/runs", json={"tau_yaml": ab.ONE_GPU_RUN.format(name="r")}).json()
-    _wait(c, run["id"], lambda r: r["state"] == "placed", "placed")
+    ab.wait(c, run["id"], lambda r: r["state"] == "placed", "placed")
     (assignment,) = ab.sync(hub, "a", _report("a", 4))["assignments"]
     running = {"token": assignment["token"], "state": "running", "nodes": ["a-n0"]}
     ab.sync(hub, "a", _report("a", 4), attempts=[running])
-    _wait(c, run["id"], lambda r: r["state"] == "running", "running")
+    ab.wait(c, run["id"], lambda r: r["state"] == "running", "running")
     return dict(assignment)
 
 
@@ -72,7 +61,7 @@ def test_a_run_asking_for_more_cpus_moves_to_the_cluster_that_has_them(hub: HubS
         assert [s["token"] for s in reply["stop"]] == [a["token"]] and not reply["assignments"]
         stopped = {"token": a["token"], "state": "stopped", "released": True}
         ab.sync(hub, "a", _report("a", 4), attempts=[stopped])
-        run = _wait(c, a["run_id"], lambda r: len(r["attempts"]) == 2, "placed again")
+        run = ab.wait(c, a["run_id"], lambda r: len(r["attempts"]) == 2, "placed again")
         kinds = _kinds(c, a["run_id"])
     first, second = run["attempts"]
     assert first["failure_kind"] == "relocation"
@@ -107,7 +96,7 @@ def test_an_ask_that_comes_with_the_first_running_report_is_heard(hub: HubServer
     with hub.http() as c:
         ab.sync(hub, "a", _report("a", 4))
         run = c.post("/v1/runs", json={"tau_yaml": ab.ONE_GPU_RUN.format(name="r")}).json()
-        _wait(c, run["id"], lambda r: r["state"] == "placed", "placed")
+        ab.wait(c, run["id"], lambda r: r["state"] == "placed", "placed")
         (a,) = ab.sync(hub, "a", _report("a", 4))["assignments"]
         ab.sync(hub, "b", _report("b", 16))
         ask = {"token": a["token"], "state": "running", "nodes": ["a-n0"], "relocate": ASK}
