@@ -17,12 +17,11 @@ Owns the decisions the data API (``hub.data_api``) exposes:
 from __future__ import annotations
 
 import dataclasses
-import time
 from typing import Any
 
 from taugrid import errors
 from taugrid.dataplane import budget, objstore, wire
-from taugrid.hub import context, data_view, runs, snapshot
+from taugrid.hub import context, runs, snapshot
 from taugrid.lifecycle import states as st
 from taugrid.scheduling import cycle, plugins_data
 from taugrid.scheduling import snapshot as snap
@@ -260,11 +259,7 @@ def _from_score(verdict: Doc, policy: cycle.Policy) -> Doc:
 
 
 def _explain_now(hub: context.Hub, run: Doc, policy: cycle.Policy, weights: Doc) -> Doc:
-    now = time.time()
-    now_view = snapshot.build(hub, now)
-    (view,) = data_view.near_data([snapshot.pending_view(run, hub)], now_view)
-    probe = dataclasses.replace(view, admitted=True, not_before=0.0)
-    (d,) = cycle.schedule(now_view, [probe], policy)
+    d, view, now_view = snapshot.probe(hub, run, policy)
     data = {
         c.cluster_id: dataclasses.asdict(plugins_data.estimate(view, c)) for c in now_view.clusters
     }

@@ -21,12 +21,10 @@ it left.
 
 from __future__ import annotations
 
-import dataclasses
-import time
 from typing import Any
 
 from taugrid import payloads as wire
-from taugrid.hub import context, data_view, runs, snapshot
+from taugrid.hub import context, runs, snapshot
 from taugrid.lifecycle import phases as ph
 from taugrid.lifecycle import states as st
 from taugrid.scheduling import cycle
@@ -42,7 +40,8 @@ def consider(
         return False
     left = (run.get("relocation") or {}).get("away_from", [])
     moved = {"away_from": sorted({*left, a["cluster_id"]}), "cpus": ask.cpus}
-    target = _where(hub, {**run, "relocation": moved})
+    policy = cycle.policy_from(hub.platform.scheduling)
+    target, _, _ = snapshot.probe(hub, {**run, "relocation": moved}, policy)
     if target.cluster_id is None:
         hub.runs.add_event(
             run["id"],
@@ -61,12 +60,3 @@ def consider(
     hub.runs.add_event(run["id"], "relocation_accepted", doc)
     runs.phase(hub, run["id"], ph.Phase.COMPLETED, ph.PhaseStatus.WARNING, "hub", why)
     return True
-
-
-def _where(hub: context.Hub, run: dict[str, Any]) -> cycle.Decision:
-    """Where the core would place ``run`` now, as if it were waiting and admitted."""
-    now_view = snapshot.build(hub, time.time())
-    (view,) = data_view.near_data([snapshot.pending_view(run, hub)], now_view)
-    probe = dataclasses.replace(view, admitted=True, not_before=0.0)
-    (decision,) = cycle.schedule(now_view, [probe], cycle.policy_from(hub.platform.scheduling))
-    return decision

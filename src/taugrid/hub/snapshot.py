@@ -10,6 +10,8 @@ Reads only; the scheduler (``hub.scheduler``), prewarming and data staging decid
 
 from __future__ import annotations
 
+import dataclasses
+import time
 from typing import Any
 
 from taugrid.hub import context, data_view
@@ -17,7 +19,7 @@ from taugrid.lifecycle import states as st
 from taugrid.scheduling import cycle
 from taugrid.scheduling import snapshot as snap
 
-__all__ = ["LIVE_STATES", "build", "pending_view", "platform_fields"]
+__all__ = ["LIVE_STATES", "build", "pending_view", "platform_fields", "probe"]
 
 LIVE_STATES = ("ready", "degraded")
 """Cluster states that take new work (``unavailable``: its agent says it cannot run jobs)."""
@@ -145,3 +147,16 @@ def build(hub: context.Hub, now: float) -> snap.Snapshot:
     )
     clusters = tuple(_cluster_view(hub, c, now) for c in hub.clusters.all())
     return snap.Snapshot(now=now, clusters=clusters, quotas=quotas, admitted=admitted)
+
+
+def probe(
+    hub: context.Hub, run: dict[str, Any], policy: cycle.Policy
+) -> tuple[cycle.Decision, snap.PendingRun, snap.Snapshot]:
+    """Where the core would place ``run`` now, as if it were waiting and admitted: the
+    decision, the run's view and the snapshot it was decided on (explain-placement, a
+    relocation)."""
+    now_view = build(hub, time.time())
+    (view,) = data_view.near_data([pending_view(run, hub)], now_view)
+    waiting = dataclasses.replace(view, admitted=True, not_before=0.0)
+    (decision,) = cycle.schedule(now_view, [waiting], policy)
+    return decision, view, now_view
