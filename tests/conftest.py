@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import pytest
 import sqlalchemy as sa
 
 from taugrid.store import db
+from tests import ci_budget
 from tests import weed_s3 as weed_s3_server
 
 PG_URL = os.environ.get("TAU_TEST_POSTGRES_URL")
@@ -37,6 +39,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "long" in item.keywords:
             item.add_marker(skip)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Under ``TAU_TEST_DEADLINE`` (.ci/run sets it from its time budget) a ``long``
+    scenario that would end past the deadline is skipped, and says so (tests/ci_budget.py)."""
+    marker = item.get_closest_marker("long")
+    if marker is None:
+        return
+    reason = ci_budget.skip_reason(marker.kwargs, os.environ.get("TAU_TEST_DEADLINE"), time.time())
+    if reason:
+        pytest.skip(reason)
 
 
 def _pg_engine() -> tuple[sa.Engine, str]:
