@@ -307,6 +307,10 @@ class Scheduling(_Model):
     communication: dict[str, dict[str, float]] = pydantic.Field(
         default_factory=dict, validate_default=True
     )
+    span_min_mbit: float | None = pydantic.Field(default=None, gt=0)
+    """Link budget of spanning runs: an async/none run that no one cluster holds may run
+    as one Ray cluster across clusters whose links measure at least this (Mbit/s);
+    unset: runs never span (docs/multi-region.md)."""
 
     @pydantic.field_validator("presets")
     @classmethod

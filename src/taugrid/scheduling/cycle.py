@@ -33,7 +33,7 @@ from collections.abc import Mapping
 
 from taugrid.platform import models as pm
 from taugrid.scheduling import admission as adm
-from taugrid.scheduling import plugins, plugins_data
+from taugrid.scheduling import plugins, plugins_data, spanning
 from taugrid.scheduling import snapshot as snap
 from taugrid.scheduling.packing import live
 
@@ -96,6 +96,9 @@ class Decision:
     worker (phase 5, ``reserve``), which the agent pins. ``unresolvable``: with ADMITTED, every
     cluster dropped the run for good (``Code.UNSCHEDULABLE_AND_UNRESOLVABLE``: region
     not allowed, compliance not met, bigger than the cluster): waiting will not help.
+    ``guests``: with PLACED, a spanning run's worker groups in other clusters, each
+    ``(cluster ID, node of each worker)`` (``scheduling.spanning``); ``cluster_id`` and
+    ``nodes`` are then the head's cluster and its workers.
     """
 
     run_id: str
@@ -111,6 +114,7 @@ class Decision:
     weights: dict[str, float] = dataclasses.field(default_factory=dict)
     unresolvable: bool = False
     nodes: tuple[str, ...] = ()
+    guests: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,7 +124,8 @@ class Policy:
     ``weights`` is the preset of runs without a known objective; ``presets`` maps a
     ``placement.objective`` to its weights; ``modes`` adds weights per
     ``placement.communication`` (e.g. ``sync`` → ``interconnect``). All come from
-    platform.yaml's ``scheduling`` section (``policy_from``).
+    platform.yaml's ``scheduling`` section (``policy_from``). ``span_min_bps``: the link
+    budget of spanning runs (``scheduling.spanning``; ``None``: runs never span).
     """
 
     filters: tuple[plugins.FilterPlugin, ...]
@@ -129,6 +134,7 @@ class Policy:
     presets: Mapping[str, Mapping[str, float]] = dataclasses.field(default_factory=dict)
     modes: Mapping[str, Mapping[str, float]] = dataclasses.field(default_factory=dict)
     default_objective: str = pm.DEFAULT_OBJECTIVE
+    span_min_bps: float | None = None
 
     def normalised_weights(self) -> dict[str, float]:
         return self.weights_for(None, None)
@@ -183,6 +189,7 @@ def policy_from(spec: pm.Scheduling) -> Policy:
         presets=presets,
         modes={k: dict(v) for k, v in spec.communication.items()},
         default_objective=spec.default_objective,
+        span_min_bps=None if spec.span_min_mbit is None else spec.span_min_mbit * 1e6 / 8,
     )
 
 
@@ -223,6 +230,11 @@ class _Work:
                 memo[key] = v
             out.append(v)
         return tuple(out)
+
+    def keeps(self, run: snap.PendingRun, c: snap.ClusterView) -> bool:
+        """Whether every filter but the whole-run ones keeps ``c`` (a span's member)."""
+        skip = spanning.WHOLE_RUN_FILTERS
+        return all(f.filter(run, c).ok for f in self.policy.filters if f.name not in skip)
 
     def reserve(self, run: snap.PendingRun, cluster_id: str) -> tuple[str, ...]:
         """Bind ``run``'s workers to nodes of the cluster (the packer, else first fit)."""
@@ -365,9 +377,14 @@ def _place(run: snap.PendingRun, work: _Work) -> Decision:
         if v.ok and (best is None or (v.total, v.cluster_id) > (best.total, best.cluster_id)):
             best = v
     if best is None:
+        span = _span(run, work)
+        if isinstance(span, spanning.Span):
+            return _place_span(run, work, span, verdicts)
         reasons = (
             "; ".join(f"{v.cluster_id}: {v.reason}" for v in verdicts) or "no clusters registered"
         )
+        if work.policy.span_min_bps is not None and run.communication in spanning.SPAN_MODES:
+            reasons += f"; not spanning: {span}"
         return Decision(
             run.run_id,
             Outcome.ADMITTED,
@@ -389,6 +406,33 @@ def _place(run: snap.PendingRun, work: _Work) -> Decision:
         objective=objective,
         weights=weights,
         nodes=nodes,
+    )
+
+
+def _span(run: snap.PendingRun, work: _Work) -> spanning.Span | str:
+    clusters = [work.clusters[c] for c in work.order]
+    return spanning.plan(run, clusters, lambda c: work.keeps(run, c), work.policy.span_min_bps)
+
+
+def _place_span(
+    run: snap.PendingRun, work: _Work, span: spanning.Span, verdicts: tuple[ClusterVerdict, ...]
+) -> Decision:
+    """Phase 5 for a spanning run: each member binds its share of the workers."""
+    bound = [
+        (m.cluster_id, work.reserve(dataclasses.replace(run, workers=m.workers), m.cluster_id))
+        for m in span.members
+    ]
+    head, nodes = bound[0]
+    return Decision(
+        run.run_id,
+        Outcome.PLACED,
+        head,
+        span.reason,
+        verdicts,
+        objective=work.policy.objective_of(run.objective),
+        weights=work.weights_of(run),
+        nodes=nodes,
+        guests=tuple(bound[1:]),
     )
 
 
