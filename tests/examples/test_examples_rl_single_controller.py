@@ -41,7 +41,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
 
 @pytest.mark.ray
 @pytest.mark.slow
-@pytest.mark.long
+@pytest.mark.long(expect_s=90)
 @pytest.mark.timeout(900)
 def test_rl_recovers_from_a_killed_role_and_resumes_from_its_checkpoint(
     env: dict[str, str], tmp_path: Path

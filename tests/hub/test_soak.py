@@ -113,6 +113,7 @@ def _check_run(run: dict[str, Any], events: list[dict[str, Any]], fs: Any) -> No
             assert nxt["resumed_from"], (run["id"], "retry did not resume from a checkpoint")
 
 
+@pytest.mark.long(expect_s=950)  # seconds on a 2-core machine (CI budget)
 def test_fifty_runs_survive_restarts_and_partitions(
     creds: ws.WeedS3,  # noqa: F811 (the fixture imported above)
     tmp_path: Path,

@@ -3,7 +3,9 @@
 Owns starting, growing, killing and stopping the embedded platform's (and the tests')
 Ray cluster. Each node is one ``ray start --block`` process in its own session, with
 its own ``--temp-dir`` and, ideally, its own loopback IP (``127.0.0.x``), so several
-clusters — other users' included — coexist on one host. Nothing here runs
+clusters — other users' included — coexist on one host. A node may also run inside a
+network namespace (``NodeShape.netns``, the lab's regions) on one of its addresses: one
+cluster then spans regions, its nodes joined over the lab's shaped links. Nothing here runs
 ``ray stop`` (it kills every Ray cluster on the host): a node's processes are found by
 the marker environment variable described in ``_procs`` and signalled by pid.
 
@@ -77,6 +79,9 @@ class NodeShape(pydantic.BaseModel):
     resources: dict[str, float] = pydantic.Field(default_factory=dict)
     labels: dict[str, str] = pydantic.Field(default_factory=dict)
     ip: str | None = pydantic.Field(default=None, description="None: the head's IP")
+    netns: str | None = pydantic.Field(
+        default=None, description="network namespace the node runs in (the lab's regions)"
+    )
 
     def ray_resources(self) -> dict[str, float]:
         """Custom resources for ``ray start --resources`` (the GPU model included)."""
@@ -238,8 +243,10 @@ class LocalRayCluster:
 
     def _wait_ports_free(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline and any(
-            _port_in_use(self.ip, p) for p in (self.gcs_port, self.dashboard_port)
+        while (
+            time.monotonic() < deadline
+            and self._shapes[0].netns is None
+            and any(_port_in_use(self.ip, p) for p in (self.gcs_port, self.dashboard_port))
         ):
             time.sleep(0.5)
 
@@ -247,7 +254,7 @@ class LocalRayCluster:
         if self._nodes:
             raise errors.LocalClusterError("cluster already started", hint="stop() it first")
         for port in (self.gcs_port, self.dashboard_port):
-            if _port_in_use(self.ip, port):
+            if self._shapes[0].netns is None and _port_in_use(self.ip, port):
                 raise errors.LocalClusterError(
                     f"port {self.ip}:{port} is already in use",
                     hint="pick free ports (or stop the cluster that holds them)",
@@ -532,15 +539,19 @@ class LocalRayCluster:
         ]
         if shape.labels:
             common.append("--labels=" + ",".join(f"{k}={v}" for k, v in shape.labels.items()))
+        if shape.netns is not None:  # a region of the lab: its namespace, its address
+            ray = ["ip", "netns", "exec", shape.netns, *ray]
         if node.index > 0:
             return [*ray, f"--address={self.gcs_address}", *common]
+        # A fresh namespace has every port free; the host cannot bind its addresses.
+        client_port = free_port("127.0.0.1" if shape.netns else self.ip)
         return [
             *ray,
             "--head",
             f"--port={self.gcs_port}",
             f"--dashboard-host={self.ip}",
             f"--dashboard-port={self.dashboard_port}",
-            f"--ray-client-server-port={free_port(self.ip)}",
+            f"--ray-client-server-port={client_port}",
             *common,
         ]
 

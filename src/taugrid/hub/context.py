@@ -24,6 +24,7 @@ import sqlalchemy as sa
 from taugrid.hub import metrics
 from taugrid.platform import load as platform_load
 from taugrid.platform import models as pm
+from taugrid.scheduling import cycle
 from taugrid.store import auth, clusters, db, runs, tenancy
 
 __all__ = ["PLATFORM_TTL_S", "Hub", "HubConfig"]
@@ -104,6 +105,12 @@ class Hub:
                 self._platform = self.tenancy.apply(self.base_platform)
                 self._platform_at = now
             return self._platform
+
+    def policy(self) -> cycle.Policy:
+        """The placement policy platform.yaml's ``scheduling`` section sets, as the live
+        hub applies it: spanning (``span_min_mbit``) is off, since the hub does not yet
+        dispatch a run's worker groups to other clusters (docs/multi-region.md)."""
+        return dataclasses.replace(cycle.policy_from(self.platform.scheduling), span_min_bps=None)
 
     def platform_changed(self) -> None:
         """Drop the cached effective platform (after a tenancy change)."""

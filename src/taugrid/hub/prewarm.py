@@ -25,7 +25,6 @@ from taugrid.dataplane import runtimes
 from taugrid.hub import context, snapshot
 from taugrid.lifecycle import phases as ph
 from taugrid.lifecycle import states as st
-from taugrid.scheduling import cycle
 from taugrid.scheduling import prewarm as likely
 
 __all__ = ["HINT_TTL_S", "apply", "hints"]
@@ -119,7 +118,7 @@ def _compute(hub: context.Hub, now: float) -> dict[str, list[wire.PrepareHint]]:
         return {}
     now_view = snapshot.build(hub, now)
     warm = {c.cluster_id: set(c.warm_runtimes) for c in now_view.clusters}
-    policy = cycle.policy_from(hub.platform.scheduling)
+    policy = hub.policy()
     out: dict[str, dict[str, wire.PrepareHint]] = {}
     for run, key in keyed:
         where = likely.likely_cluster(snapshot.pending_view(run, hub), now_view, policy)

@@ -27,7 +27,6 @@ from taugrid import payloads as wire
 from taugrid.hub import context, runs, snapshot
 from taugrid.lifecycle import phases as ph
 from taugrid.lifecycle import states as st
-from taugrid.scheduling import cycle
 
 __all__ = ["consider"]
 
@@ -40,7 +39,7 @@ def consider(
         return False
     left = (run.get("relocation") or {}).get("away_from", [])
     moved = {"away_from": sorted({*left, a["cluster_id"]}), "cpus": ask.cpus}
-    policy = cycle.policy_from(hub.platform.scheduling)
+    policy = hub.policy()
     target, _, _ = snapshot.probe(hub, {**run, "relocation": moved}, policy)
     if target.cluster_id is None:
         hub.runs.add_event(

@@ -198,7 +198,7 @@ class Scheduler:
 
     def __init__(self, hub: context.Hub, policy: cycle.Policy | None = None) -> None:
         self.hub = hub
-        self.policy = policy or cycle.policy_from(hub.platform.scheduling)
+        self.policy = policy or hub.policy()
         self._stop = threading.Event()
         self._wake = hub.schedule_wakeup  # also set by agent syncs that free capacity
         self._thread = threading.Thread(target=self._loop, name="tau-scheduler", daemon=True)

@@ -5,12 +5,18 @@ Layout for regions r0..rN-1 of a lab named ``<tag>``: namespace ``<tag>-<region>
 ``lo`` up); link k between regions a and b is a veth pair ``<tag>k<k>a`` (in a's
 namespace, 10.<octet>.<k>.1/30) ↔ ``<tag>k<k>b`` (in b's, 10.<octet>.<k>.2/30), each end
 shaped with ``tbf rate <mbit>mbit``. A region reaches a peer at the peer's address on
-their shared link, so every pair of regions has its own shaped path. Addresses live only
-inside the lab's namespaces; nothing is routed to or from the host.
+their shared link, and every other address of that peer is routed over the same link,
+so every pair of regions has its own shaped path (a Ray cluster spanning regions moves
+its bytes only over them). Addresses live inside the lab's namespaces; nothing is
+routed to or from the host, unless ``mgmt``: then each region also gets an unshaped
+*management* link to the host (``<tag>m<i>h``, 10.<octet>.<200+i>.1/30), over which
+the host (hub, agents, Jobs API clients) reaches the region's link addresses, e.g. a
+Ray head started inside the namespace.
 
 RTT is not added here (``netem`` is not available everywhere): it is emulated in user
 space by the probe and data servers (``delays`` per local address; see ``agent.probes``).
-``down`` deletes the namespaces, which deletes their veths; it is idempotent.
+``down`` deletes the namespaces, which deletes their veths (and the host's routes through
+them); it is idempotent.
 """
 
 from __future__ import annotations
@@ -19,6 +25,10 @@ import dataclasses
 import subprocess
 
 __all__ = ["LinkSpec", "Net", "NetError"]
+
+
+_MGMT_BASE = 200
+"""Third octet of the first management link (inter-region links use 0, 1, ...)."""
 
 
 class NetError(RuntimeError):
@@ -52,6 +62,8 @@ class Net:
     regions: tuple[str, ...]
     links: tuple[LinkSpec, ...]
     octet: int = 213
+    mgmt: bool = False
+    """Add the host's management links (two labs with it need different octets)."""
 
     def ns(self, region: str) -> str:
         return f"{self.tag}-{region}"
@@ -80,6 +92,10 @@ class Net:
     def link(self, a: str, b: str) -> LinkSpec:
         return self._index(a, b)[1]
 
+    def mgmt_address(self, region: str) -> str:
+        """The host's address on its management link into ``region``'s namespace."""
+        return f"10.{self.octet}.{_MGMT_BASE + self.regions.index(region)}.1"
+
     def up(self) -> None:
         try:
             for r in self.regions:
@@ -87,9 +103,41 @@ class Net:
                 _run("ip", "-n", self.ns(r), "link", "set", "lo", "up")
             for k, link in enumerate(self.links):
                 self._link_up(k, link)
+            for r in self.regions:
+                self._peer_routes(r)
+                if self.mgmt:
+                    self._mgmt_up(r)
         except BaseException:
             self.down()
             raise
+
+    def _peer_routes(self, region: str) -> None:
+        """Every address of a peer is reached over the link shared with that peer."""
+        for peer in self.regions:
+            if peer == region or not self.has(region, peer):
+                continue
+            via = self.address(peer, region)
+            for addr in self.addresses(peer):
+                if addr != via and not addr.startswith(self._subnet(region, peer)):
+                    _run("ip", "-n", self.ns(region), "route", "replace", f"{addr}/32", "via", via)
+
+    def _subnet(self, a: str, b: str) -> str:
+        return f"10.{self.octet}.{self._index(a, b)[0]}."
+
+    def _mgmt_up(self, region: str) -> None:
+        """An unshaped host ↔ region link for the control plane (hub, agents, Jobs API):
+        the host reaches each of the region's link addresses over it, never a peer's path."""
+        i = _MGMT_BASE + self.regions.index(region)
+        host, ns = f"{self.tag}m{i}h", f"{self.tag}m{i}r"
+        _run("ip", "link", "add", host, "type", "veth", "peer", "name", ns)
+        _run("ip", "link", "set", ns, "netns", self.ns(region))
+        _run("ip", "addr", "add", f"10.{self.octet}.{i}.1/30", "dev", host)
+        _run("ip", "-n", self.ns(region), "addr", "add", f"10.{self.octet}.{i}.2/30", "dev", ns)
+        _run("ip", "link", "set", host, "up")
+        _run("ip", "-n", self.ns(region), "link", "set", ns, "up")
+        for addr in self.addresses(region):
+            # replace: a route a crashed lab of the same octet left behind is taken over
+            _run("ip", "route", "replace", f"{addr}/32", "via", f"10.{self.octet}.{i}.2")
 
     def _link_up(self, k: int, link: LinkSpec) -> None:
         ends = ((f"{self.tag}k{k}a", link.a, 1), (f"{self.tag}k{k}b", link.b, 2))
@@ -104,6 +152,32 @@ class Net:
                 "tc", "-n", ns, "qdisc", "add", "dev", dev, "root", "tbf",
                 "rate", f"{link.mbit}mbit", "burst", str(burst), "latency", "50ms",
             )  # fmt: skip
+
+    def set_rate(self, a: str, b: str, mbit: float) -> None:
+        """Shape the link between two regions to ``mbit`` on both ends (a link degrading)."""
+        k, _, _ = self._index(a, b)
+        burst = max(16_000, int(mbit * 1e6 / 8 / 200))
+        for dev, region in (
+            (f"{self.tag}k{k}a", self.links[k].a),
+            (f"{self.tag}k{k}b", self.links[k].b),
+        ):
+            _run(
+                "tc", "-n", self.ns(region), "qdisc", "change", "dev", dev, "root", "tbf",
+                "rate", f"{mbit}mbit", "burst", str(burst), "latency", "50ms",
+            )  # fmt: skip
+
+    def set_link(self, a: str, b: str, *, up: bool) -> None:
+        """Cut (``up=False``) or restore the link between two regions: both ends go down
+        or up, as when a region is cut off (the routes over it come back with it)."""
+        k, _, _ = self._index(a, b)
+        for dev, region in (
+            (f"{self.tag}k{k}a", self.links[k].a),
+            (f"{self.tag}k{k}b", self.links[k].b),
+        ):
+            _run("ip", "-n", self.ns(region), "link", "set", dev, "up" if up else "down")
+        if up:  # the kernel dropped the routes through the link when it went down
+            for region in (a, b):
+                self._peer_routes(region)
 
     def down(self) -> None:
         for k in range(len(self.links)):
