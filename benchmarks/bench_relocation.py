@@ -18,7 +18,6 @@ tests/elastic/test_elastic_relocation.py.
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import tempfile
@@ -106,25 +105,14 @@ def _section(r: dict[str, Any], items: int, cmd: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.bench_relocation")
-    p.add_argument("--quick", action="store_true")
-    p.add_argument("--items", type=int, default=1800)
-    p.add_argument("--no-write", action="store_true")
-    args = p.parse_args(argv)
-    if args.quick:
-        print(
-            "bench_relocation --quick: skipped (minutes of Ray and two runs; the same path "
-            "runs in tests/elastic/test_elastic_relocation.py); run it without --quick"
-        )
-        return 0
-    cmd = "python -m benchmarks.bench_relocation" + (
-        f" --items {args.items}" if args.items != 1800 else ""
+    return report.sized_main(
+        argv,
+        "bench_relocation",
+        ("items", 1800),
+        "minutes of Ray and two runs; the same path runs in "
+        "tests/elastic/test_elastic_relocation.py",
+        lambda items, cmd: _section(measure(items), items, cmd),
     )
-    section = _section(measure(args.items), args.items, cmd)
-    print(section)
-    if not args.no_write:
-        report.write_section(section)
-    return 0
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@ runs; the spanning path runs in tests/lab/test_span_cluster.py.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import os
 import secrets
@@ -45,19 +44,18 @@ FAST, SLOW = 200.0, 20.0
 def _lab(tmp: Path) -> Iterator[tuple[net.Net, ray_local.LocalRayCluster]]:
     link = net.LinkSpec("a", "b", FAST)
     n = net.Net(f"bs{secrets.token_hex(2)}", ("a", "b"), (link,), octet=219, mgmt=True)
-    n.up()
     cluster = span.span_cluster(n, "a", {"a": SHAPE, "b": SHAPE}, tmp / "ray", tmp / "token")
     env = dict(os.environ)
-    try:
-        cluster.start(timeout_s=240)
-        os.environ["RAY_AUTH_MODE"] = "token"
-        os.environ["RAY_AUTH_TOKEN_PATH"] = str(cluster.auth_token_file)
-        yield n, cluster
-    finally:
-        os.environ.clear()
-        os.environ.update(env)
-        cluster.stop()
-        n.down()
+    with n.running():
+        try:
+            cluster.start(timeout_s=240)
+            os.environ["RAY_AUTH_MODE"] = "token"
+            os.environ["RAY_AUTH_TOKEN_PATH"] = str(cluster.auth_token_file)
+            yield n, cluster
+        finally:
+            os.environ.clear()
+            os.environ.update(env)
+            cluster.stop()
 
 
 def measure(shards: int) -> dict[str, Any]:
@@ -114,28 +112,21 @@ def _section(r: dict[str, Any], shards: int, cmd: str) -> str:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.bench_span")
-    p.add_argument("--quick", action="store_true")
-    p.add_argument("--shards", type=int, default=300)
-    p.add_argument("--no-write", action="store_true")
-    args = p.parse_args(argv)
-    if args.quick:
-        print(
-            "bench_span --quick: skipped (Ray started inside network namespaces and three "
-            "runs; the spanning path runs in tests/lab/test_span_cluster.py)"
-        )
-        return 0
+def _run(shards: int, cmd: str) -> str:
     if os.geteuid() != 0:
         raise SystemExit("bench_span needs root (network namespaces and tc)")
-    cmd = "python -m benchmarks.bench_span" + (
-        f" --shards {args.shards}" if args.shards != 300 else ""
+    return _section(measure(shards), shards, cmd)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return report.sized_main(
+        argv,
+        "bench_span",
+        ("shards", 300),
+        "Ray started inside network namespaces and three runs; the spanning path runs in "
+        "tests/lab/test_span_cluster.py",
+        _run,
     )
-    section = _section(measure(args.shards), args.shards, cmd)
-    print(section)
-    if not args.no_write:
-        report.write_section(section)
-    return 0
 
 
 if __name__ == "__main__":

@@ -6,10 +6,12 @@ heading matches the first line of ``section`` (or appends it), leaving the rest 
 
 from __future__ import annotations
 
+import argparse
 import pathlib
 import re
+from collections.abc import Callable
 
-__all__ = ["DOC", "write_section"]
+__all__ = ["DOC", "sized_main", "write_section"]
 
 DOC = pathlib.Path(__file__).resolve().parents[1] / "docs" / "BENCHMARKS.md"
 
@@ -25,3 +27,35 @@ def write_section(section: str, doc: pathlib.Path = DOC) -> None:
         text = text.rstrip("\n") + "\n\n" + section
     doc.parent.mkdir(parents=True, exist_ok=True)
     doc.write_text(text)
+
+
+def sized_main(
+    argv: list[str] | None,
+    name: str,
+    size: tuple[str, int],
+    quick_skip: str,
+    run: Callable[[int, str], str],
+) -> int:
+    """The command line of a benchmark with one size option that ``--quick`` skips.
+
+    ``size``: the option's name and default (``("items", 1800)``); ``quick_skip``: why a
+    quick run skips it; ``run(size, command)`` measures and returns the section, which is
+    printed and written unless ``--no-write``.
+    """
+    flag, default = size
+    p = argparse.ArgumentParser(prog=f"python -m benchmarks.{name}")
+    p.add_argument("--quick", action="store_true")
+    p.add_argument(f"--{flag}", type=int, default=default, dest="size")
+    p.add_argument("--no-write", action="store_true")
+    args = p.parse_args(argv)
+    if args.quick:
+        print(f"{name} --quick: skipped ({quick_skip}); run it without --quick")
+        return 0
+    command = f"python -m benchmarks.{name}" + (
+        f" --{flag} {args.size}" if args.size != default else ""
+    )
+    section = run(args.size, command)
+    print(section)
+    if not args.no_write:
+        write_section(section)
+    return 0

@@ -27,11 +27,8 @@ MBIT = 50.0
 @pytest.fixture(scope="module")
 def link() -> Iterator[net.Net]:
     n = net.Net(f"tt{secrets.token_hex(2)}", ("a", "b"), (net.LinkSpec("a", "b", MBIT, 10.0),))
-    n.up()
-    try:
+    with n.running():
         yield n
-    finally:
-        n.down()
     assert not n.exists()
 
 

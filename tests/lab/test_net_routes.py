@@ -23,11 +23,8 @@ pytestmark = pytest.mark.skipif(
 def mesh() -> Iterator[net.Net]:
     links = (net.LinkSpec("a", "b", 100), net.LinkSpec("a", "c", 100), net.LinkSpec("b", "c", 100))
     n = net.Net(f"tr{secrets.token_hex(2)}", ("a", "b", "c"), links, octet=218, mgmt=True)
-    n.up()
-    try:
+    with n.running():
         yield n
-    finally:
-        n.down()
     assert not n.exists()
 
 

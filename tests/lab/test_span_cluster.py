@@ -41,17 +41,15 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[net.Net, Any
     tmp = tmp_path_factory.mktemp("span")
     link = net.LinkSpec("a", "b", 200.0)
     n = net.Net(f"ts{secrets.token_hex(2)}", ("a", "b"), (link,), octet=217, mgmt=True)
-    n.up()
     cluster = span.span_cluster(n, "a", {"a": SHAPE, "b": SHAPE}, tmp / "ray", tmp / "token")
-    try:
-        with pytest.MonkeyPatch.context() as mp:
+    with n.running(), pytest.MonkeyPatch.context() as mp:
+        try:
             cluster.start(timeout_s=90)
             mp.setenv("RAY_AUTH_MODE", "token")  # the Jobs API client's credentials
             mp.setenv("RAY_AUTH_TOKEN_PATH", str(cluster.auth_token_file))
             yield n, cluster
-    finally:
-        cluster.stop()
-        n.down()
+        finally:
+            cluster.stop()
     assert not n.exists()
 
 

@@ -21,8 +21,10 @@ them); it is idempotent.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import subprocess
+from collections.abc import Iterator
 
 __all__ = ["LinkSpec", "Net", "NetError"]
 
@@ -153,6 +155,15 @@ class Net:
                 "rate", f"{link.mbit}mbit", "burst", str(burst), "latency", "50ms",
             )  # fmt: skip
 
+    @contextlib.contextmanager
+    def running(self) -> Iterator[Net]:
+        """``up`` for the ``with`` block, ``down`` after it (whatever happens inside)."""
+        self.up()
+        try:
+            yield self
+        finally:
+            self.down()
+
     def set_rate(self, a: str, b: str, mbit: float) -> None:
         """Shape the link between two regions to ``mbit`` on both ends (a link degrading)."""
         k, _, _ = self._index(a, b)
@@ -182,6 +193,10 @@ class Net:
     def down(self) -> None:
         for k in range(len(self.links)):
             _run("ip", "link", "del", f"{self.tag}k{k}a", check=False)  # if never moved
+        for i in range(len(self.regions)):
+            # Deleted now, not when the kernel gets round to the namespace: a lab started
+            # right after with the same octet would otherwise route through the dying veth.
+            _run("ip", "link", "del", f"{self.tag}m{_MGMT_BASE + i}h", check=False)
         for r in self.regions:
             _run("ip", "netns", "del", self.ns(r), check=False)
 

@@ -13,6 +13,17 @@ Owns the Kubernetes shape of one run. Every object:
 - mounts the workspace's data PVC at ``/data`` in every pod and gets ``TAU_RUN_ID``,
   ``TAU_OUTPUT_DIR`` and ``CHECKPOINT_PATH`` (``/data/<ws>/runs/<id>/...``).
 
+A spanning run (``render_span``; ``scheduling.spanning``) is one Ray cluster across
+member clusters: the head's member gets the RayJob, its worker group sized to the
+workers placed there, and a headless Service ``<name>-head`` selecting the head pod;
+every other member gets its workers as one Kueue *pod group* (plain Pods labelled
+``kueue.x-k8s.io/pod-group-name``, annotated with the group's size), each running
+``ray start --block --address=<head>:6379``. Ray needs every node to reach every other,
+so the members must share a routable pod network (a multi-cluster network such as
+Cilium ClusterMesh or Submariner); the head is addressed by its Multi-Cluster Services
+name, ``<name>-head.<namespace>.svc.clusterset.local``, unless the caller passes one.
+A guest pod that dies is not replaced (``restartPolicy: Never``): an async run shrinks.
+
 Ray clusters have a CPU-only head and one worker group of ``workers`` replicas with
 ``nvidia.com/gpu`` limits and the GPU model's node selector. Ray workers advertise the
 ``accelerator_type:<model>`` resource so that entrypoint requests land on them. The
@@ -23,14 +34,23 @@ the RayJob submitter pod mounts ``/data`` so ``ray job submit`` can upload it.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import yaml
 
 from taugrid import errors
 from taugrid.render import command, naming, resolve, runspec
+from taugrid.spec import models as spec_models
 
-__all__ = ["render_job", "render_raycluster", "render_rayjob", "render_rayservice"]
+__all__ = [
+    "render_job",
+    "render_raycluster",
+    "render_rayjob",
+    "render_rayservice",
+    "render_span",
+    "span_head_address",
+]
 
 API_RAY = "ray.io/v1"
 TTL_AFTER_FINISHED_S = 600
@@ -345,3 +365,90 @@ def render_job(spec: runspec.RunSpec, run_id: str) -> dict[str, Any]:
         "metadata": _metadata(spec, run_id),
         "spec": job,
     }
+
+
+SPAN_GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
+SPAN_COUNT_ANNOTATION = "kueue.x-k8s.io/pod-group-total-count"
+SPAN_MEMBER_LABEL = "taugrid.io/span-member"
+
+
+def span_head_address(spec: runspec.RunSpec, run_id: str) -> str:
+    """The head Service's Multi-Cluster Services name, as other member clusters see it."""
+    return f"{naming.object_name(run_id)}-head.{spec.namespace}.svc.clusterset.local"
+
+
+def _head_service(spec: runspec.RunSpec, run_id: str) -> dict[str, Any]:
+    meta = _metadata(spec, run_id, queued=False)
+    meta["name"] = f"{meta['name']}-head"
+    selector = {naming.LABEL_RUN_ID: naming.label_value(run_id), "ray.io/node-type": "head"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": meta,
+        "spec": {
+            "clusterIP": "None",  # headless: the name resolves to the head pod itself
+            "selector": selector,
+            "ports": [{"name": n, "port": p} for n, p in _HEAD_PORTS.items()],
+        },
+    }
+
+
+def _guest_pod(
+    spec: runspec.RunSpec, run_id: str, member: str, index: int, count: int, address: str
+) -> dict[str, Any]:
+    """One worker of ``member``'s group: a Kueue pod-group member joining the head."""
+    gpus = _whole_gpus(spec)
+    group = naming.object_name(f"{run_id}-{member}")
+    meta = _metadata(spec, run_id)
+    meta["name"] = naming.object_name(f"{run_id}-{member}-{index}")
+    meta["labels"] |= {SPAN_GROUP_LABEL: group, SPAN_MEMBER_LABEL: naming.label_value(member)}
+    meta["annotations"][SPAN_COUNT_ANNOTATION] = str(count)
+    start = ["ray", "start", "--block", f"--address={address}:{_HEAD_PORTS['gcs-server']}"]
+    start.append(f"--num-gpus={gpus}")
+    if spec.gpu_model and gpus > 0:
+        resources = {command.accelerator_resource(spec.gpu_model): gpus}
+        start.append(f"--resources={json.dumps(resources)}")
+    container = {
+        "name": "ray-worker",
+        "image": spec.image,
+        "command": start,
+        "resources": _resources(spec.cpus_per_worker, spec.memory_per_worker_bytes, gpus),
+        "env": _container_env(spec, _env(spec, run_id)),
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": meta,
+        "spec": _pod_spec(spec, container, gpus=gpus > 0, restart="Never"),
+    }
+
+
+def render_span(
+    spec: runspec.RunSpec,
+    run_id: str,
+    members: Sequence[tuple[str, int]],
+    *,
+    head_address: str | None = None,
+    working_dir: str | None = None,
+) -> dict[str, list[dict[str, Any]]]:
+    """Per member cluster, the objects a spanning run creates there (the head's first).
+
+    ``members``: ``(cluster, workers)``, the head's member first, as a spanning
+    ``Decision`` places them; their workers add up to the run's.
+    """
+    if spec.communication is spec_models.Communication.SYNC:
+        raise errors.UserError(
+            f"run {spec.name} is placement.communication: sync; sync runs never span clusters",
+            hint="declare communication: async (or none) if its workers do not synchronise",
+        )
+    if len(members) < 2 or sum(w for _, w in members) != spec.workers:
+        raise ValueError(f"a span needs 2+ members whose workers add up to {spec.workers}")
+    (head, head_workers), guests = members[0], members[1:]
+    job = render_rayjob(
+        spec.model_copy(update={"workers": head_workers}), run_id, working_dir=working_dir
+    )
+    address = head_address or span_head_address(spec, run_id)
+    out = {head: [job, _head_service(spec, run_id)]}
+    for member, count in guests:
+        out[member] = [_guest_pod(spec, run_id, member, i, count, address) for i in range(count)]
+    return out
