@@ -43,7 +43,9 @@ FAST, SLOW = 200.0, 20.0
 @contextlib.contextmanager
 def _lab(tmp: Path) -> Iterator[tuple[net.Net, ray_local.LocalRayCluster]]:
     link = net.LinkSpec("a", "b", FAST)
-    n = net.Net(f"bs{secrets.token_hex(2)}", ("a", "b"), (link,), octet=219, mgmt=True)
+    n = net.Net(
+        f"bs{secrets.token_hex(2)}", ("a", "b"), (link,), octet=219, mgmt=True, peer_routes=True
+    )
     cluster = span.span_cluster(n, "a", {"a": SHAPE, "b": SHAPE}, tmp / "ray", tmp / "token")
     env = dict(os.environ)
     with n.running():

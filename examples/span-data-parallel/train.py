@@ -190,6 +190,7 @@ def main() -> None:
     result = train(args)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2))
+    tau.save_artifact(args.out, "result.json")  # the run's artifact (./.tau-local outside one)
     print(json.dumps({k: v for k, v in result.items() if k != "timeline"}), flush=True)
 
 

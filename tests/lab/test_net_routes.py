@@ -22,7 +22,9 @@ pytestmark = pytest.mark.skipif(
 @pytest.fixture
 def mesh() -> Iterator[net.Net]:
     links = (net.LinkSpec("a", "b", 100), net.LinkSpec("a", "c", 100), net.LinkSpec("b", "c", 100))
-    n = net.Net(f"tr{secrets.token_hex(2)}", ("a", "b", "c"), links, octet=218, mgmt=True)
+    n = net.Net(
+        f"tr{secrets.token_hex(2)}", ("a", "b", "c"), links, octet=218, mgmt=True, peer_routes=True
+    )
     with n.running():
         yield n
     assert not n.exists()

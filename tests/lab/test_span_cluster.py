@@ -42,7 +42,9 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[net.Net, Any
     """Regions a (head, 2 GPUs) and b (2 GPUs), 200 Mbit/s apart, one Ray cluster."""
     tmp = tmp_path_factory.mktemp("span")
     link = net.LinkSpec("a", "b", 200.0)
-    n = net.Net(f"ts{secrets.token_hex(2)}", ("a", "b"), (link,), octet=217, mgmt=True)
+    n = net.Net(
+        f"ts{secrets.token_hex(2)}", ("a", "b"), (link,), octet=217, mgmt=True, peer_routes=True
+    )
     cluster = span.span_cluster(n, "a", {"a": SHAPE, "b": SHAPE}, tmp / "ray", tmp / "token")
     with n.running(), pytest.MonkeyPatch.context() as mp:
         try:

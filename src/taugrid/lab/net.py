@@ -5,10 +5,11 @@ Layout for regions r0..rN-1 of a lab named ``<tag>``: namespace ``<tag>-<region>
 ``lo`` up); link k between regions a and b is a veth pair ``<tag>k<k>a`` (in a's
 namespace, 10.<octet>.<k>.1/30) ↔ ``<tag>k<k>b`` (in b's, 10.<octet>.<k>.2/30), each end
 shaped with ``tbf rate <mbit>mbit``. A region reaches a peer at the peer's address on
-their shared link, and every other address of that peer is routed over the same link,
-so every pair of regions has its own shaped path (a Ray cluster spanning regions moves
-its bytes only over them). Addresses live inside the lab's namespaces; nothing is
-routed to or from the host, unless ``mgmt``: then each region also gets an unshaped
+their shared link, so every pair of regions has its own shaped path. With
+``peer_routes`` every other address of that peer is routed over the same link too (a
+Ray cluster spanning regions binds one address per node and moves its bytes only over
+the shaped links). Addresses live inside the lab's namespaces; nothing is routed to or
+from the host, unless ``mgmt``: then each region also gets an unshaped
 *management* link to the host (``<tag>m<i>h``, 10.<octet>.<200+i>.1/30), over which
 the host (hub, agents, Jobs API clients) reaches the region's link addresses, e.g. a
 Ray head started inside the namespace.
@@ -66,6 +67,10 @@ class Net:
     octet: int = 213
     mgmt: bool = False
     """Add the host's management links (two labs with it need different octets)."""
+    peer_routes: bool = False
+    """Route every peer address over the link shared with that peer (a spanning Ray
+    cluster needs it). Off in the agents' lab: their peer discovery takes the first
+    reachable address, and the user-space RTT and loss are per local address."""
 
     def ns(self, region: str) -> str:
         return f"{self.tag}-{region}"
@@ -106,7 +111,8 @@ class Net:
             for k, link in enumerate(self.links):
                 self._link_up(k, link)
             for r in self.regions:
-                self._peer_routes(r)
+                if self.peer_routes:
+                    self._peer_routes(r)
                 if self.mgmt:
                     self._mgmt_up(r)
         except BaseException:
@@ -186,7 +192,7 @@ class Net:
             (f"{self.tag}k{k}b", self.links[k].b),
         ):
             _run("ip", "-n", self.ns(region), "link", "set", dev, "up" if up else "down")
-        if up:  # the kernel dropped the routes through the link when it went down
+        if up and self.peer_routes:  # the kernel dropped the routes over the link at down
             for region in (a, b):
                 self._peer_routes(region)
 

@@ -5,8 +5,8 @@ What a spanning placement (``scheduling.spanning``) runs on in the lab. Each nod
 ``LocalRayCluster`` node started inside its region's namespace (``NodeShape.netns``) on
 the region's address on its link to the head's region, so the head, its workers and
 every object they exchange cross only the lab's shaped links (``lab.net`` routes every
-peer address over the link shared with that peer). The host reaches the head's
-dashboard (the Jobs API) over the management link, so the ``Net`` needs ``mgmt=True``.
+peer address over the link shared with that peer: ``peer_routes=True``). The host
+reaches the head's dashboard (the Jobs API) over the management link (``mgmt=True``).
 
 Every node gets the custom resource ``region:<name>`` (one unit per GPU, or 1) so a job
 may pin work to a region; the cluster runs with Ray's token authentication.
@@ -46,8 +46,8 @@ def span_cluster(
     its address on its first link, and each other node its address on its link to the
     head (``Net.address``), so Ray's traffic takes the direct shaped path.
     """
-    if not n.mgmt:
-        raise ValueError("a spanning cluster needs the lab's management links (Net(mgmt=True))")
+    if not (n.mgmt and n.peer_routes):
+        raise ValueError("a spanning cluster needs Net(mgmt=True, peer_routes=True)")
     missing = [r for r in shapes if r != head and not n.has(head, r)]
     if head not in shapes or missing:
         raise ValueError(f"head {head} must be in shapes and linked to {missing or 'all'}")
