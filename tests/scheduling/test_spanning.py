@@ -103,3 +103,14 @@ def test_unreachable_regions_and_bad_budgets() -> None:
     with pytest.raises(ValueError, match="greater than 0"):
         pm.Scheduling(span_min_mbit=0)
     assert cycle.policy_from(pm.Scheduling(span_min_mbit=80)).span_min_bps == 10e6
+
+
+def test_no_span_when_one_cluster_has_room_but_a_whole_run_rule_dropped_it() -> None:
+    # 40 GB in c only; a has room for all 2 workers but the move-vs-wait rule keeps the
+    # run near its data (c frees its GPUs in 100 s): spanning must not get round that.
+    data = (snap.DataNeed("ds", 40 * 10**9, ("c",)),)
+    near = dataclasses.replace(C, releases=((100.0, 2.0),))
+    r = async_run(2, datasets=data, wait_near_data_s=100.0)
+    d = place(r, A, near, policy=SPAN)
+    assert d.outcome is cycle.Outcome.ADMITTED and not d.guests
+    assert "a has room for every worker; spanning is not needed" in d.reason

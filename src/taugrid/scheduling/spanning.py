@@ -18,8 +18,9 @@ never span). ``plan`` decides, from the snapshot alone:
    measured, or slower than the link budget, is not used;
 4. *worth it*: the span starts now, paying the transfer estimate of the run's data into
    each member region (the slowest counts), against the expected wait for any one
-   cluster to hold the whole run (``plugins_data.expected_wait_s``). It spans only when
-   starting now is sooner.
+   cluster the run may use to hold the whole run (``plugins_data.expected_wait_s``). It
+   spans only when starting now is sooner, and never when one cluster has room for
+   every worker (a whole-run rule such as move-vs-wait dropped it, and that stands).
 
 Pure: no clock, no I/O. The reasons are what ``explain-placement`` shows.
 """
@@ -129,10 +130,13 @@ def plan(
         return "spanning is off (scheduling.span_min_mbit not set)"
     if run.communication not in SPAN_MODES or run.workers < 2:
         return "only async/none runs of 2+ workers span clusters"
-    usable = [c for c in clusters if keeps(c) and _slots(run, c) > 0]
+    kept = [c for c in clusters if keeps(c)]
+    usable = [c for c in kept if _slots(run, c) > 0]
     if len(usable) < 2:
         return "fewer than two clusters have room for one of its workers"
     head = max(usable, key=lambda c: (_slots(run, c), order(c), c.cluster_id))
+    if _slots(run, head) >= run.workers:  # e.g. move-vs-wait dropped it: that rule stands
+        return f"{head.cluster_id} has room for every worker; spanning is not needed"
     members, notes = _members(run, head, [c for c in usable if c is not head], min_bps)
     held = sum(m.workers for m in members)
     if held < run.workers:
@@ -142,7 +146,7 @@ def plan(
     ests = [plugins_data.estimate(run, by_id[m.cluster_id]) for m in members]
     if any(e.missing for e in ests):
         return "a dataset has no complete replica in any region"
-    start_s, wait_s = max(e.seconds for e in ests), _wait_s(run, clusters)
+    start_s, wait_s = max(e.seconds for e in ests), _wait_s(run, kept)
     groups = ", ".join(f"{m.cluster_id} ({m.workers})" for m in members[1:])
     if start_s >= wait_s:
         return (
