@@ -20,8 +20,12 @@ job ends — and a cycle runs at each):
   JCT = finish - submit (queueing + transfer + run).
 - Measured links: ``bandwidth / (transfers on the link + 1)`` — what a probe sees.
 
-A run is placed on one cluster, hence one region: ``sync`` jobs never span regions
-(nor do the others; the core places whole runs).
+A run is placed on one cluster, hence one region, unless the policy has a link budget
+(``Policy.span_min_bps``) and the core spans an async/none job across clusters
+(``scheduling.spanning``): then every member takes its workers, the data is copied into
+each member region and the job starts when the last copy ends, and it runs at its
+slowest member's GPU speed. Nothing else is charged for spanning (no cross-region
+slowdown is modelled). ``sync`` jobs never span.
 """
 
 from __future__ import annotations
@@ -57,6 +61,8 @@ class Placement:
     start: float
     finish: float
     moved_bytes: int
+    members: int = 1
+    """Member clusters it ran on (more than 1: the core spanned it)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,13 +97,17 @@ class _Copy:
 
 @dataclasses.dataclass
 class _Held:
+    """A placed job: ``allocs`` holds (cluster, [(node index, GPUs)]) per member cluster,
+    the head's first (one member unless the core spanned the run)."""
+
     job: sc.Job
     cluster: str
     region: str
     placed: float
-    alloc: list[tuple[int, float]]
+    allocs: list[tuple[str, list[tuple[int, float]]]]
     moved: int = 0
     start: float | None = None
+    copies_left: int = 0
 
 
 class _World:
@@ -170,12 +180,16 @@ class _World:
                 del self.copies[key]
                 self.replicas[c.dataset].add(c.dst)
                 for job_id in c.waiting:
-                    self.held[job_id].start = now
+                    h = self.held[job_id]
+                    h.copies_left -= 1
+                    if h.copies_left == 0:  # a span starts once every member has the data
+                        h.start = now
 
     # -- jobs ---------------------------------------------------------------------------
 
     def _runtime(self, h: _Held) -> float:
-        return h.job.duration / self.pools[h.cluster].speed
+        """The job's duration at its slowest member's GPU speed."""
+        return h.job.duration / min(self.pools[cid].speed for cid, _ in h.allocs)
 
     def next_job_end(self) -> float:
         ends = [h.start + self._runtime(h) for h in self.held.values() if h.start is not None]
@@ -186,34 +200,55 @@ class _World:
             if h.start is None or h.start + self._runtime(h) > now + _EPS:
                 continue
             del self.held[job_id]
-            nodes = self.nodes[h.cluster]
-            for i, gpus in h.alloc:
-                nodes[i] = dataclasses.replace(nodes[i], gpus_free=nodes[i].gpus_free + gpus)
+            for cluster_id, alloc in h.allocs:
+                nodes = self.nodes[cluster_id]
+                for i, gpus in alloc:
+                    nodes[i] = dataclasses.replace(nodes[i], gpus_free=nodes[i].gpus_free + gpus)
             end = h.start + self._runtime(h)
             self.done.append(
                 Placement(
-                    job_id, h.cluster, h.region, h.job.submit, h.placed, h.start, end, h.moved
+                    job_id,
+                    h.cluster,
+                    h.region,
+                    h.job.submit,
+                    h.placed,
+                    h.start,
+                    end,
+                    h.moved,
+                    len(h.allocs),
                 )
             )
 
-    def place(self, job: sc.Job, run: snap.PendingRun, d: cycle.Decision, now: float) -> None:
-        """Take the workers on the nodes the cycle bound them to (as the agent pins them)."""
-        cluster_id = d.cluster_id or ""
+    def _take(
+        self, run: snap.PendingRun, cluster_id: str, nodes: tuple[str, ...]
+    ) -> list[tuple[int, float]]:
+        """Take ``run``'s workers on ``nodes`` of one cluster; (node index, GPUs) taken."""
         pool = self.pools[cluster_id]
         view = snap.ClusterView(cluster_id, pool.region, True, tuple(self.nodes[cluster_id]))
-        after = cycle.take(run, view, d.nodes).nodes
-        alloc = [
+        workers = dataclasses.replace(run, workers=len(nodes))
+        after = cycle.take(workers, view, nodes).nodes
+        self.nodes[cluster_id] = list(after)
+        return [
             (i, b.gpus_free - a.gpus_free)
             for i, (b, a) in enumerate(zip(view.nodes, after, strict=True))
             if b.gpus_free != a.gpus_free
         ]
-        self.nodes[cluster_id] = list(after)
-        h = _Held(job, cluster_id, pool.region, now, alloc)
+
+    def place(self, job: sc.Job, run: snap.PendingRun, d: cycle.Decision, now: float) -> None:
+        """Take the workers on the nodes the cycle bound them to (as the agent pins them),
+        in every member cluster of a span; copy the data into each member region."""
+        head = d.cluster_id or ""
+        members = [(head, d.nodes), *d.guests]
+        allocs = [(cid, self._take(run, cid, nodes)) for cid, nodes in members]
+        h = _Held(job, head, self.pools[head].region, now, allocs)
         self.held[job.job_id] = h
-        if job.dataset is None or pool.region in self.replicas[job.dataset]:
+        regions = {self.pools[cid].region for cid, _ in members}
+        missing = sorted(r for r in regions if job.dataset and r not in self.replicas[job.dataset])
+        for region in missing:
+            h.moved += self._start_copy(job.dataset or "", region, job.job_id)
+        h.copies_left = len(missing)
+        if not missing:
             h.start = now
-        else:
-            h.moved = self._start_copy(job.dataset, pool.region, job.job_id)
         del self.pending[job.job_id]
 
     # -- the snapshot, as the hub builds it ---------------------------------------------
@@ -232,14 +267,15 @@ class _World:
     def _releases(self, cluster_id: str, now: float) -> tuple[tuple[float, float], ...]:
         out = []
         for h in self.held.values():
-            if h.cluster != cluster_id:
+            gpus = sum(g for cid, alloc in h.allocs if cid == cluster_id for _, g in alloc)
+            if not gpus:
                 continue
             if h.start is not None:
                 begins = h.start
-            else:
-                c = self.copies[(h.job.dataset or "", h.region)]
-                begins = now + c.remaining / self._rate(c)
-            out.append((max(0.0, begins + h.job.declared - now), float(h.job.gpus)))
+            else:  # when the last copy into a member region ends
+                copies = [c for c in self.copies.values() if h.job.job_id in c.waiting]
+                begins = now + max(c.remaining / self._rate(c) for c in copies)
+            out.append((max(0.0, begins + h.job.declared - now), float(gpus)))
         return tuple(sorted(out))
 
     def _cluster(self, p: sc.Pool, now: float) -> snap.ClusterView:
