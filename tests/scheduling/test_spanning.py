@@ -79,12 +79,26 @@ def test_it_waits_when_one_cluster_frees_the_room_before_the_data_would_arrive()
     soon = dataclasses.replace(A, releases=((100.0, 4.0),))  # a frees 4 GPUs in 100 s
     d = place(async_run(4, datasets=data), soon, B, C, policy=SPAN)
     assert d.outcome is cycle.Outcome.ADMITTED
-    assert "~320 s of data transfer, not sooner than one cluster frees the room (~100 s)" in (
-        d.reason
-    )
+    # a 1 h run (the default): spanning ends at 320 s + 1 h, a at 100 s + 1 h
+    want = "finish in ~1.1 h (after ~320 s of data transfer, GPUs at 1x), not sooner than"
+    assert f"{want} on one cluster (~1.0 h)" in d.reason
     later = dataclasses.replace(A, releases=((1000.0, 4.0),))
     d = place(async_run(4, datasets=data), later, B, C, policy=SPAN)
-    assert d.outcome is cycle.Outcome.PLACED and "~320 s of data transfer" in d.reason
+    assert d.outcome is cycle.Outcome.PLACED
+    assert "finishes in ~1.1 h (after ~320 s of data transfer, GPUs at 1x) instead of ~1.3 h" in (
+        d.reason
+    )
+
+
+def test_a_span_over_slower_gpus_must_still_finish_sooner() -> None:
+    # c's GPUs run at 0.4x: a 1 h run would take 2.5 h spanning a + c, against 1 h
+    # after a frees its GPUs in 100 s: it waits. With a 2 h wait, spanning wins.
+    slow = dataclasses.replace(C, gpu_speed=0.4)
+    a = dataclasses.replace(A, releases=((100.0, 4.0),))
+    d = place(async_run(3), a, slow, policy=SPAN)
+    assert d.outcome is cycle.Outcome.ADMITTED and "GPUs at 0.4x" in d.reason
+    a = dataclasses.replace(A, releases=((7200.0, 4.0),))
+    assert place(async_run(3), a, slow, policy=SPAN).guests == (("c", ("c-n0",)),)
 
 
 def test_span_capacity_is_taken_so_the_next_run_in_the_cycle_sees_it_gone() -> None:

@@ -16,10 +16,11 @@ never span). ``plan`` decides, from the snapshot alone:
 3. *worker groups*: the other members in order of the link between their region and the
    head's (the slower of its two measured directions, fastest first); a link never
    measured, or slower than the link budget, is not used;
-4. *worth it*: the span starts now, paying the transfer estimate of the run's data into
-   each member region (the slowest counts), against the expected wait for any one
-   cluster the run may use to hold the whole run (``plugins_data.expected_wait_s``). It
-   spans only when starting now is sooner, and never when one cluster has room for
+4. *worth it*: expected finish times. Spanning starts now, after the transfer estimate
+   of the run's data into each member region (the slowest counts), and runs at its
+   slowest member's GPU speed; one cluster finishes at ``plugins_data.finish_time_s``
+   (transfer + expected wait + run time at its speed), the best cluster the run may use
+   counting. It spans only when that is sooner, and never when one cluster has room for
    every worker (a whole-run rule such as move-vs-wait dropped it, and that stands).
 
 Pure: no clock, no I/O. The reasons are what ``explain-placement`` shows.
@@ -58,8 +59,10 @@ class Span:
     members: tuple[Member, ...]
     start_s: float
     """Transfer estimate of the run's data into the slowest member region."""
-    wait_s: float
-    """Expected wait for one cluster to hold the whole run (``math.inf``: never)."""
+    finish_s: float
+    """Expected finish spanning: ``start_s`` + run time at the slowest member's speed."""
+    single_finish_s: float
+    """Expected finish on the best single cluster (``plugins_data.finish_time_s``)."""
     reason: str
 
 
@@ -74,10 +77,6 @@ def link_bps(a: snap.ClusterView, b: snap.ClusterView) -> float:
 
 def _slots(run: snap.PendingRun, c: snap.ClusterView) -> int:
     return int(min(c.slots(run.shape), run.workers))
-
-
-def _wait_s(run: snap.PendingRun, clusters: Sequence[snap.ClusterView]) -> float:
-    return min((plugins_data.expected_wait_s(run, c) for c in clusters), default=math.inf)
 
 
 def _mbit(bps: float) -> str:
@@ -146,16 +145,20 @@ def plan(
     ests = [plugins_data.estimate(run, by_id[m.cluster_id]) for m in members]
     if any(e.missing for e in ests):
         return "a dataset has no complete replica in any region"
-    start_s, wait_s = max(e.seconds for e in ests), _wait_s(run, kept)
-    groups = ", ".join(f"{m.cluster_id} ({m.workers})" for m in members[1:])
-    if start_s >= wait_s:
+    start_s = max(e.seconds for e in ests)
+    speed = min(by_id[m.cluster_id].gpu_speed for m in members)
+    span_s = start_s + (run.runtime_s or plugins_data.DEFAULT_RUNTIME_S) / speed
+    one_s = min((plugins_data.finish_time_s(run, c) for c in kept), default=math.inf)
+    after = f"after {_fmt_s(start_s)} of data transfer, GPUs at {speed:g}x"
+    if span_s >= one_s:
         return (
-            f"spanning would start after {_fmt_s(start_s)} of data transfer, not sooner "
-            f"than one cluster frees the room ({_fmt_s(wait_s)})"
+            f"spanning would finish in {_fmt_s(span_s)} ({after}), "
+            f"not sooner than on one cluster ({_fmt_s(one_s)})"
         )
+    groups = ", ".join(f"{m.cluster_id} ({m.workers})" for m in members[1:])
     reason = (
         f"spans clusters: head {head.cluster_id} ({members[0].workers} workers), "
-        f"worker groups {groups}; starts after {_fmt_s(start_s)} of data transfer "
-        f"instead of waiting {_fmt_s(wait_s)} for one cluster"
+        f"worker groups {groups}; finishes in {_fmt_s(span_s)} ({after}) "
+        f"instead of {_fmt_s(one_s)} on one cluster"
     )
-    return Span(tuple(members), start_s, wait_s, reason)
+    return Span(tuple(members), start_s, span_s, one_s, reason)

@@ -193,9 +193,18 @@ _SHAPES = (  # (workers, gpus per worker, comm, weight)
 
 
 def _job(
-    rng: np.random.Generator, i: int, submit: float, pools: tuple[Pool, ...], datasets: int
+    rng: np.random.Generator,
+    i: int,
+    submit: float,
+    pools: tuple[Pool, ...],
+    datasets: int,
+    async_share: float = 0.0,
 ) -> Job | None:
     workers, per, comm, _ = _SHAPES[int(rng.choice(len(_SHAPES), p=[s[3] for s in _SHAPES]))]
+    # No extra draw at a share of 0 or 1, so those scenarios keep the default stream.
+    multi_sync = comm is Comm.SYNC and workers > 1 and async_share > 0
+    if multi_sync and (async_share >= 1 or rng.random() < async_share):
+        comm = Comm.ASYNC
     model = None
     if rng.random() < 0.6:
         model = str(rng.choice(sorted({p.gpu_model for p in pools})))
@@ -223,11 +232,13 @@ def generate(
     load: float = 0.8,
     data_scale: float = 1.0,
     link_gbps: tuple[float, float] = (0.5, 10.0),
+    async_share: float = 0.0,
 ) -> Scenario:
     """A random scenario; the same arguments always give an equal ``Scenario``.
 
     ``data_scale`` multiplies every dataset size class; ``link_gbps`` is the range links
-    are drawn from (Gbit/s, log-uniform).
+    are drawn from (Gbit/s, log-uniform); ``async_share`` is the share of multi-worker
+    jobs drawn as ``sync`` that are ``async`` instead (data-parallel without lockstep).
     """
     if not 2 <= regions <= len(REGIONS):
         raise ValueError(
@@ -248,7 +259,7 @@ def generate(
     t = 0.0
     while len(out) < jobs:
         t += float(rng.exponential(1 / rate))
-        job = _job(rng, len(out), t, pools, datasets)
+        job = _job(rng, len(out), t, pools, datasets, async_share)
         if job is not None:
             out.append(job)
     return Scenario(names, pools, ds, bw, eg, tuple(out))
