@@ -34,6 +34,7 @@ import glob
 import json
 import logging
 import os
+import re
 import secrets
 import shutil
 import socket
@@ -64,6 +65,8 @@ _STATE_FILE = "cluster.json"
 # What a node's log says when Ray gave up waiting for its raylet (fixed 30 s in Ray).
 _STARTUP_TIMEOUTS = ("timed out during startup", "Timed out waiting for node info")
 log = logging.getLogger(__name__)
+_SETUP_LINE = re.compile(r"^[^\n]*job_manager\.py:\d+ -- Runtime env is setting up\.\n?", re.M)
+"""What Ray's job manager writes into the head's copy of every driver log first."""
 
 
 class NodeShape(pydantic.BaseModel):
@@ -171,7 +174,10 @@ class _LocalLogsBackend(ray_jobs.RayBackend):
             for path in sorted(self._tmp_root.glob(pattern)):
                 if path.parts[-4] != "n0":  # the head's copy is what the API returns
                     return path.read_text(errors="replace")
-        return super().logs(job_id)
+        # Until a driver on another node has written its own file, the API returns the
+        # head's stub line; dropped, so that a reader's offset into it is never applied
+        # to the driver's file that replaces it (which would cut its first characters).
+        return _SETUP_LINE.sub("", super().logs(job_id))
 
 
 class LocalRayCluster:
