@@ -79,7 +79,8 @@ def _section(results: dict[str, Any], seeds: list[int], jobs: int, cmd: str) -> 
     return (
         "## Scheduling: spanning runs across clusters (simulation)\n\n"
         f"Command: `{cmd}` ({len(seeds)} seeds, {jobs} jobs each, 4 regions; the families "
-        'of "Scheduling: multi-region scenarios"). TauGrid\'s default policy as it ships '
+        'of "Scheduling: multi-region scenarios", plus async-heavy: offered load 1.2 and '
+        "every multi-worker job async). TauGrid's default policy as it ships "
         f"against the same with `span_min_mbit: {SPAN_MBIT:.0f}`; ± is the standard error "
         "of the paired difference over seeds, seeds won: lower average JCT with spanning.\n\n"
         + head
