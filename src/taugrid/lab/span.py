@@ -20,11 +20,13 @@ from pathlib import Path
 from taugrid.backends import ray_local
 from taugrid.lab import net
 
-__all__ = ["DASHBOARD_PORT", "GCS_PORT", "span_cluster"]
+__all__ = ["DASHBOARD_PORT", "GCS_PORT", "HEALTH_CHECK_FAILURES", "span_cluster"]
 
 GCS_PORT = 6379
 DASHBOARD_PORT = 8265
 """Ports inside the head region's namespace (a fresh namespace has them all free)."""
+HEALTH_CHECK_FAILURES = 15
+"""Missed GCS health checks (1 s apart) before a node is dead: Ray's default is 30 s."""
 
 
 def _node(n: net.Net, region: str, head: str, shape: ray_local.NodeShape) -> ray_local.NodeShape:
@@ -60,4 +62,8 @@ def span_cluster(
         nodes,
         state_dir,
         auth_token_file=ray_local.write_auth_token(token_file),
+        # Health checks cross the shaped links too: a saturated slow link delays them,
+        # and at the local default (5 missed, 1 s apart) a slowed region was declared
+        # dead. 15 s tolerates a degraded link; a region cut off is still lost in ~15 s.
+        health_check_failure_threshold=HEALTH_CHECK_FAILURES,
     )
