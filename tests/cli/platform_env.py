@@ -12,13 +12,26 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
 
 from tests.backends import backend_helpers as bh
 from tests.hub.harness import free_port
 
-__all__ = ["ROOT", "TAU", "embedded_platform", "home_env", "ray_left", "tau"]
+__all__ = [
+    "ROOT",
+    "TAU",
+    "copy_example",
+    "embedded_platform",
+    "home_env",
+    "platform_fixture",
+    "ray_left",
+    "tau",
+]
 
 ROOT = Path(__file__).resolve().parents[2]
 TAU = shutil.which("tau") or str(ROOT / ".venv" / "bin" / "tau")
@@ -71,3 +84,25 @@ def embedded_platform(
         time.sleep(1)
         left = ray_left(ip)
         assert not left.strip(), f"Ray processes left behind: {left}"
+
+
+def platform_fixture(ip: str) -> Any:
+    """A module-scoped ``env`` fixture: one embedded platform on ``ip`` for the module
+    (``env = pe.platform_fixture(IP)`` in the test module)."""
+
+    @pytest.fixture(scope="module")
+    def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+        home = tmp_path_factory.mktemp("tau-home")
+        with embedded_platform(home, ip, cwd=home) as e:
+            yield e
+
+    return env
+
+
+def copy_example(example: Path, dest: Path, edit: Callable[[dict[str, Any]], None]) -> Path:
+    """``example`` copied to ``dest`` with its tau.yaml changed by ``edit`` (in place)."""
+    shutil.copytree(example, dest, ignore=shutil.ignore_patterns(".tau-local", "__pycache__"))
+    doc = yaml.safe_load((dest / "tau.yaml").read_text())
+    edit(doc)
+    (dest / "tau.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    return dest

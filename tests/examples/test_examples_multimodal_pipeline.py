@@ -8,12 +8,10 @@ dead-letter output, and ``on_error: fail`` failing the run with the stage's erro
 from __future__ import annotations
 
 import json
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-import yaml
 
 from tests.cli import platform_env as pe
 
@@ -24,20 +22,15 @@ EXAMPLE = pe.ROOT / "examples" / "multimodal-pipeline"
 tau = pe.tau
 
 
-@pytest.fixture(scope="module")
-def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    home = tmp_path_factory.mktemp("tau-home")
-    with pe.embedded_platform(home, IP, cwd=home) as e:
-        yield e
+env = pe.platform_fixture(IP)
 
 
 def _project(root: Path, items: int, window_s: float, **pipeline: object) -> Path:
-    shutil.copytree(EXAMPLE, root, ignore=shutil.ignore_patterns(".tau-local", "__pycache__"))
-    doc = yaml.safe_load((root / "tau.yaml").read_text())
-    doc["runtime"]["env"]["MM_ITEMS"] = str(items)
-    doc["pipeline"].update(window_s=window_s, **pipeline)
-    (root / "tau.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
-    return root
+    def edit(doc: dict[str, Any]) -> None:
+        doc["runtime"]["env"]["MM_ITEMS"] = str(items)
+        doc["pipeline"].update(window_s=window_s, **pipeline)
+
+    return pe.copy_example(EXAMPLE, root, edit)
 
 
 @pytest.mark.long(expect_s=20)  # seconds on a 2-core machine (CI budget)

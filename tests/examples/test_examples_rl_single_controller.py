@@ -6,12 +6,9 @@ checkpoint and the platform's retry resumes from it; the policy learns."""
 from __future__ import annotations
 
 import json
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 
 from taugrid import errors
 from taugrid.sdk import roles
@@ -32,11 +29,7 @@ def test_roles_give_actor_options_and_an_unknown_role_is_a_user_error() -> None:
     assert "actor" in exc.value.message and "add 'roles:" in exc.value.hint
 
 
-@pytest.fixture(scope="module")
-def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    home = tmp_path_factory.mktemp("tau-home")
-    with pe.embedded_platform(home, IP, cwd=home) as e:
-        yield e
+env = pe.platform_fixture(IP)
 
 
 @pytest.mark.ray
@@ -46,12 +39,9 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
 def test_rl_recovers_from_a_killed_role_and_resumes_from_its_checkpoint(
     env: dict[str, str], tmp_path: Path
 ) -> None:
-    work = tmp_path / "work"
-    shutil.copytree(EXAMPLE, work, ignore=shutil.ignore_patterns("__pycache__"))
-    doc = yaml.safe_load((work / "tau.yaml").read_text())
-    doc["run"]["args"] = ["--steps", "30", "--kill-role", "reward", "--kill-at-step", "17"]
-    doc["run"]["args"] += ["--fail-at-step", "12"]
-    (work / "tau.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    args = ["--steps", "30", "--kill-role", "reward", "--kill-at-step", "17"]
+    args += ["--fail-at-step", "12"]
+    work = pe.copy_example(EXAMPLE, tmp_path / "work", lambda doc: doc["run"].update(args=args))
     run = tau(env, "run", str(work), "--watch", cwd=tmp_path, timeout=900)
     assert run.returncode == 0, run.stderr + run.stdout
     run_id = next(w for w in run.stdout.split() if w.startswith("rl-single-controller-"))

@@ -5,12 +5,9 @@ its summary. Spanning regions is tests/lab/test_span_cluster.py."""
 from __future__ import annotations
 
 import json
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 
 from tests.cli import platform_env as pe
 
@@ -19,11 +16,7 @@ EXAMPLE = pe.ROOT / "examples" / "span-data-parallel"
 tau = pe.tau
 
 
-@pytest.fixture(scope="module")
-def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    home = tmp_path_factory.mktemp("tau-home")
-    with pe.embedded_platform(home, IP, cwd=home) as e:
-        yield e
+env = pe.platform_fixture(IP)
 
 
 @pytest.mark.ray
@@ -33,11 +26,8 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
 def test_the_example_trains_with_every_worker_and_its_summary_comes_back(
     env: dict[str, str], tmp_path: Path
 ) -> None:
-    work = tmp_path / "work"
-    shutil.copytree(EXAMPLE, work, ignore=shutil.ignore_patterns("__pycache__"))
-    doc = yaml.safe_load((work / "tau.yaml").read_text())
-    doc["run"]["args"] = ["--workers", "4", "--shards", "40"]
-    (work / "tau.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    args = ["--workers", "4", "--shards", "40"]
+    work = pe.copy_example(EXAMPLE, tmp_path / "work", lambda doc: doc["run"].update(args=args))
     run = tau(env, "run", str(work), "--watch", cwd=tmp_path, timeout=500)
     assert run.returncode == 0, run.stderr + run.stdout
     run_id = next(w for w in run.stdout.split() if w.startswith("span-data-parallel-"))
