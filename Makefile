@@ -29,7 +29,7 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 
 unit: $(STAMP)
-	$(BIN)/pytest -q --durations=30
+	$(BIN)/pytest -q
 
 test: lint unit bench-quick
 

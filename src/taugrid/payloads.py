@@ -23,6 +23,8 @@ __all__ = [
     "Assignment",
     "AttemptReport",
     "DataEndpoint",
+    "GuestOrder",
+    "GuestStatus",
     "MembersChange",
     "NodeFault",
     "NodeReport",
@@ -32,6 +34,7 @@ __all__ = [
     "QuotaRequestCreate",
     "RelocationRequest",
     "RuntimeStatus",
+    "SpanJoin",
     "StateReport",
     "StopOrder",
     "SubmitRequest",
@@ -208,6 +211,9 @@ class StateReport(_Payload):
     health_reason: str = ""
     queues: list[dict[str, Any]] = pydantic.Field(default_factory=list)
     """The cluster's own queues (Kueue ClusterQueues: admitted, pending, GPUs reserved)."""
+    spannable: bool = False
+    """The agent can head a spanning run and lend nodes to one (``agent.guests``): its
+    Ray cluster is its own (``--start-ray``), so it knows the join address and token."""
 
 
 class RelocationRequest(_Payload):
@@ -291,6 +297,31 @@ class RuntimeStatus(_Payload):
     message: _Text = ""
 
 
+_Secret = Annotated[str, pydantic.StringConstraints(pattern=r"^[A-Za-z0-9._-]{1,256}$")]
+
+
+class SpanJoin(_Payload):
+    """How guest nodes join a spanning attempt's Ray cluster: its head's agent sends it
+    while the attempt is active; the hub relays it to the guest clusters' agents and keeps
+    it in memory only (the Ray token is never stored)."""
+
+    token: Count32
+    address: str = pydantic.Field(pattern=r"^[A-Za-z0-9.:\[\]-]{1,300}$")
+    """The head's GCS address (``ip:port``), what ``ray start --address`` takes."""
+    auth_token: _Secret | None = None
+    """The head cluster's Ray auth token; None when it runs without token auth."""
+
+
+class GuestStatus(_Payload):
+    """What a guest agent did with one guest order: its nodes ``starting``, ``joined``
+    (every node registered with the head), or ``failed`` (``message`` says why)."""
+
+    token: Count32
+    state: str = pydantic.Field(pattern=r"^(starting|joined|failed)$")
+    nodes: Count32 = 0
+    message: _Text = ""
+
+
 class AgentSync(_Payload):
     """``POST /v1/agents/{cluster}/sync``: lease renewal + attempt reports (+ full report)."""
 
@@ -301,6 +332,12 @@ class AgentSync(_Payload):
         default_factory=list, description="Tokens the agent tracks."
     )
     wait_s: float = pydantic.Field(default=0.0, ge=0, le=30, description="Long-poll for new work.")
+    joins: list[SpanJoin] = pydantic.Field(
+        default_factory=list, max_length=1000, description="Spanning attempts this agent heads."
+    )
+    guests: list[GuestStatus] = pydantic.Field(
+        default_factory=list, max_length=1000, description="Guest orders this agent holds."
+    )
 
 
 class Assignment(_Payload):
@@ -330,6 +367,29 @@ class Assignment(_Payload):
         description="The node ID each worker is bound to (the hub's packer); the agent pins "
         "the workers there. Empty: no binding (the backend places them).",
     )
+    guests: list[str] = pydantic.Field(
+        default_factory=list,
+        description="A spanning attempt's guest clusters: their nodes join this cluster's "
+        "Ray cluster, so the agent sends its join address while the attempt is active.",
+    )
+
+
+class GuestOrder(_Payload):
+    """Nodes this cluster lends to a spanning attempt headed by another cluster: start
+    them (``workers`` x the per-worker resources) and join them to the head's Ray cluster;
+    stop them once the order is no longer listed. ``address`` is None until the head's
+    agent has said where to join (the nodes already started stay)."""
+
+    token: Count32
+    run_id: str
+    head_cluster: str
+    workers: Count32
+    gpus_per_worker: float = 0.0
+    cpus_per_worker: float = 0.0
+    memory_per_worker: int = 0
+    gpu_model: str | None = None
+    address: str | None = None
+    auth_token: str | None = None
 
 
 class StopOrder(_Payload):
@@ -361,6 +421,10 @@ class AgentSyncReply(_Payload):
     uploads: list[Count32] = pydantic.Field(
         default_factory=list,
         description="Ended attempts whose held-back uploads the hub still wants (succeeded).",
+    )
+    guests: list[GuestOrder] = pydantic.Field(
+        default_factory=list,
+        description="Every spanning attempt this cluster lends nodes to now (declarative).",
     )
 
 

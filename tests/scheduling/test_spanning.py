@@ -22,9 +22,9 @@ SPAN = dataclasses.replace(cycle.default_policy(), span_min_bps=100 * MBIT)
 
 
 def linked(c: snap.ClusterView, *peers: tuple[str, float]) -> snap.ClusterView:
-    """``c`` with measured inbound links (peer region, Mbit/s)."""
+    """``c`` with measured inbound links (peer region, Mbit/s), its agent able to span."""
     links = tuple(snap.LinkView(p, mbit * MBIT) for p, mbit in peers)
-    return dataclasses.replace(c, links=links)
+    return dataclasses.replace(c, links=links, spannable=True)
 
 
 # a: 4 GPUs free (2 workers), b: 2 free (1 worker), c: 2 free (1 worker); a-b 1 Gbit/s,
@@ -47,6 +47,14 @@ def test_a_run_no_cluster_holds_spans_head_where_most_fit_then_fastest_links() -
     assert "head a (2 workers), worker groups b (1), c (1)" in d.reason
     # 3 workers: the head and b are enough; c is not used.
     assert place(async_run(3), A, B, C, policy=SPAN).guests == (("b", ("b-n0",)),)
+
+
+def test_a_cluster_whose_agent_cannot_span_is_no_member() -> None:
+    # b's agent does not run its own Ray cluster: c takes b's place.
+    no_b = dataclasses.replace(B, spannable=False)
+    assert place(async_run(3), A, no_b, C, policy=SPAN).guests == (("c", ("c-n0",)),)
+    d = place(async_run(4), A, no_b, C, policy=SPAN)
+    assert d.outcome is cycle.Outcome.ADMITTED and "spanning holds 3 of 4" in d.reason
 
 
 def test_sync_runs_and_the_default_policy_never_span() -> None:

@@ -126,6 +126,8 @@ class ClusterView:
     """Node-to-node bandwidth inside the cluster (0: not declared)."""
     whole_gpus: bool = False
     """GPUs are handed out whole only (Kubernetes device plugins): no shares of one GPU."""
+    spannable: bool = False
+    """Its agent can head a spanning run or lend it nodes (``StateReport.spannable``)."""
 
     def link_from(self, region: str) -> LinkView | None:
         """The latest measured link from ``region`` into this cluster, if any."""
@@ -394,4 +396,5 @@ def cluster_from_report(
         compliance=compliance,
         interconnect_gbps=interconnect_gbps,
         whole_gpus=whole_gpus,
+        spannable=bool(report.get("spannable", False)),
     )

@@ -10,7 +10,8 @@ The cycle asks for a span only when no single cluster holds the whole run now
 never span). ``plan`` decides, from the snapshot alone:
 
 1. *members*: clusters that every filter but ``fit`` and ``data_move`` keeps (those two
-   judge the whole run on one cluster; spanning is the answer to them);
+   judge the whole run on one cluster; spanning is the answer to them) and whose agent
+   can span (``ClusterView.spannable``: it runs its own Ray cluster);
 2. *head*: the member with the most free worker slots (ties: the cycle's score, then
    cluster ID), so that the fewest workers sit across a link;
 3. *worker groups*: the other members in order of the link between their region and the
@@ -130,9 +131,9 @@ def plan(
     if run.communication not in SPAN_MODES or run.workers < 2:
         return "only async/none runs of 2+ workers span clusters"
     kept = [c for c in clusters if keeps(c)]
-    usable = [c for c in kept if _slots(run, c) > 0]
+    usable = [c for c in kept if c.spannable and _slots(run, c) > 0]
     if len(usable) < 2:
-        return "fewer than two clusters have room for one of its workers"
+        return "fewer than two clusters that can span have room for one of its workers"
     head = max(usable, key=lambda c: (_slots(run, c), order(c), c.cluster_id))
     if _slots(run, head) >= run.workers:  # e.g. move-vs-wait dropped it: that rule stands
         return f"{head.cluster_id} has room for every worker; spanning is not needed"

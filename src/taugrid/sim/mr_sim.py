@@ -285,6 +285,7 @@ class _World:
             "cost_per_gpu_hour": p.price,
             "gpu_speed": p.speed,
             "probes": self._probes(p.region),
+            "spannable": True,  # every simulated cluster may head or join a span
         }
         held = tuple(sorted(d for d, regions in self.replicas.items() if p.region in regions))
         return snap.cluster_from_report(
