@@ -367,10 +367,11 @@ class Assignment(_Payload):
         description="The node ID each worker is bound to (the hub's packer); the agent pins "
         "the workers there. Empty: no binding (the backend places them).",
     )
-    guests: list[str] = pydantic.Field(
-        default_factory=list,
-        description="A spanning attempt's guest clusters: their nodes join this cluster's "
-        "Ray cluster, so the agent sends its join address while the attempt is active.",
+    guests: dict[str, Count32] = pydantic.Field(
+        default_factory=dict,
+        description="A spanning attempt's guest clusters and the workers each holds: their "
+        "nodes join this cluster's Ray cluster, so the agent sends its join address while "
+        "the attempt is active.",
     )
 
 

@@ -168,24 +168,3 @@ def test_a_run_no_cluster_can_ever_take_is_flagged_not_left_waiting(hub: HubServ
 
 def _phase(doc: dict[str, Any], name: str) -> dict[str, Any]:
     return next(p for p in doc["phases"] if p["phase"] == name)
-
-
-def test_the_live_hub_does_not_span_yet_though_platform_yaml_sets_a_link_budget(
-    hub: HubServer,
-) -> None:
-    # 3 async workers of 4 GPUs: idle holds 2 and eu 1, 1 Gbit/s apart, so the core would
-    # span them (tests/scheduling/test_spanning.py). The hub does not dispatch worker
-    # groups to other clusters yet, so it keeps the run waiting for one cluster.
-    tau_yaml = RUN.format(name="wide", placement="  communication: async").replace(
-        "gpus: 2", "gpus: 4\n  workers: 3"
-    )
-    with hub.http() as c:
-        assert c.post("/v1/runs", json={"tau_yaml": tau_yaml}).status_code == 201
-        deadline = time.time() + 30
-        while not (doc := c.get("/v1/runs/wide").json())["reason"]:
-            assert time.time() < deadline, doc
-            time.sleep(0.1)
-        time.sleep(1.0)  # a few more scheduler ticks
-        doc = c.get("/v1/runs/wide").json()
-    assert doc["state"] == "admitted", doc
-    assert "spans" not in doc["reason"] and "idle: fit:" in doc["reason"]

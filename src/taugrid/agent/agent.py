@@ -14,6 +14,10 @@ attempt (``runtime_env``) with pip's reason; any other preparation trouble only 
 the attempt is submitted cold. The hub's ``prepare`` hints start preparations
 for queued runs likely to run here; status changes ride on the next sync.
 
+Spanning runs (``agent.guests``, with ``AgentConfig.span``): each sync carries where the
+spans this cluster heads are joined, and what its guest nodes for spans headed
+elsewhere are doing; each reply's guest orders are reconciled.
+
 Restart safety: the hub's reply lists every attempt it believes active here with its
 ``submission_id``; a fresh agent re-attaches to those Ray jobs instead of submitting
 again (submission IDs are deterministic per attempt, so a duplicate submit is caught
@@ -37,6 +41,7 @@ from taugrid import errors
 from taugrid import payloads as wire
 from taugrid.agent import (
     datasync,
+    guests,
     health,
     hubclient,
     nodecheck,
@@ -87,6 +92,8 @@ class AgentConfig:
     """The node health checker (``agent.nodecheck``); None turns it off."""
     store_endpoint: str | None = None
     """How this region reaches an S3 record store (None: platform.yaml's endpoint_url)."""
+    span: guests.SpanConfig | None = None
+    """The agent's own Ray cluster, when it may head spanning runs and lend them nodes."""
 
 
 SUBMIT_TRIES = 4
@@ -126,6 +133,13 @@ class Agent:
             if config.health is not None
             else None
         )
+        self.lender = (
+            guests.Lender(
+                config.cluster_id, config.region, config.span, config.state_dir / "guests"
+            )
+            if config.span is not None
+            else None
+        )
 
     # -- one iteration ----------------------------------------------------------
     def step(self, wait_s: float = 0.0) -> bool:
@@ -141,6 +155,10 @@ class Agent:
             known=list(self.trackers),
             wait_s=wait_s,
             runtimes=self.prewarm.changes() if self.prewarm else [],
+            joins=guests.joins(self.config.span, self.trackers.values())
+            if self.config.span
+            else [],
+            guests=self.lender.statuses() if self.lender else [],
         )
         try:
             reply = self.hub.sync(req)
@@ -166,7 +184,8 @@ class Agent:
         while True:
             held = maybe = 0.0
             for tok, t in self.trackers.items():
-                gpus = float(t.a.spec.get("workers", 1)) * float(t.a.spec.get("gpus_per_worker", 0))
+                here = int(t.a.spec.get("workers", 1)) - sum(t.a.guests.values())  # a span's head
+                gpus = here * float(t.a.spec.get("gpus_per_worker", 0))
                 if t.state is st.AttemptState.RUNNING:
                     held += gpus
                 elif not t.released and tok not in self._waiting:
@@ -206,6 +225,8 @@ class Agent:
 
     def _act(self, reply: wire.AgentSyncReply) -> None:
         self._cordon(reply.faulty_nodes)
+        if self.lender is not None:
+            self.lender.reconcile(reply.guests)
         for hint in reply.prepare:
             if self.prewarm is not None:
                 self.prewarm.ensure(hint.key, hint.pip, hint.run_ids)
@@ -471,6 +492,7 @@ class Agent:
             cached_runtimes=self.prewarm.warm_keys(inv) if self.prewarm else [],
             endpoint=self.sidecar.endpoint() if self.sidecar else None,
             queues=self._queues(),
+            spannable=self.lender is not None,
         )
 
     def _node_rows(self, inv: base.ClusterInventory) -> list[wire.NodeReport]:
@@ -512,6 +534,8 @@ class Agent:
             wait = min(self.config.sync_s, self.config.busy_sync_s) if busy else self.config.sync_s
             if not self.step(wait_s=wait):
                 stop.wait(self.config.sync_s)
+        if self.lender is not None:
+            self.lender.close()
         for t in self.trackers.values():
             if t.sync is not None:
                 t.sync.stop()

@@ -58,6 +58,9 @@ __all__ = [
     "default_nodes",
     "free_port",
     "gpus_are_emulated",
+    "node_args",
+    "node_env",
+    "start_argv",
     "write_auth_token",
 ]
 
@@ -143,6 +146,54 @@ def write_auth_token(path: Path) -> Path:
             fh.write(secrets.token_hex(32))
     os.chmod(path, 0o600)
     return path
+
+
+def start_argv(shape: NodeShape) -> list[str]:
+    """``ray start --block`` with this interpreter, in the node's namespace if it has one."""
+    ray = [sys.executable, "-m", "ray.scripts.scripts", "start", "--block"]
+    return ["ip", "netns", "exec", shape.netns, *ray] if shape.netns is not None else ray
+
+
+def node_args(shape: NodeShape, ip: str, temp_dir: Path) -> list[str]:
+    """The ``ray start`` flags every node of ours gets: its address and declared shape."""
+    args = [
+        f"--node-ip-address={ip}",
+        f"--num-cpus={shape.num_cpus}",
+        f"--num-gpus={shape.num_gpus}",
+        f"--memory={shape.memory}",
+        f"--object-store-memory={shape.object_store_memory}",
+        f"--resources={json.dumps(shape.ray_resources())}",
+        f"--temp-dir={temp_dir}",
+        "--dashboard-agent-listen-port=0",
+        "--disable-usage-stats",
+    ]
+    if shape.labels:
+        args.append("--labels=" + ",".join(f"{k}={v}" for k, v in shape.labels.items()))
+    return args
+
+
+def node_env(marker: str, token_file: Path | None, health: tuple[int, int]) -> dict[str, str]:
+    """A node's environment: its process marker, Ray's auth mode and health checks."""
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("RAY_ADDRESS", "RAY_AUTH_TOKEN"))
+    }
+    env.update(
+        {
+            _procs.MARKER_ENV: marker,
+            "RAY_USAGE_STATS_ENABLED": "0",
+            # Explicit either way: Ray 2.60 turns token auth on by itself when
+            # ~/.ray/auth_token exists, which would tie this cluster to the home dir.
+            **_auth_env(token_file),
+            "RAY_health_check_period_ms": str(health[0]),
+            "RAY_health_check_failure_threshold": str(health[1]),
+            "RAY_health_check_initial_delay_ms": "1000",
+        }
+    )
+    # Job entrypoints say `python ...`: make that the cluster's own interpreter (the
+    # one with Ray, TauGrid and the job's libraries), not whatever PATH finds first.
+    bindir = str(Path(sys.executable).parent)
+    env["PATH"] = os.pathsep.join([bindir, env.get("PATH", "")])
+    return env
 
 
 class _Node:
@@ -531,22 +582,8 @@ class LocalRayCluster:
 
     def _command(self, node: _Node) -> list[str]:
         shape = node.shape
-        ray = [sys.executable, "-m", "ray.scripts.scripts", "start", "--block"]
-        common = [
-            f"--node-ip-address={node.ip}",
-            f"--num-cpus={shape.num_cpus}",
-            f"--num-gpus={shape.num_gpus}",
-            f"--memory={shape.memory}",
-            f"--object-store-memory={shape.object_store_memory}",
-            f"--resources={json.dumps(shape.ray_resources())}",
-            f"--temp-dir={node.temp_dir}",
-            "--dashboard-agent-listen-port=0",
-            "--disable-usage-stats",
-        ]
-        if shape.labels:
-            common.append("--labels=" + ",".join(f"{k}={v}" for k, v in shape.labels.items()))
-        if shape.netns is not None:  # a region of the lab: its namespace, its address
-            ray = ["ip", "netns", "exec", shape.netns, *ray]
+        ray = start_argv(shape)
+        common = node_args(shape, node.ip, node.temp_dir)
         if node.index > 0:
             return [*ray, f"--address={self.gcs_address}", *common]
         # A fresh namespace has every port free; the host cannot bind its addresses.
@@ -562,29 +599,9 @@ class LocalRayCluster:
         ]
 
     def _env(self, node: _Node) -> dict[str, str]:
-        env = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith(("RAY_ADDRESS", "RAY_AUTH_TOKEN"))
-        }
-        env.update(
-            {
-                _procs.MARKER_ENV: self._marker(node),
-                "RAY_USAGE_STATS_ENABLED": "0",
-                # Explicit either way: Ray 2.60 turns token auth on by itself when
-                # ~/.ray/auth_token exists, which would tie this cluster to the home dir.
-                **_auth_env(self.auth_token_file),
-                "RAY_health_check_period_ms": str(self._health[0]),
-                "RAY_health_check_failure_threshold": str(self._health[1]),
-                "RAY_health_check_initial_delay_ms": "1000",
-            }
-        )
+        env = node_env(self._marker(node), self.auth_token_file, self._health)
         if self._job_start_timeout_s is not None:
             env["RAY_JOB_START_TIMEOUT_SECONDS"] = str(self._job_start_timeout_s)
-        # Job entrypoints say `python ...`: make that the cluster's own interpreter (the
-        # one with Ray, TauGrid and the job's libraries), not whatever PATH finds first.
-        bindir = str(Path(sys.executable).parent)
-        env["PATH"] = os.pathsep.join([bindir, env.get("PATH", "")])
         return env
 
     def _write_state(self) -> None:

@@ -28,6 +28,7 @@ from taugrid.backends import base, errors, ray_http
 
 __all__ = [
     "ACCELERATOR_PREFIX",
+    "GUEST_LABEL",
     "build_inventory",
     "camel_case",
     "job_placement",
@@ -37,6 +38,8 @@ __all__ = [
 ]
 
 ACCELERATOR_PREFIX = "accelerator_type:"
+GUEST_LABEL = "tau.io/guest-of"
+"""Node label of a guest node another cluster lent to a spanning run (``ray_guest``)."""
 _SUPERVISOR_PREFIX = "_ray_internal_job_actor_"
 
 # node_id → resource name → (used, total)
@@ -115,9 +118,14 @@ def build_inventory(
     dashboard_usage: Mapping[str, Any] | None = None,
     emulated_gpus: bool = False,
 ) -> base.ClusterInventory:
-    """Assemble the inventory from node rows plus one usage source (GCS preferred)."""
+    """Assemble the inventory from node rows plus one usage source (GCS preferred).
+
+    Guest nodes (``GUEST_LABEL``: lent by another cluster to a spanning run) are not this
+    cluster's capacity and are left out."""
     nodes = []
     for row in node_rows:
+        if GUEST_LABEL in (row.get("labels") or {}):
+            continue
         totals = row.get("resources_total") or {}
         if gcs_usage is not None:
             used = {k: pair[0] for k, pair in gcs_usage.get(row["node_id"], {}).items()}

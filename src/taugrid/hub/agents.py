@@ -23,6 +23,7 @@ from taugrid.hub import (
     attempts,
     context,
     data_view,
+    guests,
     nodehealth,
     prewarm,
     relocation,
@@ -61,10 +62,12 @@ def sync(hub: context.Hub, cluster_id: str, req: wire.AgentSync) -> wire.AgentSy
     wake.clear()
     for a in req.attempts:
         _apply(hub, a)
+    guests.apply_joins(hub, cluster_id, req.joins)
+    guests.apply_status(hub, cluster_id, req.guests)
     if report is not None or any(a.released or a.state not in _ACTIVE for a in req.attempts):
         hub.wake_scheduler()  # capacity may be free: place now, answer this long-poll
     reply = _reply(hub, cluster_id)
-    if req.wait_s > 0 and not _news(reply, set(req.known)) and wake.wait(req.wait_s):
+    if req.wait_s > 0 and not _news(reply, req) and wake.wait(req.wait_s):
         reply = _reply(hub, cluster_id)
     if report is not None:
         reply.peers = peer_endpoints(hub, cluster_id)
@@ -103,10 +106,16 @@ def peer_endpoints(hub: context.Hub, cluster_id: str) -> list[wire.PeerEndpoint]
     return list(out.values())
 
 
-def _news(reply: wire.AgentSyncReply, known: set[int]) -> bool:
-    """Something the agent must act on now: an unknown assignment or a stop it can do."""
-    return any(a.token not in known for a in reply.assignments) or any(
-        s.token in known for s in reply.stop
+def _news(reply: wire.AgentSyncReply, req: wire.AgentSync) -> bool:
+    """Something the agent must act on now: an unknown assignment, a stop it can do, a
+    guest order it can start (the head's address known) or one to stop."""
+    known, lent = set(req.known), {g.token for g in req.guests}
+    ordered = {g.token for g in reply.guests}
+    return (
+        any(a.token not in known for a in reply.assignments)
+        or any(s.token in known for s in reply.stop)
+        or any(g.address and g.token not in lent for g in reply.guests)
+        or bool(lent - ordered)
     )
 
 
@@ -143,7 +152,11 @@ def _reply(hub: context.Hub, cluster_id: str) -> wire.AgentSyncReply:
     marks = {m["node_id"]: m["kind"] for m in hub.clusters.open_marks(cluster_id)}
     lease = (hub.clusters.get(cluster_id) or {}).get("lease_expires", 0.0)
     return wire.AgentSyncReply(
-        lease_expires=lease, assignments=assignments, stop=stop, faulty_nodes=marks
+        lease_expires=lease,
+        assignments=assignments,
+        stop=stop,
+        faulty_nodes=marks,
+        guests=guests.orders(hub, cluster_id),
     )
 
 
@@ -162,6 +175,7 @@ def _assignment(hub: context.Hub, run: dict[str, Any], a: dict[str, Any]) -> wir
         resumed_from=a["resumed_from"],
         inputs=data_view.local_inputs(hub, run, a["cluster_id"]),
         nodes=(a["placement"] or {}).get("nodes", []),
+        guests=guests.workers_of(a["placement"]),
     )
 
 

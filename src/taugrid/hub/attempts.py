@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from taugrid.hub import context, fencing, nodehealth, results, runs
+from taugrid.hub import context, fencing, guests, nodehealth, results, runs
 from taugrid.lifecycle import phases as ph
 from taugrid.lifecycle import reasons
 from taugrid.lifecycle import states as st
@@ -66,6 +66,8 @@ def end(
     )
     if state is st.AttemptState.FAILED:
         hub.metrics.failures.labels(kind=(kind or st.FailureKind.EXIT_NONZERO).value).inc()
+    for guest in guests.clusters_of(a["placement"]):  # a span: its guests stop their nodes
+        hub.notify(guest)
     run = hub.runs.get_run(a["run_id"])
     if run is None or run["current_token"] != a["token"]:
         return

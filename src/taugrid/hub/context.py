@@ -21,6 +21,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
+from taugrid import payloads as wire
 from taugrid.hub import metrics
 from taugrid.platform import load as platform_load
 from taugrid.platform import models as pm
@@ -81,6 +82,11 @@ class Hub:
         """Set to run the scheduling loop now (``hub.scheduler`` waits on it)."""
         self.is_leader: Callable[[], bool] = lambda: True
         """Whether this replica runs the singletons now (``hub.replica`` sets it)."""
+        self.span_joins: dict[int, tuple[str, wire.SpanJoin]] = {}
+        """Spanning attempt token → (head cluster, where its guests join): memory only,
+        the head's agent sends it with every sync (``hub.guests``)."""
+        self.guest_states: dict[tuple[str, int], tuple[str, int]] = {}
+        """(guest cluster, token) → the last (state, nodes) its agent reported."""
 
     def wakeup(self, cluster_id: str) -> threading.Event:
         """The event an agent's long-poll sync waits on (set when its work changes)."""
@@ -107,10 +113,8 @@ class Hub:
             return self._platform
 
     def policy(self) -> cycle.Policy:
-        """The placement policy platform.yaml's ``scheduling`` section sets, as the live
-        hub applies it: spanning (``span_min_mbit``) is off, since the hub does not yet
-        dispatch a run's worker groups to other clusters (docs/multi-region.md)."""
-        return dataclasses.replace(cycle.policy_from(self.platform.scheduling), span_min_bps=None)
+        """The placement policy platform.yaml's ``scheduling`` section sets."""
+        return cycle.policy_from(self.platform.scheduling)
 
     def platform_changed(self) -> None:
         """Drop the cached effective platform (after a tenancy change)."""

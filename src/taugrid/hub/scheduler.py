@@ -20,7 +20,7 @@ import threading
 import time
 from typing import Any
 
-from taugrid.hub import attempts, context, data_view, limits, runs, snapshot, staging
+from taugrid.hub import attempts, context, data_view, guests, limits, runs, snapshot, staging
 from taugrid.lifecycle import phases as ph
 from taugrid.lifecycle import states as st
 from taugrid.render import command, runspec
@@ -92,7 +92,7 @@ def _place(hub: context.Hub, run: dict[str, Any], d: cycle.Decision) -> None:
         "nodes": list(d.nodes)
         if command.pinnable(runspec.RunSpec.model_validate(run["spec"]))
         else [],
-    }
+    } | guests.placement_doc(d)
     to_stage = staging.missing(hub, run, d.cluster_id)  # dispatch gate: data not there yet
     if to_stage:
         placement |= staging.hold(hub, d.cluster_id, to_stage)

@@ -14,7 +14,7 @@ import dataclasses
 import time
 from typing import Any
 
-from taugrid.hub import context, data_view
+from taugrid.hub import context, data_view, guests
 from taugrid.lifecycle import states as st
 from taugrid.scheduling import cycle
 from taugrid.scheduling import snapshot as snap
@@ -62,7 +62,7 @@ def _cluster_view(hub: context.Hub, row: dict[str, Any], now: float) -> snap.Clu
         **data_view.cluster_fields(hub, row, now),
         **platform_fields(hub, row),
     )
-    return _reserve_unseen(hub, row, view, now)
+    return _reserve_guests(hub, row, _reserve_unseen(hub, row, view, now))
 
 
 def _relocation(doc: dict[str, Any] | None) -> snap.Relocation | None:
@@ -102,7 +102,9 @@ def _reserve_unseen(
         run = runs_by_id.get(a["run_id"])
         if run is not None:
             bound = tuple((a["placement"] or {}).get("nodes") or ())
-            held.append((-(a["started_at"] or now), -a["token"], pending_view(run), bound))
+            p = pending_view(run)  # a span's head holds only its own share here
+            p = dataclasses.replace(p, workers=guests.head_workers(a["placement"], p.workers))
+            held.append((-(a["started_at"] or now), -a["token"], p, bound))
     ledger = sum(p.workers * p.gpus_per_worker for _s, _t, p, _b in held)
     deficit, unseen = ledger - _gpus_used(view), []
     for newest in sorted(held, key=lambda h: h[:2]):
@@ -113,6 +115,18 @@ def _reserve_unseen(
     # On the nodes the cycle bound them to; attempts from before node binding first fit,
     # in the order they were placed (oldest token first), as the cycle that placed them.
     for _s, _t, p, bound in sorted(unseen, key=lambda h: -h[1]):
+        view = cycle.take(p, view, bound) if bound else cycle.reserve(p, view)
+    return view
+
+
+def _reserve_guests(
+    hub: context.Hub, row: dict[str, Any], view: snap.ClusterView
+) -> snap.ClusterView:
+    """Take room for the worker groups this cluster lends to spans headed elsewhere: their
+    nodes join the head's Ray cluster, so this cluster's report never shows them busy."""
+    for _a, run, group in guests.held(hub, row["id"]):
+        p = dataclasses.replace(pending_view(run), workers=int(group["workers"]))
+        bound = tuple(group.get("nodes") or ())
         view = cycle.take(p, view, bound) if bound else cycle.reserve(p, view)
     return view
 

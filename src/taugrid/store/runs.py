@@ -276,6 +276,12 @@ class RunStore:
         with self.engine.connect() as c:
             return _rows(c.execute(q))
 
+    def unreleased_attempts(self) -> list[Row]:
+        """Every attempt whose GPUs are not released yet, on any cluster."""
+        q = sa.select(t.attempts).where(t.attempts.c.released.is_(False))
+        with self.engine.connect() as c:
+            return _rows(c.execute(q.order_by(t.attempts.c.token)))
+
     def attempts_on_cluster(self, cluster_id: str, *, unreleased: bool = True) -> list[Row]:
         q = sa.select(t.attempts).where(t.attempts.c.cluster_id == cluster_id)
         if unreleased:
