@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 
-from taugrid.agent import agent, hubclient, nodecheck
+from taugrid.agent import agent, guests, hubclient, nodecheck
 from taugrid.backends import ray_cordon, ray_local
 from taugrid.sdk import submit
 from taugrid.store import db
@@ -93,6 +93,7 @@ class AgentThread:
         report_s: float = 1.0,
         health: nodecheck.CheckerConfig | None = None,
         prewarm: bool = True,
+        span: bool = False,
     ) -> None:
         self.backend = cluster.backend()
         self.hub = hubclient.HubClient(server.url, server.agent_token(cluster_id), cluster_id)
@@ -106,6 +107,9 @@ class AgentThread:
             expected_nodes=expected_nodes,
             prewarm=prewarm,
             **({"health": health} if health is not None else {}),
+            span=guests.SpanConfig(cluster.ip, cluster.gcs_address, cluster.auth_token_file)
+            if span
+            else None,
         )
         cordon = ray_cordon.GpuCordon(self.backend, state_dir / "cordons.json")
         self.agent = agent.Agent(cfg, self.backend, self.hub, cordon)

@@ -29,7 +29,7 @@ import threading
 from pathlib import Path
 from types import FrameType
 
-from taugrid.agent import agent, datasync, hubclient
+from taugrid.agent import agent, datasync, guests, hubclient
 from taugrid.backends import errors, ray_cordon, ray_jobs, ray_local
 from taugrid.platform import load as platform_load
 from taugrid.platform import models as pm
@@ -204,6 +204,10 @@ def _serve(args: argparse.Namespace) -> None:
         prewarm_wait_s=args.prewarm_wait,
         expected_nodes=len(node_shapes(spec)) if cluster is not None else None,
         store_endpoint=os.environ.get("TAU_STORE_ENDPOINT") or None,
+        # its own Ray cluster: it may head spanning runs and lend them guest nodes
+        span=guests.SpanConfig(args.ray_ip, cluster.gcs_address, cluster.auth_token_file)
+        if cluster is not None
+        else None,
     )
     stop = threading.Event()
     sidecar: datasync.Sidecar | None = None

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 from taugrid.backends import _procs, ray_local, ray_state
@@ -34,8 +35,9 @@ _MARKER_PREFIX = "tau-guest/"
 class GuestNode:
     """One guest node of ``shape`` for the attempt ``token``, joining ``address``.
 
-    ``work_dir`` (the agent's, per order) holds the node's log, Ray temp dir and the
-    head's token file (0600), all removed by ``stop``.
+    ``work_dir`` (the agent's, per order) holds the node's log and the head's token file
+    (0600); Ray's temp dir is a short one under /tmp (its socket paths must stay under
+    the kernel's 107 bytes). ``stop`` removes both.
     """
 
     def __init__(
@@ -52,11 +54,12 @@ class GuestNode:
         self.log = work_dir / "node.log"
         self._auth = auth_token
         self._proc: subprocess.Popen[bytes] | None = None
+        self._temp: Path | None = None
 
     def start(self) -> None:
         """Start the node (``ray start --block --address``); returns at once."""
-        temp = self.work_dir / "ray"
-        temp.mkdir(parents=True, exist_ok=True)
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        temp = self._temp = Path(tempfile.mkdtemp(prefix="tau-guest-", dir="/tmp"))
         token_file = None
         if self._auth is not None:
             token_file = self.work_dir / "ray-token"
@@ -104,6 +107,8 @@ class GuestNode:
         if self._proc is not None:
             self._proc.wait(timeout=10)
         shutil.rmtree(self.work_dir, ignore_errors=True)
+        if self._temp is not None:
+            shutil.rmtree(self._temp, ignore_errors=True)
 
 
 def stop_marked(owner: str) -> set[int]:
