@@ -18,7 +18,9 @@ from typing import Any
 import httpx
 import pytest
 import sqlalchemy as sa
+from typer.testing import CliRunner
 
+from taugrid.cli import main as cli_main
 from tests.hub import test_placement_config as pc
 from tests.hub.harness import HubServer, platform_hub
 
@@ -67,12 +69,20 @@ def _submit(c: httpx.Client, name: str, workers: int, placement: str) -> None:
     assert c.post("/v1/runs", json={"tau_yaml": text}).status_code == 201
 
 
-def test_a_span_is_placed_relayed_held_and_withdrawn(hub: HubServer) -> None:
+def test_a_span_is_placed_relayed_held_and_withdrawn(
+    hub: HubServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     with hub.http() as c:
         _submit(c, "wide", 3, "  communication: async")
         explained = pc.placed(c, "wide")
     # the core's span (tests/scheduling/test_spanning.py): head idle (2), eu (1)
     assert explained["cluster"] == "idle" and "spans clusters: head idle" in explained["reason"]
+    assert explained["guests"] == [{"cluster": "eu", "workers": 1, "nodes": ["eu-n0"]}]
+    monkeypatch.setenv("TAU_HUB_URL", hub.url)
+    monkeypatch.setenv("TAU_TOKEN", hub.admin_token)
+    out = CliRunner().invoke(cli_main._app.app, ["run", "explain-placement", "wide"])
+    assert out.exit_code == 0, out.output
+    assert "one Ray cluster across clusters; worker groups on: eu (1 workers)" in out.output
     head = _sync(hub, "idle", {"report": _report("idle")})
     (assignment,) = head["assignments"]
     token = assignment["token"]

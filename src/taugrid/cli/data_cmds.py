@@ -278,3 +278,6 @@ def explain_cmd(name: str, output: Output = "text") -> None:
         landed = ", ".join(n[:12] for n in doc.get("landed") or []) or "not reported yet"
         bound = ", ".join(n[:12] for n in doc["nodes"])
         views.console.print(f"workers bound to nodes: {bound}; landed on: {landed}")
+    if doc.get("guests"):  # a span: one Ray cluster, its head in the chosen cluster
+        groups = ", ".join(f"{g['cluster']} ({g['workers']} workers)" for g in doc["guests"])
+        views.console.print(f"one Ray cluster across clusters; worker groups on: {groups}")

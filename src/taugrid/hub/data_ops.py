@@ -244,6 +244,7 @@ def explain(hub: context.Hub, run: Doc, policy: cycle.Policy) -> Doc:
             "verdicts": verdicts,
             "nodes": placement.get("nodes", []),
             "landed": a.get("nodes") or [],
+            "guests": placement.get("guests", []),
             "data": {v["cluster_id"]: _from_score(v, policy) for v in verdicts if v.get("ok")},
         }
     return {"objective": objective} | _explain_now(hub, run, policy, weights)
@@ -273,4 +274,5 @@ def _explain_now(hub: context.Hub, run: Doc, policy: cycle.Policy, weights: Doc)
         "verdicts": [dataclasses.asdict(v) for v in d.verdicts],
         "data": data,
         "wait_near_data_s": view.wait_near_data_s,
+        "guests": [{"cluster": c, "workers": len(n), "nodes": list(n)} for c, n in d.guests],
     }
