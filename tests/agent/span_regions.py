@@ -1,0 +1,109 @@
+"""Regions that may span, on real Ray, for tests and benchmarks of live spanning runs.
+
+Each region is a one-node Ray cluster (``gpus`` emulated A100 GPUs, 4 CPUs, the
+``region:<name>`` resource, Ray token auth) with a real agent thread that may span
+(``AgentConfig.span``) and a real data-plane sidecar whose probes measure the links
+between regions (loopback); one real hub whose platform.yaml sets a link budget
+(``scheduling.span_min_mbit: 10``).
+
+Every region uses one Ray token: the agents share this process, and a process presents
+one token (``ray_http.auth_headers``; the lab's agents are processes of their own, each
+with its cluster's). A guest node still joins only with the token the hub relayed: one
+started without it is refused by the head.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from taugrid.agent import datasync
+from taugrid.backends import _procs, ray_local
+from taugrid.store import db
+from tests.backends import backend_helpers as bh
+from tests.hub import platform_builders as pb
+from tests.hub import region as rg
+from tests.hub.harness import HubServer, make_hub
+
+__all__ = ["EXAMPLE", "IPS", "guest_pids", "regions"]
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "span-data-parallel"
+IPS = {"a": "127.0.33.1", "b": "127.0.34.1"}
+
+
+def _cluster(name: str, gpus: int, tmp: Path, token: Path) -> ray_local.LocalRayCluster:
+    ip = IPS[name]
+    shape = ray_local.NodeShape(
+        ip=ip, num_gpus=gpus, num_cpus=4, resources={f"region:{name}": float(gpus)}
+    )
+    return ray_local.LocalRayCluster(
+        ip,
+        bh.free_port(ip, 6600, 6699),
+        bh.free_port(ip, 8600, 8699),
+        [shape],
+        tmp / name,
+        job_start_timeout_s=120,
+        auth_token_file=token,
+    ).start(timeout_s=180)
+
+
+def _sidecar(server: HubServer, name: str, tmp: Path) -> datasync.Sidecar:
+    ip = IPS[name]
+    cfg = datasync.SidecarConfig(
+        data_root=tmp / f"data-{name}",
+        addresses=(ip,),
+        probe_port=ray_local.free_port(ip),
+        data_port=ray_local.free_port(ip),
+        probe_interval_s=0.5,
+        probe_duration_s=0.2,
+    )
+    return datasync.Sidecar(cfg, server.url, server.agent_token(name), name).start()
+
+
+@contextlib.contextmanager
+def _token_env(token: Path) -> Iterator[None]:
+    saved = {k: os.environ.get(k) for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH")}
+    os.environ.update({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token)})
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@contextlib.contextmanager
+def regions(tmp: Path, gpus: dict[str, int]) -> Iterator[HubServer]:
+    """The regions named in ``gpus`` (of ``IPS``), the hub and their agents; all stopped
+    after, with any guest node left."""
+    token = ray_local.write_auth_token(tmp / "ray-token")
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(_token_env(token))
+        stack.callback(lambda: _procs.terminate("tau-guest/", prefix=True, grace_s=1))
+        clusters = {}
+        for name, count in gpus.items():
+            clusters[name] = _cluster(name, count, tmp, token)
+            stack.callback(clusters[name].stop)
+        costs = {name: 1.0 for name in gpus}
+        platform = pb.platform(costs, pb.TENANCY + "scheduling: {span_min_mbit: 10}\n")
+        (tmp / "platform.yaml").write_text(platform)
+        engine = db.open_engine(f"sqlite:///{tmp / 'hub.db'}")
+        stack.callback(engine.dispose)
+        srv = HubServer(make_hub(engine, tmp / "home", tmp / "platform.yaml")).start()
+        stack.callback(srv.stop)
+        for name, cluster in clusters.items():
+            agent = rg.AgentThread(srv, cluster, tmp / f"agent-{name}", cluster_id=name, span=True)
+            agent.agent.sidecar = _sidecar(srv, name, tmp)
+            stack.callback(agent.agent.sidecar.stop)
+            stack.callback(agent.stop)
+            agent.start()
+        yield srv
+
+
+def guest_pids() -> set[int]:
+    """Processes of any guest node on this host (``backends.ray_guest`` markers)."""
+    return _procs.marked("tau-guest/", prefix=True)
