@@ -46,6 +46,12 @@ from tests.hub.harness import HubServer, make_hub
 
 __all__ = ["main"]
 
+QUICK_SKIP = (
+    "Ray and a fault chain per kind (about 60 s); "
+    "the same path runs in tests/hub/test_health_chain.py"
+)
+"""Why ``run_all --quick`` (CI's ``make bench-quick``) leaves this one out."""
+
 IPS = ["127.0.23.10", "127.0.23.11", "127.0.23.12"]
 CHECK_S = 1.0
 SLOW = "--steps 150 --checkpoint-every 20 --step-sleep 0.08"

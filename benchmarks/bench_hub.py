@@ -35,6 +35,12 @@ from tests.hub.harness import HubServer, free_port, make_hub
 
 __all__ = ["main"]
 
+QUICK_SKIP = (
+    "a Ray cluster and timed submissions (about 60 s); "
+    "the paths run in tests/hub/test_flow.py and tests/hub/test_api.py"
+)
+"""Why ``run_all --quick`` (CI's ``make bench-quick``) leaves this one out."""
+
 IP = "127.0.0.40"
 ENTRY = "python -c 'import time; time.sleep(3)'"
 

@@ -23,6 +23,12 @@ from tests.hub import ha_cluster, pg_server
 
 __all__ = ["main"]
 
+QUICK_SKIP = (
+    "hub replicas on PostgreSQL with lease waits (about 60 s); "
+    "the same scenario is tests/hub/test_hub_kill_leader.py"
+)
+"""Why ``run_all --quick`` (CI's ``make bench-quick``) leaves this one out."""
+
 HOST = "127.0.26.7"
 RAY_IP = "127.0.26.8"
 LEASE_S = 10.0

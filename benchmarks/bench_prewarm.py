@@ -41,6 +41,12 @@ from tests.hub.harness import HubServer, make_hub
 
 __all__ = ["main"]
 
+QUICK_SKIP = (
+    "a Ray cluster and prepared runs (about 50 s); "
+    "the same path runs in tests/agent/test_prewarm.py"
+)
+"""Why ``run_all --quick`` (CI's ``make bench-quick``) leaves this one out."""
+
 HEAD, GPU = "127.0.0.85", "127.0.0.86"
 VERSIONS = ["2.0.0", "2.0.1", "2.1.0", "2.1.1", "2.2.0", "2.3.0", "2.4.0", "2.5.0", "3.0.0"]
 MODES = ("no pre-warm", "prepared on placement", "prepared while queued")

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import report
+from taugrid.backends import ray_local
 from tests.agent import span_regions as sr
 from tests.cli.platform_env import copy_example
 from tests.hub import region as rg
@@ -34,7 +35,7 @@ from tests.hub import region as rg
 __all__ = ["main"]
 
 
-def _run(tmp: Path, gpus: dict[str, int], shards: int) -> dict[str, Any]:
+def _run(tmp: Path, gpus: dict[str, int], shards: int, token: Path) -> dict[str, Any]:
     def edit(doc: dict[str, Any]) -> None:
         doc["run"]["args"] = [
             *("--workers", "4", "--shards", str(shards)),
@@ -42,7 +43,7 @@ def _run(tmp: Path, gpus: dict[str, int], shards: int) -> dict[str, Any]:
         ]
 
     code = copy_example(sr.EXAMPLE, tmp / "code", edit)
-    with sr.regions(tmp, gpus) as hub, hub.http() as c:
+    with sr.regions(tmp, gpus, token) as hub, hub.http() as c:
         started = time.time()
         rid = rg.submit_run(c, (code / "tau.yaml").read_text(), code_dir=code)["id"]
         done = rg.wait_run(c, rid, rg.finished, timeout=1800)
@@ -64,9 +65,9 @@ def _run(tmp: Path, gpus: dict[str, int], shards: int) -> dict[str, Any]:
 
 def measure(shards: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="tau-bench-span-") as tmp:
-        span = _run(Path(tmp) / "span", {"a": 2, "b": 2}, shards)
-    with tempfile.TemporaryDirectory(prefix="tau-bench-span-") as tmp:
-        one = _run(Path(tmp) / "one", {"a": 4}, shards)
+        token = ray_local.write_auth_token(Path(tmp) / "ray-token")  # one per process
+        span = _run(Path(tmp) / "span", {"a": 2, "b": 2}, shards, token)
+        one = _run(Path(tmp) / "one", {"a": 4}, shards, token)
     return {"span": span, "one": one, "load": os.getloadavg()[0]}
 
 

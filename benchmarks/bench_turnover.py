@@ -50,6 +50,11 @@ from tests.hub.harness import HubServer
 
 __all__ = ["main"]
 
+QUICK_SKIP = (
+    "a Ray cluster and a queue of runs (about 35 s); the path runs in tests/hub/test_flow.py"
+)
+"""Why ``run_all --quick`` (CI's ``make bench-quick``) leaves this one out."""
+
 IP = "127.0.0.231"
 SLOTS = 4
 SCRIPT = "import sys, time\ntime.sleep(float(sys.argv[1]))\nprint('done')\n"

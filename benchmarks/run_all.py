@@ -4,7 +4,9 @@ A benchmark module is ``benchmarks/bench_*.py`` with a ``main`` function; each r
 turn as ``python -m benchmarks.<name> [--quick]`` in a child process (one at a time, so
 one core; a crash or a stray global in one cannot affect the next). Helpers without
 ``main`` (``bench_sim_doc``) are skipped. Quick runs are seconds-long smoke runs for
-CI: the simulator benchmarks print their numbers and leave the documentation alone.
+CI: the simulator benchmarks print their numbers and leave the documentation alone; a
+module whose smoke run would take a minute of Ray start-up or lease waits declares
+``QUICK_SKIP`` (why, and which test runs the same path) and is left out of quick runs.
 
     python -m benchmarks.run_all [--quick] [--only NAME ...]
 """
@@ -41,6 +43,10 @@ def main(argv: list[str] | None = None) -> int:
     failed = []
     for name in discover():
         if args.only and name not in args.only:
+            continue
+        skip = getattr(importlib.import_module(f"benchmarks.{name}"), "QUICK_SKIP", None)
+        if args.quick and skip:
+            print(f"== {name} --quick: skipped ({skip})", flush=True)
             continue
         print(f"== {name}{' --quick' if args.quick else ''}", flush=True)
         started = time.perf_counter()

@@ -3,7 +3,9 @@
 The binary comes from ``s3/build.sh`` (built from the Go module, cached in
 ``~/.cache/taugrid/seaweedfs/<key>/bin/weed``); ``TAU_TEST_WEED`` names it explicitly.
 Where it is missing the tests that need it skip, saying how to build it — except in CI
-(``TAU_TEST_WEED`` set, as ``.ci/run`` does), where a missing binary is a failure.
+(``TAU_TEST_WEED`` set, as ``.ci/run`` does), where a missing binary is a failure. CI
+builds it in the background during the tests: with ``TAU_TEST_WEED_STATUS`` set, the first
+test that needs it waits (``BUILD_WAIT_S`` at most) for that file to say ``ok``.
 
 ``WeedS3.start`` runs master, volume, filer and S3 gateway in one process on
 ``IP`` with ports of its own (each gRPC port is the HTTP port + 10000), with an S3
@@ -33,6 +35,8 @@ KEY = "tau-test-key"
 SECRET = "tau-test-secret-0123456789"
 GRACE_S = 3.0
 READY_TIMEOUT_S = 120.0
+BUILD_WAIT_S = 1800.0
+"""Longest wait for CI's background build of weed (about 7 minutes cold, niced)."""
 REPO = Path(__file__).resolve().parents[1]
 BUILD_SCRIPT = REPO / "s3" / "build.sh"
 
@@ -41,6 +45,7 @@ def weed_binary() -> Path:
     """The weed binary to use; skips (outside CI) or fails (CI) when it is not built."""
     named = os.environ.get("TAU_TEST_WEED")
     if named:
+        _wait_for_build(named)
         if not os.access(named, os.X_OK):
             pytest.fail(f"TAU_TEST_WEED={named} is not an executable weed binary (s3/build.sh)")
         return Path(named)
@@ -54,6 +59,21 @@ def weed_binary() -> Path:
             "(about 3-10 minutes; cached outside the repo), or make s3-build"
         )
     return path
+
+
+def _wait_for_build(named: str) -> None:
+    """Wait for CI's background ``s3/build.sh`` (``TAU_TEST_WEED_STATUS``) to finish."""
+    status = os.environ.get("TAU_TEST_WEED_STATUS")
+    if not status or os.access(named, os.X_OK):
+        return
+    deadline = time.monotonic() + BUILD_WAIT_S
+    while not os.path.exists(status) and time.monotonic() < deadline:
+        time.sleep(2.0)
+    log = os.environ.get("TAU_TEST_WEED_LOG", "its log")
+    if not os.path.exists(status):
+        pytest.fail(f"s3/build.sh still building weed after {BUILD_WAIT_S:.0f}s (see {log})")
+    if Path(status).read_text().strip() != "ok":
+        pytest.fail(f"s3/build.sh failed to build weed; see {log}")
 
 
 def _ports() -> dict[str, int]:

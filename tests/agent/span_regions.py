@@ -1,6 +1,6 @@
 """Regions that may span, on real Ray, for tests and benchmarks of live spanning runs.
 
-Each region is a one-node Ray cluster (``gpus`` emulated A100 GPUs, 4 CPUs, the
+Each region is a one-node Ray cluster (``gpus`` emulated A100 GPUs, 2 more CPUs, the
 ``region:<name>`` resource, Ray token auth) with a real agent thread that may span
 (``AgentConfig.span``) and a real data-plane sidecar whose probes measure the links
 between regions (loopback); one real hub whose platform.yaml sets a link budget
@@ -35,8 +35,8 @@ IPS = {"a": "127.0.33.1", "b": "127.0.34.1"}
 
 def _cluster(name: str, gpus: int, tmp: Path, token: Path) -> ray_local.LocalRayCluster:
     ip = IPS[name]
-    shape = ray_local.NodeShape(
-        ip=ip, num_gpus=gpus, num_cpus=4, resources={f"region:{name}": float(gpus)}
+    shape = ray_local.NodeShape(  # a CPU per worker actor, plus the driver's and one spare
+        ip=ip, num_gpus=gpus, num_cpus=gpus + 2, resources={f"region:{name}": float(gpus)}
     )
     return ray_local.LocalRayCluster(
         ip,
@@ -77,10 +77,12 @@ def _token_env(token: Path) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def regions(tmp: Path, gpus: dict[str, int]) -> Iterator[HubServer]:
+def regions(tmp: Path, gpus: dict[str, int], token: Path | None = None) -> Iterator[HubServer]:
     """The regions named in ``gpus`` (of ``IPS``), the hub and their agents; all stopped
-    after, with any guest node left."""
-    token = ray_local.write_auth_token(tmp / "ray-token")
+    after, with any guest node left. ``token``: the Ray token file (default: a new one
+    in ``tmp``); a process that sets up regions twice must pass the same one, since Ray's
+    GCS client keeps the first token it read."""
+    token = token or ray_local.write_auth_token(tmp / "ray-token")
     with contextlib.ExitStack() as stack:
         stack.enter_context(_token_env(token))
         stack.callback(lambda: _procs.terminate("tau-guest/", prefix=True, grace_s=1))

@@ -5,7 +5,9 @@ GPU, the only target node), started with ``RUNTIME_ENV_RETRY_TIMES=1`` so a fail
 pip install fails once instead of three times. A real hub server and the real agent
 loop per test. Ray keeps each built virtualenv under the node's
 ``runtime_resources/pip/<hash>``; "not rebuilt" means that directory is the same
-(same inode, same mtime) before and after the run.
+(same inode, same mtime) before and after the run. The three longest scenarios (a
+queued run prepared while waiting, Ray's own failing build, an agent and a node
+restarting) are in the long tier (``make test-long``).
 """
 
 from __future__ import annotations
@@ -102,6 +104,7 @@ def key_of(pip: str) -> str:
     return key
 
 
+@pytest.mark.long(expect_s=80)
 def test_queued_run_gets_its_runtime_prepared_while_waiting_and_starts_on_it(
     platform: tuple[HubServer, rg.AgentThread], ray_cluster: ray_local.LocalRayCluster
 ) -> None:
@@ -177,6 +180,7 @@ def test_pip_failure_fails_the_run_with_the_requirement_named(
     assert done["attempts"][0]["failure_kind"] == "runtime_env"
 
 
+@pytest.mark.long(expect_s=120)
 def test_a_pip_failure_in_rays_own_build_names_the_requirement_too(
     tmp_path: Path, ray_cluster: ray_local.LocalRayCluster
 ) -> None:
@@ -200,6 +204,7 @@ def test_a_pip_failure_in_rays_own_build_names_the_requirement_too(
     assert done["attempts"][0]["failure_kind"] == "runtime_env"
 
 
+@pytest.mark.long(expect_s=340)  # with the module's teardown
 def test_agent_restart_keeps_warm_runtimes_and_a_node_restart_clears_them(
     tmp_path: Path, ray_cluster: ray_local.LocalRayCluster
 ) -> None:
