@@ -9,7 +9,6 @@ whole path through a hub is ``tests/agent/test_span_guests.py`` (long tier).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -61,14 +60,6 @@ def _order(head: ray_local.LocalRayCluster, token: str | None) -> wire.GuestOrde
     )
 
 
-def _until(what: Any, timeout: float) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (got := what()):
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.3)
-    return got
-
-
 def _two_nodes(head: ray_local.LocalRayCluster) -> list[dict[str, Any]]:
     rows = head._node_rows()
     return rows if len(rows) == 2 else []
@@ -86,7 +77,7 @@ def test_an_order_joins_a_node_that_the_head_does_not_count_and_stops_with_the_o
     secret = head.auth_token_file.read_text().strip() if head.auth_token_file else None
     try:
         lender.reconcile([_order(head, secret)])
-        _until(lambda: _state(lender) == "joined", 90)
+        bh.wait_for(lambda: _state(lender) == "joined", timeout=90, what="the join")
         backend = head.backend()
         try:
             rows = bh.wait_for(lambda: _two_nodes(head), timeout=30, what="the guest node")
@@ -112,7 +103,7 @@ def test_a_node_without_the_heads_token_fails_and_is_not_started_again(
     try:
         order = _order(head, None)  # no token relayed: the head refuses the node
         lender.reconcile([order])
-        _until(lambda: _state(lender) == "failed", 120)
+        bh.wait_for(lambda: _state(lender) == "failed", timeout=120, what="the failure")
         (status,) = lender.statuses()
         assert status.message.startswith("ray start exited with")
         lender.reconcile([order])  # still listed: it is not started again

@@ -11,7 +11,6 @@ them, so the hub spans them 2 + 2.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ import pytest
 
 from taugrid.backends import _procs
 from tests.agent import span_regions as sr
+from tests.backends import backend_helpers as bh
 from tests.cli.platform_env import copy_example
 from tests.hub import region as rg
 from tests.hub.harness import HubServer
@@ -53,7 +53,7 @@ def _span_run(c: httpx.Client, code: Path) -> tuple[str, str]:
     rid = rg.submit_run(c, (code / "tau.yaml").read_text(), code_dir=code)["id"]
     placed = rg.wait_run(c, rid, lambda r: r["state"] not in ("queued", "admitted"), 120)
     guest = next(iter(set(sr.IPS) - {placed["attempts"][0]["cluster_id"]}))
-    joined = _until(lambda: _events(c, rid, "guest_joined"), 120)
+    joined = bh.wait_for(lambda: _events(c, rid, "guest_joined"), timeout=120, what="join")
     assert joined[0]["cluster"] == guest
     return rid, guest
 
@@ -72,7 +72,8 @@ def test_a_span_runs_in_both_clusters_and_its_guest_node_goes_with_it(
         rid, _guest = _span_run(c, code)
         done = rg.wait_run(c, rid, rg.finished, 300)
         explained = c.get(f"/v1/runs/{rid}/placement").json()
-        _until(lambda: not sr.guest_pids(), 30)  # the attempt ended: its guest node is stopped
+        # the attempt ended: its guest node is stopped
+        bh.wait_for(lambda: not sr.guest_pids(), timeout=30, what="the guest node to stop")
     assert done["state"] == "succeeded", done["reason"]
     assert "spans clusters" in explained["reason"], explained
     result = _result(done)
@@ -83,7 +84,7 @@ def test_a_span_runs_in_both_clusters_and_its_guest_node_goes_with_it(
     code = copy_example(sr.EXAMPLE, tmp_path / "code2", _args(400))
     with hub.http() as c:
         rid, guest = _span_run(c, code)
-        _until(lambda: _shards(c, rid) >= 40, 120)
+        bh.wait_for(lambda: _shards(c, rid) >= 40, timeout=120, what="40 shards")
         assert sr.guest_pids()
         assert not _procs.terminate("tau-guest/", prefix=True, grace_s=0)
         done = rg.wait_run(c, rid, rg.finished, 300)
@@ -99,11 +100,3 @@ def test_a_span_runs_in_both_clusters_and_its_guest_node_goes_with_it(
 def _shards(c: httpx.Client, run_id: str) -> float:
     rows = c.get(f"/v1/runs/{run_id}/metrics", params={"name": "loss"}).json()
     return max((float(r["step"] or 0) for r in rows), default=0.0)
-
-
-def _until(what: Any, timeout: float) -> Any:
-    deadline = time.time() + timeout
-    while not (got := what()):
-        assert time.time() < deadline, "timed out"
-        time.sleep(0.3)
-    return got

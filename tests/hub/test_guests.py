@@ -11,7 +11,7 @@ Ray nodes, is ``tests/agent/test_span_guests.py``).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ import sqlalchemy as sa
 from typer.testing import CliRunner
 
 from taugrid.cli import main as cli_main
+from tests.backends import backend_helpers as bh
 from tests.hub import test_placement_config as pc
 from tests.hub.harness import HubServer, platform_hub
 
@@ -53,14 +54,6 @@ def _sync(
         assert r.status_code == 200, r.text
         doc: dict[str, Any] = r.json()
         return doc
-
-
-def _until(what: Callable[[], Any], timeout: float = 30.0) -> Any:
-    deadline = time.time() + timeout
-    while not (got := what()):
-        assert time.time() < deadline, "timed out"
-        time.sleep(0.1)
-    return got
 
 
 def _submit(c: httpx.Client, name: str, workers: int, placement: str) -> None:
@@ -118,7 +111,7 @@ def test_a_span_is_placed_relayed_held_and_withdrawn(
     _sync(hub, "idle", {"known": [token], "attempts": [end], "report": _report("idle")})
     assert _sync(hub, "eu", {"report": _report("eu")})["guests"] == []
     with hub.http() as c:
-        _until(lambda: c.get("/v1/runs/eu-only").json()["state"] == "placed")
+        bh.wait_for(lambda: c.get("/v1/runs/eu-only").json()["state"] == "placed", what="placed")
 
 
 def test_a_join_from_another_cluster_than_the_head_is_ignored(hub: HubServer) -> None:
