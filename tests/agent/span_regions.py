@@ -8,8 +8,10 @@ between regions (loopback); one real hub whose platform.yaml sets a link budget
 
 Every region uses one Ray token: the agents share this process, and a process presents
 one token (``ray_http.auth_headers``; the lab's agents are processes of their own, each
-with its cluster's). A guest node still joins only with the token the hub relayed: one
-started without it is refused by the head.
+with its cluster's). The agents read their clusters over HTTP only (``AgentThread(...,
+gcs=False)``): Ray's in-process GCS client would keep token mode on for the rest of the
+process, and a later ``ray.init()`` without a token would fail. A guest node still joins
+only with the token the hub relayed: one started without it is refused by the head.
 """
 
 from __future__ import annotations
@@ -98,7 +100,9 @@ def regions(tmp: Path, gpus: dict[str, int], token: Path | None = None) -> Itera
         srv = HubServer(make_hub(engine, tmp / "home", tmp / "platform.yaml")).start()
         stack.callback(srv.stop)
         for name, cluster in clusters.items():
-            agent = rg.AgentThread(srv, cluster, tmp / f"agent-{name}", cluster_id=name, span=True)
+            agent = rg.AgentThread(
+                srv, cluster, tmp / f"agent-{name}", cluster_id=name, span=True, gcs=False
+            )
             agent.agent.sidecar = _sidecar(srv, name, tmp)
             stack.callback(agent.agent.sidecar.stop)
             stack.callback(agent.stop)

@@ -5,6 +5,11 @@ is stopped when the order is withdrawn; a node that cannot join is reported ``fa
 One real Ray cluster on 127.0.35.1 with token auth plays the head; the lender runs
 ``ray start --address`` as the guest agent would, with the token the order carries. The
 whole path through a hub is ``tests/agent/test_span_guests.py`` (long tier).
+
+This process reads the head's state over HTTP only (the dashboard, with the token in its
+environment for the test's length), never through Ray's in-process GCS client: that
+client keeps token authentication on for the rest of the process once it used it, and a
+later test's ``ray.init()`` of a cluster without a token then fails.
 """
 
 from __future__ import annotations
@@ -78,7 +83,7 @@ def test_an_order_joins_a_node_that_the_head_does_not_count_and_stops_with_the_o
     try:
         lender.reconcile([_order(head, secret)])
         bh.wait_for(lambda: _state(lender) == "joined", timeout=90, what="the join")
-        backend = head.backend()
+        backend = head.backend(gcs_address=None)  # HTTP only: see the module docstring
         try:
             rows = bh.wait_for(lambda: _two_nodes(head), timeout=30, what="the guest node")
             guest = next(r for r in rows if r.get("node_ip") == GUEST_IP)

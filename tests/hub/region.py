@@ -94,8 +94,11 @@ class AgentThread:
         health: nodecheck.CheckerConfig | None = None,
         prewarm: bool = True,
         span: bool = False,
+        gcs: bool = True,
     ) -> None:
-        self.backend = cluster.backend()
+        # gcs=False: inventory over HTTP only, for clusters with token auth (Ray's
+        # in-process GCS client would keep token mode on for the rest of the process)
+        self.backend = cluster.backend() if gcs else cluster.backend(gcs_address=None)
         self.hub = hubclient.HubClient(server.url, server.agent_token(cluster_id), cluster_id)
         cfg = agent.AgentConfig(
             cluster_id,
