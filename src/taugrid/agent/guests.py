@@ -48,12 +48,11 @@ class SpanConfig:
 
 def joins(config: SpanConfig, trackers: Iterable[tracker.AttemptTracker]) -> list[wire.SpanJoin]:
     """Where the guests of the active spans this agent heads join its Ray cluster."""
+    spans = [t.a.token for t in trackers if t.a.guests and t.state in st.ACTIVE_ATTEMPT_STATES]
+    if not spans:  # every sync asks: read the token only when a span needs it
+        return []
     secret = config.auth_token_file.read_text().strip() if config.auth_token_file else None
-    return [
-        wire.SpanJoin(token=t.a.token, address=config.gcs_address, auth_token=secret)
-        for t in trackers
-        if t.a.guests and t.state in st.ACTIVE_ATTEMPT_STATES
-    ]
+    return [wire.SpanJoin(token=t, address=config.gcs_address, auth_token=secret) for t in spans]
 
 
 def _shape(order: wire.GuestOrder, region: str, cluster_id: str, ip: str) -> ray_local.NodeShape:
