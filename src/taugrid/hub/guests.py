@@ -41,6 +41,7 @@ __all__ = [
     "clusters_of",
     "head_workers",
     "held",
+    "held_by_cluster",
     "orders",
     "placement_doc",
     "workers_of",
@@ -74,21 +75,26 @@ def head_workers(placement: dict[str, Any] | None, workers: int) -> int:
     return workers - sum(int(g["workers"]) for g in (placement or {}).get("guests") or ())
 
 
-def held(hub: context.Hub, cluster_id: str) -> list[Held]:
-    """Active spanning attempts of other clusters with a guest group on ``cluster_id``."""
-    out: list[Held] = []
+def held_by_cluster(hub: context.Hub) -> dict[str, list[Held]]:
+    """Guest cluster → the active spanning attempts with a group there (one query)."""
     spans = [
         a
         for a in hub.runs.unreleased_attempts()
-        if a["state"] in _ACTIVE and a["cluster_id"] != cluster_id and clusters_of(a["placement"])
+        if a["state"] in _ACTIVE and clusters_of(a["placement"])
     ]
     by_id = hub.runs.get_runs([a["run_id"] for a in spans])
+    out: dict[str, list[Held]] = {}
     for a in spans:
         run = by_id.get(a["run_id"])
         for group in a["placement"]["guests"]:
-            if run is not None and group["cluster"] == cluster_id:
-                out.append((a, run, group))
+            if run is not None and group["cluster"] != a["cluster_id"]:
+                out.setdefault(str(group["cluster"]), []).append((a, run, group))
     return out
+
+
+def held(hub: context.Hub, cluster_id: str) -> list[Held]:
+    """Active spanning attempts of other clusters with a guest group on ``cluster_id``."""
+    return held_by_cluster(hub).get(cluster_id, [])
 
 
 def orders(hub: context.Hub, cluster_id: str) -> list[wire.GuestOrder]:

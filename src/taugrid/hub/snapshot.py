@@ -50,7 +50,9 @@ def pending_view(run: dict[str, Any], hub: context.Hub | None = None) -> snap.Pe
     return data_view.with_needs(hub, run, view) if hub is not None else view
 
 
-def _cluster_view(hub: context.Hub, row: dict[str, Any], now: float) -> snap.ClusterView:
+def _cluster_view(
+    hub: context.Hub, row: dict[str, Any], now: float, lent: list[guests.Held]
+) -> snap.ClusterView:
     faulty = {m["node_id"] for m in hub.clusters.open_marks(row["id"])}
     ready = row["state"] in LIVE_STATES and row["lease_expires"] > now
     view = snap.cluster_from_report(
@@ -62,7 +64,7 @@ def _cluster_view(hub: context.Hub, row: dict[str, Any], now: float) -> snap.Clu
         **data_view.cluster_fields(hub, row, now),
         **platform_fields(hub, row),
     )
-    return _reserve_guests(hub, row, _reserve_unseen(hub, row, view, now))
+    return _reserve_guests(lent, _reserve_unseen(hub, row, view, now))
 
 
 def _relocation(doc: dict[str, Any] | None) -> snap.Relocation | None:
@@ -119,12 +121,10 @@ def _reserve_unseen(
     return view
 
 
-def _reserve_guests(
-    hub: context.Hub, row: dict[str, Any], view: snap.ClusterView
-) -> snap.ClusterView:
+def _reserve_guests(lent: list[guests.Held], view: snap.ClusterView) -> snap.ClusterView:
     """Take room for the worker groups this cluster lends to spans headed elsewhere: their
     nodes join the head's Ray cluster, so this cluster's report never shows them busy."""
-    for _a, run, group in guests.held(hub, row["id"]):
+    for _a, run, group in lent:
         p = dataclasses.replace(pending_view(run), workers=int(group["workers"]))
         bound = tuple(group.get("nodes") or ())
         view = cycle.take(p, view, bound) if bound else cycle.reserve(p, view)
@@ -159,7 +159,8 @@ def build(hub: context.Hub, now: float) -> snap.Snapshot:
         for r in hub.runs.holding_quota()
         if r["gpus"]
     )
-    clusters = tuple(_cluster_view(hub, c, now) for c in hub.clusters.all())
+    lent = guests.held_by_cluster(hub)  # once per snapshot, not once per cluster
+    clusters = tuple(_cluster_view(hub, c, now, lent.get(c["id"], [])) for c in hub.clusters.all())
     return snap.Snapshot(now=now, clusters=clusters, quotas=quotas, admitted=admitted)
 
 
