@@ -72,6 +72,20 @@ def test_only_one_attempt_can_start_a_waiting_run(engine: sa.Engine) -> None:
     )
 
 
+def test_run_with_attempts_reads_the_run_and_its_attempts_together(engine: sa.Engine) -> None:
+    store = runs.RunStore(engine)
+    store.insert_run(_row("r-1"), [])
+    assert store.run_with_attempts("r-1") == (store.get_run("r-1"), [])
+    first = store.create_attempt("r-1", "c1", {"workers": 2})
+    assert first is not None
+    both = store.run_with_attempts("r-1")
+    assert both is not None
+    run, attempts = both
+    assert run == store.get_run("r-1") and run["state"] == "placed"
+    assert attempts == store.attempts_for_run("r-1") and attempts[0]["placement"] == {"workers": 2}
+    assert store.run_with_attempts("r-missing") is None
+
+
 def test_fencing_tokens_increase_across_runs(engine: sa.Engine) -> None:
     store = runs.RunStore(engine)
     tokens = []

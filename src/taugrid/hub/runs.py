@@ -153,6 +153,8 @@ def record_of(hub: context.Hub, run: dict[str, Any]) -> record.RunRecord:
 
 def detail(hub: context.Hub, run: dict[str, Any]) -> dict[str, Any]:
     """Everything ``tau run status`` shows: run, phases in order, attempts."""
+    both = hub.runs.run_with_attempts(run["id"])
+    run, attempts = both if both is not None else (run, [])
     phases = hub.runs.phases(run["id"])
     out = {k: v for k, v in run.items() if k != "config_yaml"}
     out["phases"] = [
@@ -167,7 +169,7 @@ def detail(hub: context.Hub, run: dict[str, Any]) -> dict[str, Any]:
         for p in ph.Phase
         if p in phases
     ]
-    out["attempts"] = hub.runs.attempts_for_run(run["id"])
+    out["attempts"] = attempts
     out["record_dir"] = record_of(hub, run).location
     return out
 

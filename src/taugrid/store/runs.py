@@ -253,6 +253,30 @@ class RunStore:
             r = c.execute(sa.select(t.attempts).where(t.attempts.c.token == token)).first()
         return dict(r._mapping) if r else None
 
+    def run_with_attempts(self, run_id: str) -> tuple[Row, list[Row]] | None:
+        """The run and its attempts as one statement saw them: a placement commits the
+        new attempt and the run's state together, and two separate reads could show one
+        without the other (a run ``admitted`` with the attempt that placed it)."""
+        q = (
+            sa.select(t.runs, t.attempts)
+            .select_from(t.runs.outerjoin(t.attempts, t.attempts.c.run_id == t.runs.c.id))
+            .where(t.runs.c.id == run_id)
+            .order_by(t.attempts.c.number)
+            .set_label_style(sa.LABEL_STYLE_TABLENAME_PLUS_COL)
+        )
+        with self.engine.connect() as c:
+            rows = [r._mapping for r in c.execute(q)]
+        if not rows:
+            return None
+        run = {col.name: rows[0][f"runs_{col.name}"] for col in t.runs.columns}
+        cols = [col.name for col in t.attempts.columns]
+        attempts = [
+            {name: r[f"attempts_{name}"] for name in cols}
+            for r in rows
+            if r["attempts_token"] is not None
+        ]
+        return run, attempts
+
     def attempts_for_run(self, run_id: str) -> list[Row]:
         q = sa.select(t.attempts).where(t.attempts.c.run_id == run_id).order_by(t.attempts.c.number)
         with self.engine.connect() as c:
