@@ -39,6 +39,8 @@ TITLE = "Scheduling: GPU packing on further seeds (Alibaba openb)"
 FIRST_SEED = 52
 POLICIES = ("FGD", "TauGrid")
 _Key = tuple[str, str, int]
+#: One run: GPU allocated %, and the % of arrived CPU-only tasks that were not placed.
+_Outcome = tuple[float, float]
 
 
 def code_version(policy: str) -> str:
@@ -48,25 +50,29 @@ def code_version(policy: str) -> str:
     return hashlib.sha256(b"".join(p.read_bytes() for p in files)).hexdigest()[:12]
 
 
-def _one(workload: str, policy: str, seed: int, stop: float) -> float:
-    return openb_bench.run(workload, policy, [seed], stop=stop)[0].allocated_pct
+def _one(workload: str, policy: str, seed: int, stop: float) -> _Outcome:
+    r = openb_bench.run(workload, policy, [seed], stop=stop)[0]
+    return r.allocated_pct, 100.0 * r.cpu_failed / max(r.cpu_tasks, 1)
 
 
-def _load(path: pathlib.Path | None) -> dict[_Key, float]:
+def _load(path: pathlib.Path | None) -> dict[_Key, _Outcome]:
     if path is None or not path.exists():
         return {}
     versions = {p: code_version(p) for p in POLICIES}
     done = {}
     for line in path.read_text().splitlines():
         r = json.loads(line)
-        if versions.get(r["policy"]) == r["version"]:
-            done[(r["workload"], r["policy"], r["seed"])] = r["allocated_pct"]
+        if versions.get(r["policy"]) == r["version"] and "cpu_refused_pct" in r:
+            done[(r["workload"], r["policy"], r["seed"])] = (
+                r["allocated_pct"],
+                r["cpu_refused_pct"],
+            )
     return done
 
 
 def measure(
     workloads: list[str], seeds: list[int], workers: int, results: pathlib.Path | None
-) -> dict[_Key, float]:
+) -> dict[_Key, _Outcome]:
     """Every (workload, policy, seed) outcome, from ``results`` where already there."""
     done = _load(results)
     # Seed-major: an interrupted run has the first seeds of every workload.
@@ -76,10 +82,12 @@ def measure(
         for future in concurrent.futures.as_completed(futures):
             key = futures[future]
             done[key] = future.result()
-            print(f"openb further {' '.join(map(str, key))}: {done[key]:.3f}", flush=True)
+            print(f"openb further {' '.join(map(str, key))}: {done[key][0]:.3f}", flush=True)
             if results is not None:
                 row = dict(zip(("workload", "policy", "seed"), key, strict=True))
-                row |= {"version": code_version(key[1]), "allocated_pct": done[key]}
+                allocated, refused = done[key]
+                row |= {"version": code_version(key[1]), "allocated_pct": allocated}
+                row |= {"cpu_refused_pct": refused}
                 with results.open("a") as f:
                     f.write(json.dumps(row) + "\n")
     return done
@@ -92,12 +100,15 @@ def paired(fgd: list[float], ours: list[float]) -> tuple[float, float]:
     return statistics.fmean(d), se
 
 
-def _row(workload: str, wanted: list[int], done: dict[_Key, float]) -> list[str] | None:
+def _row(workload: str, wanted: list[int], done: dict[_Key, _Outcome]) -> list[str] | None:
     seeds = [s for s in wanted if all((workload, p, s) in done for p in POLICIES)]
     if not seeds:
         return None
-    fgd = [done[(workload, "FGD", s)] for s in seeds]
-    ours = [done[(workload, "TauGrid", s)] for s in seeds]
+    fgd = [done[(workload, "FGD", s)][0] for s in seeds]
+    ours = [done[(workload, "TauGrid", s)][0] for s in seeds]
+    refused = [
+        statistics.fmean(done[(workload, p, s)][1] for s in seeds) for p in ("FGD", "TauGrid")
+    ]
     mean, se = paired(fgd, ours)
     verdict = "TauGrid" if mean > 2 * se else ("FGD" if mean < -2 * se else "within 2 se")
     wins = sum(b > a for a, b in zip(fgd, ours, strict=True))
@@ -110,6 +121,8 @@ def _row(workload: str, wanted: list[int], done: dict[_Key, float]) -> list[str]
         f"{se:.3f}",
         f"{wins}/{len(seeds)}",
         verdict,
+        f"{refused[0]:.1f}",
+        f"{refused[1]:.1f}",
     ]
 
 
@@ -139,7 +152,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     if args.quick:
         fgd, ours = (_one("default", p, args.first_seed, 0.3) for p in POLICIES)
-        print(f"openb further quick: FGD {fgd:.2f} TauGrid {ours:.2f} at 30 % arrived")
+        print(f"openb further quick: FGD {fgd[0]:.2f} TauGrid {ours[0]:.2f} at 30 % arrived")
         return
     workloads = args.workloads or traces.openb_workloads()
     if not args.workloads and set(workloads) <= set(traces.OPENB_WORKLOADS):
@@ -159,6 +172,7 @@ def main(argv: list[str] | None = None) -> None:
     for row in rows:
         print("openb further " + " ".join(row), flush=True)
     header = ["workload", "seeds", "FGD %", "TauGrid %", "Δ mean", "se", "TauGrid ahead", "by 2 se"]
+    header += ["CPU tasks refused, FGD %", "TauGrid %"]
     body = _body(doc.table(header, rows), seeds, time.perf_counter() - started, args.workers)
     if not args.no_write:
         doc.write_section(TITLE, body)

@@ -207,9 +207,10 @@ def test_fgd_keeps_whole_free_nodes_for_multi_gpu_shapes() -> None:
 
 
 def test_taugrid_breaks_fgd_ties_by_cpu_stranding() -> None:
-    # Typical: 4 CPUs + 1 GPU. A 4-CPU task fits either node for FGD (score 50 on both,
-    # ties go to node 0); on node 0 it leaves 1 task slot for 2 free GPUs, on node 1 two.
-    shapes = typical((fgd.Shape(4000, 1000, 1), 1.0))
+    # Typical: 4 CPUs + 1 GPU, or no CPU + 1 GPU (2 CPUs a GPU: the CPU hold allows both
+    # nodes). A 4-CPU task fits either node for FGD (score 50 on both, ties go to node
+    # 0); on node 0 it leaves 1 slot of the 4-CPU shape for 2 free GPUs, on node 1 two.
+    shapes = typical((fgd.Shape(4000, 1000, 1), 0.5), (fgd.Shape(0, 1000, 1), 0.5))
     s = cluster((8000, 2, "T4"), (12000, 2, "T4"))
     cpu_task = task(4000)
     assert place("FGD", s, cpu_task, typical=shapes) == st.Placement(0, ())
@@ -217,14 +218,27 @@ def test_taugrid_breaks_fgd_ties_by_cpu_stranding() -> None:
     assert place("TauGrid", s2, cpu_task, typical=shapes) == st.Placement(1, ())
 
 
-def test_reserve_is_off_for_cpu_bound_or_multi_gpu_bound_workloads() -> None:
-    s = cluster((96000, 8, "G2"), (96000, 8, "G2"))  # 16 GPUs, 192 CPUs: 12 CPUs a GPU
-    light = typical((fgd.Shape(8000, 1000, 1), 1.0))  # 8 CPUs a GPU: load 2/3
-    heavy = typical((fgd.Shape(14000, 1000, 1), 1.0))  # 14 CPUs a GPU: load 7/6
+def test_reserve_is_off_for_multi_gpu_bound_workloads() -> None:
+    single = typical((fgd.Shape(8000, 1000, 1), 1.0))
     multi = typical((fgd.Shape(8000, 1000, 1), 0.8), (fgd.Shape(8000, 1000, 4), 0.2))
-    assert default.cpu_load(light, s) == pytest.approx(2 / 3)
-    assert default.cpu_load(heavy, s) == pytest.approx(7 / 6)
     assert default.multi_gpu_share(multi) == pytest.approx(0.8 / 1.6)
-    assert not default.reserve_off(light, s)
-    assert default.reserve_off(heavy, s)
-    assert default.reserve_off(multi, s)
+    assert not default.reserve_off(single)
+    assert default.reserve_off(multi)
+
+
+def test_cpu_hold_keeps_the_cpu_the_free_gpus_need() -> None:
+    # 8 CPUs a GPU. Node 0: 2 free GPUs and 20 CPUs (16 held for them); node 1: GPUs all
+    # taken, 10 CPUs. A 6-CPU task may not go to node 0 (14 < 16 left): it takes node 1.
+    shapes = typical((fgd.Shape(8000, 1000, 1), 1.0))
+    assert default.cpus_per_gpu(shapes) == pytest.approx(8000)
+    s = cluster((20000, 2, "T4"), (10000, 2, "T4"))
+    s.gpu_left[1, :2] = 0
+    assert place("TauGrid", s, task(6000), typical=shapes) == st.Placement(1, ())
+    assert place("FGD", s, task(3000), typical=shapes) == st.Placement(0, ())
+    # Node 1 has 4 CPUs left, node 0 17 of which 16 are held: a further 6-CPU task is
+    # not placed,
+    # and the state is left as it was; a GPU task is never held.
+    before = s.cpu_left.copy()
+    assert place("TauGrid", s, task(6000), typical=shapes) is None
+    assert (s.cpu_left == before).all()
+    assert place("TauGrid", s, task(8000, 1, 1000), typical=shapes) == st.Placement(0, (0,))

@@ -51,6 +51,8 @@ class InflationResult:
     placed: int
     failed: int
     failed_gpu_milli: int
+    cpu_tasks: int  # CPU-only tasks that arrived
+    cpu_failed: int  # of them, not placed
     curve: tuple[tuple[float, float], ...]
 
 
@@ -129,6 +131,8 @@ def run_inflation(
         placed=meter.placed,
         failed=meter.failed,
         failed_gpu_milli=meter.failed_milli,
+        cpu_tasks=meter.cpu_tasks,
+        cpu_failed=meter.cpu_failed,
         curve=tuple(meter.curve),
     )
 
@@ -143,6 +147,8 @@ class _Meter:
     placed: int = 0
     failed: int = 0
     failed_milli: int = 0
+    cpu_tasks: int = 0
+    cpu_failed: int = 0
     at_stop: float | None = None
     window: list[float] = dataclasses.field(default_factory=list)
     curve: list[tuple[float, float]] = dataclasses.field(default_factory=list)
@@ -153,6 +159,9 @@ class _Meter:
         self.placed += ok
         self.failed += not ok
         self.failed_milli += 0 if ok else task.gpu_total
+        if not task.gpu_total:
+            self.cpu_tasks += 1
+            self.cpu_failed += not ok
         arrived_pct = 100.0 * self.arrived / self.capacity
         allocated_pct = 100.0 * allocated / self.capacity
         if task.gpu_total:

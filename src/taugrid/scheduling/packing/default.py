@@ -1,4 +1,15 @@
-"""TauGrid's default node placement: FGD, minus a reserve penalty, refined by capacity.
+"""TauGrid's default node placement: a CPU hold, then FGD minus a reserve penalty,
+refined by capacity.
+
+**The CPU hold** (a filter, ``allowed``): a CPU-only task may take a GPU node's CPU only
+down to what the node's free GPUs need, ``free GPUs * cpus_per_gpu`` (the workload's
+CPU per GPU over its GPU shapes). GPUs are what the cluster is for; without the hold, CPU
+tasks take the CPU of nodes whose GPUs are still free, and GPU tasks arriving later find
+GPUs without the CPU to use them. A CPU-only task that no node allows is not placed
+(it waits, or fails in the simulator), as Slurm's ``MaxCPUsPerNode`` keeps CPU jobs off
+the cores a GPU node's GPUs need. GPU tasks are never held. It assumes GPU work keeps
+coming (the simulator's arrival protocol); live, CPU-only runs are not bound by the
+packer (``live.bind``) and the live workload prior asks no CPU, so the hold is inert there.
 
 Score of a node for a task (higher is better), in FGD points, then milli-GPU:
 
@@ -15,10 +26,9 @@ Score of a node for a task (higher is better), in FGD points, then milli-GPU:
    it: it takes the least-claimed kind of node it can use, and a task whose only home is
    the claimed kind pays nothing. Inert when every node is equally claimed (no shape is
    confined); CPU-only tasks pay nothing. **Off** (``reserve_off``) for a workload bound
-   by what the reserve does not see: CPU (``cpu_load`` above ``CPU_BOUND_LOAD``: the
-   cluster's CPUs run out well before its GPUs, and level 3 alone places better) or
-   multi-GPU tasks (``multi_gpu_share`` at least ``MULTI_GPU_SHARE``: FGD's own score
-   already keeps whole nodes for them, and the reserve only overrides it).
+   by multi-GPU tasks (``multi_gpu_share`` at least ``MULTI_GPU_SHARE``): FGD's own score
+   already keeps whole nodes for them, and the reserve only overrides it. (A second gate,
+   for CPU-bound workloads, went with the CPU hold, which does that job.)
 3. **Capacity-aware fragmentation drop** (breaks the remaining ties): FGD asks "does one
    task of shape t still fit?"; this asks "how much of the node's free GPU can tasks of
    shape t still use?" — ``usable_t = min(⌊cpu/c_t⌋, ⌊mem/r_t⌋, GPU slots_t) · gpu_t``
@@ -46,11 +56,10 @@ from taugrid.scheduling.packing import cache, fgd, plugins
 from taugrid.scheduling.packing import state as st
 
 __all__ = [
-    "CPU_BOUND_LOAD",
     "MULTI_GPU_SHARE",
     "RESERVE_POINTS",
     "TauGridScore",
-    "cpu_load",
+    "cpus_per_gpu",
     "multi_gpu_share",
     "node_reserve",
     "reserve_off",
@@ -60,8 +69,6 @@ FloatArray = npt.NDArray[np.float64]
 _FGD_STEP = 1e5  # one FGD point outweighs the capacity-aware level
 #: FGD points a task pays per unit of reserve above the least it could have taken.
 RESERVE_POINTS = 10.0
-#: Reserve off above this CPU load (``cpu_load``): the workload is CPU-bound.
-CPU_BOUND_LOAD = 1.1
 #: Reserve off from this share of the GPU demand in multi-GPU tasks (``multi_gpu_share``).
 MULTI_GPU_SHARE = 0.35
 
@@ -70,17 +77,12 @@ def _gpu_demand(shape: fgd.Shape) -> int:
     return shape.gpu_milli * shape.num_gpu
 
 
-def cpu_load(every_shape: fgd.TypicalWorkload, state: st.ClusterState) -> float:
-    """The workload's CPU demand over the cluster's CPUs when its GPU demand fills the GPUs.
-
-    ``(Σ p·cpu / Σ p·gpu) · C / CPUs`` over every shape (CPU-only ones too): above 1 the
-    CPUs run out before the GPUs do.
-    """
-    pairs = list(zip(every_shape.shapes, every_shape.probs, strict=True))
-    cpu = sum(p * s.cpu_milli for s, p in pairs)
-    gpu = sum(p * _gpu_demand(s) for s, p in pairs)
-    cpus = float(state.cpu_cap.sum())
-    return cpu / gpu * state.gpu_capacity / cpus if gpu and cpus else 0.0
+def cpus_per_gpu(every_shape: fgd.TypicalWorkload) -> float:
+    """Milli-CPU per GPU of the workload's GPU tasks (their demand-weighted mean)."""
+    pairs = [(s, p) for s, p in zip(every_shape.shapes, every_shape.probs, strict=True)]
+    gpus = sum(p * _gpu_demand(s) for s, p in pairs) / st.MILLI
+    cpu = sum(p * s.cpu_milli for s, p in pairs if s.num_gpu)
+    return cpu / gpus if gpus else 0.0
 
 
 def multi_gpu_share(every_shape: fgd.TypicalWorkload) -> float:
@@ -91,12 +93,9 @@ def multi_gpu_share(every_shape: fgd.TypicalWorkload) -> float:
     return multi / gpu if gpu else 0.0
 
 
-def reserve_off(every_shape: fgd.TypicalWorkload, state: st.ClusterState) -> bool:
-    """Whether the workload is CPU-bound or multi-GPU-bound (level 2 is then off)."""
-    return (
-        cpu_load(every_shape, state) > CPU_BOUND_LOAD
-        or multi_gpu_share(every_shape) >= MULTI_GPU_SHARE
-    )
+def reserve_off(every_shape: fgd.TypicalWorkload) -> bool:
+    """Whether the workload is multi-GPU-bound (level 2 is then off)."""
+    return multi_gpu_share(every_shape) >= MULTI_GPU_SHARE
 
 
 def node_reserve(every_shape: fgd.TypicalWorkload, state: st.ClusterState) -> FloatArray:
@@ -247,15 +246,28 @@ class TauGridScore:
         self._capacity: _Capacity | None = None
         self._reserve: FloatArray = np.zeros(0)
         self._least: dict[tuple[object, ...], float] = {}
+        self._cpus_per_gpu = cpus_per_gpu(self.every_shape)
 
     def _parts(self, state: st.ClusterState) -> _Capacity:
         if self._capacity is None or self._capacity.state is not state:
             self._capacity = _Capacity(self.every_shape, state)
             self._reserve = node_reserve(self.every_shape, state)
-            if reserve_off(self.every_shape, state):
+            if reserve_off(self.every_shape):
                 self._reserve = np.zeros(len(state))
             self._least = {}
         return self._capacity
+
+    def allowed(
+        self, task: st.Task, state: st.ClusterState, nodes: st.IntArray
+    ) -> npt.NDArray[np.bool_]:
+        """The CPU hold (module docstring): where a CPU-only task leaves the free GPUs
+        their CPU. Every node for a GPU task."""
+        if task.num_gpu:
+            return np.ones(len(nodes), dtype=bool)
+        free_gpus = state.gpu_left[nodes].sum(axis=1) / st.MILLI
+        return np.asarray(
+            state.cpu_left[nodes] - task.cpu_milli >= free_gpus * self._cpus_per_gpu, dtype=bool
+        )
 
     def _penalty(self, task: st.Task, state: st.ClusterState, nodes: st.IntArray) -> FloatArray:
         """Level 2 in FGD points: reserve above the least the task could have taken."""

@@ -1,7 +1,9 @@
 """The node packer: filter feasible nodes, score them with one plugin, pick, reserve.
 
 Phases for one task (the node-level mirror of ``cycle.schedule``):
-1. filter  — ``ClusterState.feasible``: CPU, memory, GPU model, GPUs with room.
+1. filter  — ``ClusterState.feasible``: CPU, memory, GPU model, GPUs with room; then
+             the plugin's own ``allowed`` when it is a ``NodeFilter`` (TauGrid's CPU
+             hold).
 2. score   — the ``NodeScorer`` plugin scores each feasible node (higher is better).
 3. pick    — the best score; ties break by ``tie_break``: ``"first"`` (lowest node
              index), ``"last"`` (highest) or ``"random"`` (uniform among the tied nodes
@@ -75,6 +77,8 @@ class Packer:
     def choose(self, task: st.Task, state: st.ClusterState) -> st.Placement | None:
         """Phases 1-3 and the GPU choice; ``None`` when the task fits nowhere."""
         nodes = state.feasible(task)
+        if isinstance(self.scorer, plugins.NodeFilter) and len(nodes):
+            nodes = nodes[self.scorer.allowed(task, state, nodes)]
         if len(nodes) == 0:
             return None
         scores = self.scorer.score(task, state, nodes)

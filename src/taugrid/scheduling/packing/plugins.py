@@ -4,7 +4,9 @@ Extension point (a ``Protocol``, kube-scheduler style): ``NodeScorer.score(task,
 nodes) -> Scores`` scores every *feasible* node in ``nodes`` (the packer filtered them) —
 higher is better — and may name, for a sharing task, which GPU of each node it would use
 (``Scores.gpu``; -1 leaves the choice to the packer's best-fit rule). Scores are not
-bounded here; the packer only compares them.
+bounded here; the packer only compares them. A scorer that is also a ``NodeFilter``
+(``allowed(task, state, nodes) -> mask``) narrows the feasible nodes first, as a
+kube-scheduler filter plugin: a task none of them allows is not placed.
 
 Baselines, as defined by the open-source simulator of Weng et al. (ATC'23), whose
 integer truncations are kept on purpose so that ties behave like the published runs:
@@ -19,7 +21,7 @@ integer truncations are kept on purpose so that ties behave like the published r
 from __future__ import annotations
 
 import dataclasses
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -33,6 +35,7 @@ __all__ = [
     "DotProductScore",
     "GpuClusteringScore",
     "GpuPackingScore",
+    "NodeFilter",
     "NodeScorer",
     "RandomScore",
     "Scores",
@@ -57,6 +60,13 @@ class NodeScorer(Protocol):
     def name(self) -> str: ...
 
     def score(self, task: st.Task, state: st.ClusterState, nodes: st.IntArray) -> Scores: ...
+
+
+@runtime_checkable
+class NodeFilter(Protocol):
+    def allowed(
+        self, task: st.Task, state: st.ClusterState, nodes: st.IntArray
+    ) -> npt.NDArray[np.bool_]: ...
 
 
 def _no_gpu(nodes: st.IntArray) -> st.IntArray:
