@@ -148,3 +148,14 @@ def test_the_cli_takes_any_pod_list_and_refuses_a_malformed_one(
     assert "mine.csv FGD seed 42: " in capsys.readouterr().out
     assert cli.main(["openb", "--workload", str(tmp_path / "openb_pod_list_bad.csv")]) == 2
     assert "line 2: num_gpu is 'x'" in capsys.readouterr().err
+
+
+def test_cpu_only_tasks_and_their_refusals_are_counted() -> None:
+    # One 2-GPU node with 10 CPUs; GPU tasks ask 4 CPUs a GPU, so TauGrid's CPU hold
+    # keeps 8 CPUs for the two free GPUs and refuses a 4-CPU task FGD places.
+    node = traces.OpenbNodes(["n"], [10_000], [10**6], [2], ["G2"])
+    tasks = [st.Task("cpu", 4000, 1, 0, 0)] + [st.Task(f"g{i}", 4000, 1, 1, 1000) for i in range(3)]
+    fgd, ours = (openb.run_inflation(node, tasks, p, 7) for p in ("FGD", "TauGrid"))
+    assert fgd.cpu_tasks == ours.cpu_tasks >= 1
+    assert ours.cpu_failed == ours.cpu_tasks > fgd.cpu_failed
+    assert ours.allocated_pct >= fgd.allocated_pct
