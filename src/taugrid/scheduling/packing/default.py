@@ -79,7 +79,7 @@ def _gpu_demand(shape: fgd.Shape) -> int:
 
 def cpus_per_gpu(every_shape: fgd.TypicalWorkload) -> float:
     """Milli-CPU per GPU of the workload's GPU tasks (their demand-weighted mean)."""
-    pairs = [(s, p) for s, p in zip(every_shape.shapes, every_shape.probs, strict=True)]
+    pairs = list(zip(every_shape.shapes, every_shape.probs, strict=True))
     gpus = sum(p * _gpu_demand(s) for s, p in pairs) / st.MILLI
     cpu = sum(p * s.cpu_milli for s, p in pairs if s.num_gpu)
     return cpu / gpus if gpus else 0.0
