@@ -106,9 +106,7 @@ def _row(workload: str, wanted: list[int], done: dict[_Key, _Outcome]) -> list[s
         return None
     fgd = [done[(workload, "FGD", s)][0] for s in seeds]
     ours = [done[(workload, "TauGrid", s)][0] for s in seeds]
-    refused = [
-        statistics.fmean(done[(workload, p, s)][1] for s in seeds) for p in ("FGD", "TauGrid")
-    ]
+    refused = [statistics.fmean(done[(workload, p, s)][1] for s in seeds) for p in POLICIES]
     mean, se = paired(fgd, ours)
     verdict = "TauGrid" if mean > 2 * se else ("FGD" if mean < -2 * se else "within 2 se")
     wins = sum(b > a for a, b in zip(fgd, ours, strict=True))

@@ -73,12 +73,14 @@ class Packer:
             raise ValueError(f"tie_break must be one of {TIE_BREAKS}, not {self.tie_break!r}")
         if self.tie_break == "random" and self.tie_rng is None:
             raise ValueError('tie_break="random" needs a seeded tie_rng')
+        # Decided once: choose() runs for every task of a replay.
+        self._filter = self.scorer if isinstance(self.scorer, plugins.NodeFilter) else None
 
     def choose(self, task: st.Task, state: st.ClusterState) -> st.Placement | None:
         """Phases 1-3 and the GPU choice; ``None`` when the task fits nowhere."""
         nodes = state.feasible(task)
-        if isinstance(self.scorer, plugins.NodeFilter) and len(nodes):
-            nodes = nodes[self.scorer.allowed(task, state, nodes)]
+        if self._filter is not None and len(nodes):
+            nodes = nodes[self._filter.allowed(task, state, nodes)]
         if len(nodes) == 0:
             return None
         scores = self.scorer.score(task, state, nodes)
