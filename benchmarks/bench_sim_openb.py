@@ -250,9 +250,12 @@ and 20 (at 100, where the reserve decides nearly alone, multigpu30 fell back to 
 level). The reserve replaced an earlier node pressure kept below FGD's score (on 42-51
 it lost multigpu30 by 0.04, on 52-71 gpuspec33 by 0.11); beside the reserve that
 pressure changed nothing and was removed. The reserve is off for a multi-GPU-bound
-workload (`default.reserve_off`: 35 % or more of the GPU demand in tasks of several
-GPUs), where FGD's own score already keeps whole nodes for them. The next section
-checks these choices on 20 seeds never used for them.
+workload (`default.multi_gpu_bound`: 35 % or more of the GPU demand in tasks of several
+GPUs), where FGD's own score already keeps whole nodes for them; there the
+capacity-aware level weighs each shape by its share of the GPU demand rather than of the
+tasks, which keeps whole nodes for the 8-GPU shapes (multigpu40 on seeds 42-51: -0.02
+by task count, +0.07 by demand). The next section checks these choices on 20 seeds
+never used for them.
 """
 
 

@@ -145,7 +145,7 @@ def test_taugrid_gives_up_fgd_points_to_keep_a_pinned_model_free() -> None:
     common = typical((fgd.Shape(8000, 1000, 1), 0.1), (fgd.Shape(8000, 100, 1), 0.9))
     pinned8 = fgd.Shape(8000, 1000, 8, ("G3",))
     every = typical(*zip(common.shapes, (0.09, 0.9), strict=True), (pinned8, 0.01))
-    # (Rare and CPU-light enough that the reserve stays on: default.reserve_off.)
+    # (Rare and CPU-light enough that the reserve stays on: default.multi_gpu_bound.)
 
     def state() -> st.ClusterState:
         s = cluster((512000, 8, "G3"), (512000, 8, "G2"))
@@ -218,12 +218,32 @@ def test_taugrid_breaks_fgd_ties_by_cpu_stranding() -> None:
     assert place("TauGrid", s2, cpu_task, typical=shapes) == st.Placement(1, ())
 
 
+def test_a_multi_gpu_bound_workload_weighs_shapes_by_gpu_demand_not_count() -> None:
+    # Typical: 4 CPUs + 1 GPU (80 % of the tasks, a third of the GPU demand) and 32 CPUs +
+    # 8 GPUs (20 %, two thirds: multi-GPU-bound). A 16-CPU 2-GPU task on node 0 (40 CPUs,
+    # 8 free GPUs) breaks the only whole node the 8-GPU shape could use; on node 1 (16
+    # CPUs, 4 free GPUs) it takes every CPU and strands 2 GPUs. Weighted by task count
+    # the two cost the same (FGD ties too) and the first node would win; weighted by GPU
+    # demand, the 8-GPU shape's node is kept.
+    shapes = typical((fgd.Shape(4000, 1000, 1), 0.8), (fgd.Shape(32000, 1000, 8), 0.2))
+    assert default.multi_gpu_bound(shapes)
+
+    def nodes() -> st.ClusterState:
+        s = cluster((40000, 8, "G2"), (16000, 8, "G2"))
+        s.gpu_left[1, :4] = 0
+        return s
+
+    two_gpus = task(16000, 2, 1000)
+    assert place("FGD", nodes(), two_gpus, typical=shapes) == st.Placement(0, (0, 1))
+    assert place("TauGrid", nodes(), two_gpus, typical=shapes) == st.Placement(1, (4, 5))
+
+
 def test_reserve_is_off_for_multi_gpu_bound_workloads() -> None:
     single = typical((fgd.Shape(8000, 1000, 1), 1.0))
     multi = typical((fgd.Shape(8000, 1000, 1), 0.8), (fgd.Shape(8000, 1000, 4), 0.2))
     assert default.multi_gpu_share(multi) == pytest.approx(0.8 / 1.6)
-    assert not default.reserve_off(single)
-    assert default.reserve_off(multi)
+    assert not default.multi_gpu_bound(single)
+    assert default.multi_gpu_bound(multi)
 
 
 def test_cpu_hold_keeps_the_cpu_the_free_gpus_need() -> None:

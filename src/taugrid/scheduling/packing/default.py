@@ -25,7 +25,7 @@ Score of a node for a task (higher is better), in FGD points, then milli-GPU:
    task pays its node's reserve minus the least reserve among the nodes able to host
    it: it takes the least-claimed kind of node it can use, and a task whose only home is
    the claimed kind pays nothing. Inert when every node is equally claimed (no shape is
-   confined); CPU-only tasks pay nothing. **Off** (``reserve_off``) for a workload bound
+   confined); CPU-only tasks pay nothing. **Off** (``multi_gpu_bound``) for a workload bound
    by multi-GPU tasks (``multi_gpu_share`` at least ``MULTI_GPU_SHARE``): FGD's own score
    already keeps whole nodes for them, and the reserve only overrides it. (A second gate,
    for CPU-bound workloads, went with the CPU hold, which does that job.)
@@ -33,9 +33,15 @@ Score of a node for a task (higher is better), in FGD points, then milli-GPU:
    task of shape t still fit?"; this asks "how much of the node's free GPU can tasks of
    shape t still use?" — ``usable_t = min(⌊cpu/c_t⌋, ⌊mem/r_t⌋, GPU slots_t) · gpu_t``
    with GPU slots ``Σ_i ⌊free_i/m_t⌋`` for a sharing shape and ``⌊whole free GPUs/k_t⌋``
-   for a k-GPU shape — and scores ``Σ_t p_t·(free - usable_t)`` before minus after. It
+   for a k-GPU shape — and scores ``Σ_t w_t·(free - usable_t)`` before minus after. It
    sees CPU and memory stranding (a node whose CPU or memory runs out leaves its GPUs
-   idle) that FGD's one-task, CPU-and-GPU-only test misses.
+   idle) that FGD's one-task, CPU-and-GPU-only test misses. ``w_t`` is shape t's share
+   of the tasks (FGD's popularity ``p_t``), except in a multi-GPU-bound workload
+   (``multi_gpu_bound``, where the reserve is off): there it is its share of the GPU
+   *demand* (``p_t·g_t / Σ p·g``). An 8-GPU shape that is a fifth of the tasks is then
+   two thirds of the demand, and the whole node it needs outweighs the GPUs a smaller
+   task strands elsewhere. (By task count TauGrid trailed FGD on multigpu40; by demand
+   everywhere it lost ground on the single-GPU and sharing lists, seeds 42-51.)
 4. Remaining ties: the packer's tie-break (lowest node index by default).
 
 The reserve and the capacity-aware level use *every* shape of the workload
@@ -60,9 +66,9 @@ __all__ = [
     "RESERVE_POINTS",
     "TauGridScore",
     "cpus_per_gpu",
+    "multi_gpu_bound",
     "multi_gpu_share",
     "node_reserve",
-    "reserve_off",
 ]
 
 FloatArray = npt.NDArray[np.float64]
@@ -93,8 +99,8 @@ def multi_gpu_share(every_shape: fgd.TypicalWorkload) -> float:
     return multi / gpu if gpu else 0.0
 
 
-def reserve_off(every_shape: fgd.TypicalWorkload) -> bool:
-    """Whether the workload is multi-GPU-bound (level 2 is then off)."""
+def multi_gpu_bound(every_shape: fgd.TypicalWorkload) -> bool:
+    """Whether the workload is multi-GPU-bound (level 2 off, level 3 by GPU demand)."""
     return multi_gpu_share(every_shape) >= MULTI_GPU_SHARE
 
 
@@ -133,10 +139,16 @@ def _as_task(shape: fgd.Shape) -> st.Task:
 class _Capacity:
     """Capacity-aware fragmentation of nodes, now and after a hypothetical placement."""
 
-    def __init__(self, typical: fgd.TypicalWorkload, state: st.ClusterState) -> None:
+    def __init__(
+        self, typical: fgd.TypicalWorkload, state: st.ClusterState, by_demand: bool
+    ) -> None:
         gpu = [(s, p) for s, p in zip(typical.shapes, typical.probs, strict=True) if s.num_gpu]
         self.state = state
-        self.prob = np.array([p for _, p in gpu])
+        if by_demand:  # share of the GPU demand, else of the tasks (FGD's popularity)
+            demand = np.array([p * _gpu_demand(s) for s, p in gpu], dtype=np.float64)
+            self.weight = demand / demand.sum() if demand.sum() else demand
+        else:
+            self.weight = np.array([p for _, p in gpu], dtype=np.float64)
         self.cpu = np.array([s.cpu_milli for s, _ in gpu], dtype=np.int64)
         self.mem = np.array([s.memory_mib for s, _ in gpu], dtype=np.int64)
         self.milli = np.array([s.gpu_milli for s, _ in gpu], dtype=np.int64)
@@ -165,7 +177,7 @@ class _Capacity:
         tasks = np.minimum(by_host, slots)
         usable = np.where(access, tasks * (self.milli * self.num).reshape(shape), 0)
         lost = total - np.minimum(usable, total)
-        return np.asarray((self.prob.reshape(shape) * lost).sum(axis=0), dtype=np.float64)
+        return np.asarray((self.weight.reshape(shape) * lost).sum(axis=0), dtype=np.float64)
 
     def _slots(self, gpu_left: st.IntArray) -> tuple[st.IntArray, st.IntArray]:
         """GPU slots per (shape, node) and the whole free GPUs per node."""
@@ -250,10 +262,9 @@ class TauGridScore:
 
     def _parts(self, state: st.ClusterState) -> _Capacity:
         if self._capacity is None or self._capacity.state is not state:
-            self._capacity = _Capacity(self.every_shape, state)
-            self._reserve = node_reserve(self.every_shape, state)
-            if reserve_off(self.every_shape):
-                self._reserve = np.zeros(len(state))
+            bound = multi_gpu_bound(self.every_shape)
+            self._capacity = _Capacity(self.every_shape, state, by_demand=bound)
+            self._reserve = np.zeros(len(state)) if bound else node_reserve(self.every_shape, state)
             self._least = {}
         return self._capacity
 
