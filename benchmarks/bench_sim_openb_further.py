@@ -27,6 +27,7 @@ import pathlib
 import statistics
 import sys
 import time
+from datetime import date
 
 from benchmarks import bench_sim_doc as doc
 from benchmarks import bench_sim_openb as openb_bench
@@ -196,10 +197,8 @@ def _body(table: str, seeds: list[int], took: float, workers: int) -> str:
         f"python -m benchmarks.bench_sim_openb_further --first-seed {seeds[0]} "
         f"--seeds {len(seeds)}`  \n"
         f"Machine: {doc.machine().replace('one process', f'{workers} processes')}; "
-        f"{took / 60:.1f} min in all (results cached by `--results` count as no time).\n\n"
-        + table
-        + "\n"
-        + READING
+        f"{took / 60:.1f} min in all (results cached by `--results` count as no time), "
+        f"{date.today():%b %-d %Y}.\n\n" + table + "\n" + READING
     )
 
 
