@@ -226,7 +226,10 @@ GPUs on a node short of CPU cost less. By demand, on seeds 42-51 multigpu40 went
 +0.07 (9/10) and multigpu50 from +0.22 to +0.24. By demand on every list, it lost
 ground on the single-GPU and sharing lists (default +0.46 -> +0.27; gpushare60,
 gpushare80 and gpuspec05 fell below FGD), so the weighting is the multi-GPU-bound
-lists' only. The other 22 lists do not change.
+lists' only. The other 22 lists do not change. On multigpu40 the two are level, not
+TauGrid ahead: a check on 20 more seeds after the choice (72-91,
+`--first-seed 72 --workloads multigpu40`) gave -0.010 (se 0.022, 9/20), and the 50 seeds
+42-91 together +0.017 (se 0.012, 29/50).
 """
 
 
