@@ -5,7 +5,14 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test lint unit bench bench-quick clean down test-k8s test-long k8s-build s3-build
+.PHONY: install run test test-fast lint unit bench bench-quick clean down test-k8s test-long k8s-build s3-build
+
+# pytest-xdist workers, each in a network namespace of its own (tests/workers.py); their
+# seconds per module land in TEST_DURATIONS, which orders the next run longest first.
+TEST_WORKERS ?= 4
+TEST_DURATIONS ?= tests/durations.json
+XDIST := -n $(TEST_WORKERS)
+PYTEST := TAU_TEST_DURATIONS=$(TEST_DURATIONS) $(BIN)/pytest -q $(XDIST)
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -29,7 +36,12 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 
 unit: $(STAMP)
-	$(BIN)/pytest -q
+	$(PYTEST)
+
+# A developer's loop: lint-free, the tests that start no Ray cluster and no server process
+# of minutes (markers ray, slow, long, k8s), in parallel.
+test-fast: $(STAMP)
+	$(PYTEST) -m "not ray and not slow and not long and not k8s"
 
 test: lint unit bench-quick
 
@@ -41,13 +53,12 @@ k8s-build:
 
 test-k8s: $(STAMP) k8s-build
 	k8s/build.sh --share-only kueue kuberay
-	TAU_TEST_K8S=1 $(BIN)/pytest -q -m k8s tests/k8s
+	TAU_TEST_K8S=1 $(PYTEST) -m k8s tests/k8s
 
-# End-to-end scenarios of several minutes each (serving, pipelines, RL, hub failover,
-# the multi-region soak): `make test` skips them; .ci/run runs them after it while its
-# time budget allows.
+# Only the end-to-end scenarios of minutes each (serving, pipelines, RL, hub failover,
+# the multi-region soak); `make test` runs them among the others.
 test-long: $(STAMP)
-	TAU_TEST_LONG=1 $(BIN)/pytest -q -m long
+	$(PYTEST) -m long
 
 # The S3-compatible server of the object-store tests (SeaweedFS weed, built from its Go
 # module into ~/.cache/taugrid/seaweedfs/; tests skip without it, CI builds it first).

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,8 +16,8 @@ import pytest
 import sqlalchemy as sa
 
 from taugrid.store import db
-from tests import ci_budget
 from tests import weed_s3 as weed_s3_server
+from tests import workers
 
 PG_URL = os.environ.get("TAU_TEST_POSTGRES_URL")
 
@@ -30,26 +29,35 @@ if os.environ.get("CI"):
     hypothesis.settings.load_profile("ci")
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """xdist workers each get a network namespace of their own (tests/workers.py)."""
+    workers.isolate(config)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> workers.GroupScheduling:
+    """Hand out whole worker groups (tests/workers.py)."""
+    return workers.GroupScheduling(config, log)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Seconds per worker group, for the next parallel run's order (tests/workers.py)."""
+    workers.record(report.nodeid, report.duration)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """This run's seconds per worker group written, its temporary files removed."""
+    if getattr(session.config, "workerinput", None) is None:
+        workers.write_recorded()
+    workers.cleanup(session.config)
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """``long`` scenarios (minutes each) run only with ``TAU_TEST_LONG=1``: ``make
-    test-long``, which .ci/run runs after ``make test`` while its time budget allows."""
-    if os.environ.get("TAU_TEST_LONG") == "1":
-        return
-    skip = pytest.mark.skip(reason="long scenario: set TAU_TEST_LONG=1 (make test-long)")
-    for item in items:
-        if "long" in item.keywords:
-            item.add_marker(skip)
-
-
-def pytest_runtest_setup(item: pytest.Item) -> None:
-    """Under ``TAU_TEST_DEADLINE`` (.ci/run sets it from its time budget) a ``long``
-    scenario that would end past the deadline is skipped, and says so (tests/ci_budget.py)."""
-    marker = item.get_closest_marker("long")
-    if marker is None:
-        return
-    reason = ci_budget.skip_reason(marker.kwargs, os.environ.get("TAU_TEST_DEADLINE"), time.time())
-    if reason:
-        pytest.skip(reason)
+    """Worker groups, and their order in a parallel run (tests/workers.py)."""
+    groups = workers.group(items)
+    if getattr(config, "workerinput", None) is not None:
+        workers.order(items, groups, workers.load_durations())
 
 
 def _pg_engine() -> tuple[sa.Engine, str]:

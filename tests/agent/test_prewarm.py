@@ -104,7 +104,7 @@ def key_of(pip: str) -> str:
     return key
 
 
-@pytest.mark.long(expect_s=80)
+@pytest.mark.long
 def test_queued_run_gets_its_runtime_prepared_while_waiting_and_starts_on_it(
     platform: tuple[HubServer, rg.AgentThread], ray_cluster: ray_local.LocalRayCluster
 ) -> None:
@@ -180,7 +180,7 @@ def test_pip_failure_fails_the_run_with_the_requirement_named(
     assert done["attempts"][0]["failure_kind"] == "runtime_env"
 
 
-@pytest.mark.long(expect_s=120)
+@pytest.mark.long
 def test_a_pip_failure_in_rays_own_build_names_the_requirement_too(
     tmp_path: Path, ray_cluster: ray_local.LocalRayCluster
 ) -> None:
@@ -204,7 +204,7 @@ def test_a_pip_failure_in_rays_own_build_names_the_requirement_too(
     assert done["attempts"][0]["failure_kind"] == "runtime_env"
 
 
-@pytest.mark.long(expect_s=340)  # with the module's teardown
+@pytest.mark.long
 def test_agent_restart_keeps_warm_runtimes_and_a_node_restart_clears_them(
     tmp_path: Path, ray_cluster: ray_local.LocalRayCluster
 ) -> None:

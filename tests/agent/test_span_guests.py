@@ -63,7 +63,7 @@ def _result(run: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
-@pytest.mark.long(expect_s=200)
+@pytest.mark.long
 def test_a_span_runs_in_both_clusters_and_its_guest_node_goes_with_it(
     hub: HubServer, tmp_path: Path
 ) -> None:

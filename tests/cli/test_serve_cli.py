@@ -85,7 +85,7 @@ def _classify(endpoint: str, n: int = 20) -> int:
     return right
 
 
-@pytest.mark.long(expect_s=200)  # seconds on a 2-core machine (CI budget)
+@pytest.mark.long
 def test_deploy_classify_scale_update_delete(
     env: dict[str, str], project: Path, trained: str
 ) -> None:
@@ -148,7 +148,7 @@ def _gone(endpoint: str, timeout_s: float = 60) -> bool:
     return False
 
 
-@pytest.mark.long(expect_s=30)  # seconds on a 2-core machine (CI budget)
+@pytest.mark.long
 def test_missing_checkpoint_or_artifact_fails_before_anything_starts(
     env: dict[str, str], project: Path, trained: str
 ) -> None:
@@ -169,7 +169,7 @@ def test_missing_checkpoint_or_artifact_fails_before_anything_starts(
     assert pe.tau(env, "serve", "status", "bad").returncode == 2
 
 
-@pytest.mark.long(expect_s=30)  # seconds on a 2-core machine (CI budget)
+@pytest.mark.long
 def test_app_that_fails_to_import_is_failed_and_releases_quota(
     env: dict[str, str], project: Path, trained: str
 ) -> None:
@@ -199,7 +199,7 @@ def test_app_that_fails_to_import_is_failed_and_releases_quota(
     assert phases["released"] == "done"
 
 
-@pytest.mark.long(expect_s=110)  # seconds on a 2-core machine (CI budget)
+@pytest.mark.long
 def test_model_registry_best_by_aliases_lineage_and_deploy_by_alias(
     env: dict[str, str], project: Path, trained: str, tmp_path: Path
 ) -> None:

@@ -30,7 +30,7 @@ def hub(tmp_path: Path) -> Iterator[HubServer]:
         yield server
 
 
-@pytest.mark.long(expect_s=180)
+@pytest.mark.long
 def test_a_pipeline_capped_by_its_clusters_cpus_moves_and_resumes(
     hub: HubServer, tmp_path: Path
 ) -> None:

@@ -33,7 +33,7 @@ def _project(root: Path, items: int, window_s: float, **pipeline: object) -> Pat
     return pe.copy_example(EXAMPLE, root, edit)
 
 
-@pytest.mark.long(expect_s=20)  # seconds on a 2-core machine (CI budget)
+@pytest.mark.long
 def test_plan_recommends_a_configuration_and_names_the_limit(tmp_path: Path) -> None:
     work = _project(tmp_path / "work", 240, 1)
     plan = tau({}, "run", "plan", str(work), "-o", "json")  # nothing submitted: no platform
@@ -52,7 +52,7 @@ def test_plan_recommends_a_configuration_and_names_the_limit(tmp_path: Path) -> 
     assert not (work / ".tau-local").exists()  # the write stage wrote to scratch
 
 
-@pytest.mark.long(expect_s=160)  # seconds on a 2-core machine (CI budget)
+@pytest.mark.long
 def test_pipeline_runs_resizes_reports_stages_and_dead_letters(
     env: dict[str, str], tmp_path: Path
 ) -> None:
@@ -83,7 +83,7 @@ def test_pipeline_runs_resizes_reports_stages_and_dead_letters(
     assert all(d["stage"] == "decode" and "corrupt image" in d["error"] for d in dead)
 
 
-@pytest.mark.long(expect_s=50)  # seconds on a 2-core machine (CI budget)
+@pytest.mark.long
 def test_fail_fast_pipeline_fails_with_the_stage_error(env: dict[str, str], tmp_path: Path) -> None:
     work = _project(tmp_path / "work", 40, 1, on_error="fail")
     run = tau(env, "run", str(work), "--watch", cwd=tmp_path, timeout=900)

@@ -34,7 +34,7 @@ env = pe.platform_fixture(IP)
 
 @pytest.mark.ray
 @pytest.mark.slow
-@pytest.mark.long(expect_s=90)
+@pytest.mark.long
 @pytest.mark.timeout(900)
 def test_rl_recovers_from_a_killed_role_and_resumes_from_its_checkpoint(
     env: dict[str, str], tmp_path: Path

@@ -21,7 +21,7 @@ env = pe.platform_fixture(IP)
 
 @pytest.mark.ray
 @pytest.mark.slow
-@pytest.mark.long(expect_s=75)
+@pytest.mark.long
 @pytest.mark.timeout(600)
 def test_the_example_trains_with_every_worker_and_its_summary_comes_back(
     env: dict[str, str], tmp_path: Path

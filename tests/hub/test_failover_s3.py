@@ -122,7 +122,7 @@ def creds(weed_s3: ws.WeedS3, monkeypatch: pytest.MonkeyPatch) -> ws.WeedS3:
     return weed_s3
 
 
-@pytest.mark.long(expect_s=120)  # seconds on a 2-core machine (CI budget)
+@pytest.mark.long
 def test_a_partitioned_region_fails_over_and_resumes_from_its_uploaded_checkpoint(
     creds: ws.WeedS3, tmp_path: Path, clusters: dict[str, ray_local.LocalRayCluster]
 ) -> None:

@@ -35,7 +35,7 @@ def pg() -> Iterator[pg_server.PgServer]:
         yield server
 
 
-@pytest.mark.long(expect_s=100)  # seconds on a 2-core machine (CI budget)
+@pytest.mark.long
 def test_leader_killed_mid_submissions_loses_duplicates_and_reruns_nothing(
     pg: pg_server.PgServer, tmp_path: Path
 ) -> None:

@@ -52,7 +52,7 @@ def _both_ready(dep: dict[str, Any]) -> bool:
     return dep["phase"] == "Ready" and all(r["healthy"] for r in dep["regions"])
 
 
-@pytest.mark.long(expect_s=150)  # seconds on a 2-core machine (CI budget)
+@pytest.mark.long
 def test_nearest_region_serves_and_traffic_fails_over_under_one_url(
     hub: HubServer, clusters: dict[str, ray_local.LocalRayCluster], tmp_path: Path
 ) -> None:
@@ -112,7 +112,7 @@ def _replica_pids(cluster: ray_local.LocalRayCluster, app: str) -> list[int]:
     return [int(a["pid"]) for a in alive if a["class_name"].startswith(prefix)]
 
 
-@pytest.mark.long(expect_s=100)  # seconds on a 2-core machine (CI budget)
+@pytest.mark.long
 def test_a_crashed_replica_and_a_delete_under_load_answer_200_or_503_never_hang(
     hub: HubServer, clusters: dict[str, ray_local.LocalRayCluster], tmp_path: Path
 ) -> None:

@@ -7,20 +7,28 @@ re-parented to init. So every node is started with a *marker* environment variab
 (``TAU_RAY_NODE=<cluster token>/<node index>``) that each Ray process inherits; a
 node's processes are those whose ``/proc/PID/environ`` carries its marker, plus the
 descendants of those (in case a program replaced its environment).
+
+Also owns the host's *start slot*: with ``TAU_RAY_START_LOCK`` naming a file, one Ray
+cluster at a time starts on this host (an exclusive ``flock`` held from the first
+``ray start`` until every node is ALIVE). Starting a node is seconds of CPU; on a small
+machine running several clusters (the tests' parallel workers), simultaneous starts
+ran past Ray's fixed 30 s raylet registration, one at a time they do not.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import signal
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-__all__ = ["MARKER_ENV", "alive", "marked", "terminate"]
+__all__ = ["MARKER_ENV", "START_LOCK_ENV", "alive", "marked", "start_slot", "terminate"]
 
 MARKER_ENV = "TAU_RAY_NODE"
+START_LOCK_ENV = "TAU_RAY_START_LOCK"
 _PROC = Path("/proc")
 
 
@@ -101,3 +109,19 @@ def terminate(value: str, *, prefix: bool = False, grace_s: float = 5.0) -> set[
         _signal(left, signal.SIGKILL)
         time.sleep(0.1)
     return {p for p in left if alive(p)}
+
+
+@contextlib.contextmanager
+def start_slot() -> Iterator[None]:
+    """Hold the host's Ray start slot (``$TAU_RAY_START_LOCK``) for the block; without
+    that variable, no slot is taken."""
+    path = os.environ.get(START_LOCK_ENV)
+    if not path:
+        yield
+        return
+    with open(path, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)

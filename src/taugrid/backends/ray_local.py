@@ -284,19 +284,21 @@ class LocalRayCluster:
 
     # -- lifecycle -----------------------------------------------------------------
     def start(self, timeout_s: float = 90.0) -> LocalRayCluster:
-        """Start the head, then every other node; return once all are ALIVE.
+        """Start the head, then every other node; return once all are ALIVE (in the
+        host's start slot, ``_procs.start_slot``).
 
         A node whose raylet does not register with the GCS in Ray's fixed 30 s (a busy
         machine) is a startup timeout: everything is stopped and started once more.
         """
-        try:
-            return self._start_once(timeout_s)
-        except errors.LocalClusterError as exc:
-            if not any(m in str(exc) for m in _STARTUP_TIMEOUTS):
-                raise
-            log.warning("Ray start timed out on a busy machine; starting it once more")
-            self._wait_ports_free(30.0)
-            return self._start_once(timeout_s)
+        with _procs.start_slot():
+            try:
+                return self._start_once(timeout_s)
+            except errors.LocalClusterError as exc:
+                if not any(m in str(exc) for m in _STARTUP_TIMEOUTS):
+                    raise
+                log.warning("Ray start timed out on a busy machine; starting it once more")
+                self._wait_ports_free(30.0)
+                return self._start_once(timeout_s)
 
     def _wait_ports_free(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
@@ -363,8 +365,9 @@ class LocalRayCluster:
         """Start one more node joining the head; returns its index once it is ALIVE."""
         if not self._nodes:
             raise errors.LocalClusterError("start() the cluster before adding nodes")
-        node = self._launch(shape or self._shapes[-1])
-        self.wait_ready(timeout_s)
+        with _procs.start_slot():
+            node = self._launch(shape or self._shapes[-1])
+            self.wait_ready(timeout_s)
         return node.index
 
     def revive(self, timeout_s: float = 90.0) -> list[int]:

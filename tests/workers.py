@@ -1,0 +1,198 @@
+"""Parallel test workers (pytest-xdist): isolation, grouping and order.
+
+``make unit`` and ``make test-long`` run their tests on several xdist workers. Three
+rules keep that safe and short:
+
+- **Isolation.** Each worker's interpreter is born in a network namespace of its own
+  (``tests/netns-python``): a private loopback, so the fixed addresses and ports tests
+  give their Ray nodes, hubs and servers never meet another worker's. Where that is not
+  possible (not root, no ``unshare``), the run falls back to one process and says so.
+- **Grouping.** A module's tests run on one worker (its module-scoped Ray cluster or
+  hub is started once), and every test that uses one of ``SHARED_FIXTURES`` (an
+  expensive session-scoped component) runs on that fixture's worker.
+- **One Ray start at a time.** Ray cluster starts take the host's start slot
+  (``TAU_RAY_START_LOCK``, ``backends._procs.start_slot``): on 2 cores, four clusters
+  starting at once ran past Ray's fixed raylet registration timeout.
+- **Order.** Groups start longest first, from the durations of an earlier run
+  (``tests/durations.json``, written by ``tests/timings.py``), so the slowest modules
+  do not start last and leave the other workers idle at the end.
+
+PostgreSQL is reached over its Unix socket (``.ci/start-postgres.sh``), which crosses
+network namespaces.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from xdist.scheduler import LoadScopeScheduling
+
+from taugrid.backends import _procs
+
+WRAPPER = Path(__file__).with_name("netns-python")
+DURATIONS = Path(__file__).with_name("durations.json")
+PYTHON_ENV = "TAU_TEST_PYTHON"
+GROUPS_ENV = "TAU_TEST_GROUPS"
+
+# Session-scoped fixtures that start something expensive: all their users share a worker.
+SHARED_FIXTURES = ("ray_cluster", "control_plane")
+
+DURATIONS_ENV = "TAU_TEST_DURATIONS"
+_seconds: dict[str, float] = {}  # this run's seconds per group (controller)
+_controller: pytest.Config | None = None
+
+
+@functools.cache
+def netns_available() -> bool:
+    """Whether this process may give a child a network namespace of its own."""
+    if shutil.which("unshare") is None or shutil.which("ip") is None:
+        return False
+    res = subprocess.run(
+        ["unshare", "--net", "--", "ip", "link", "set", "lo", "up"],
+        capture_output=True,
+        timeout=10,
+        check=False,
+    )
+    return res.returncode == 0
+
+
+def isolate(config: pytest.Config) -> None:
+    """Start every xdist worker in its own network namespace, or run in one process."""
+    tx = getattr(config.option, "tx", None)
+    if not tx or getattr(config, "workerinput", None) is not None:
+        return
+    if netns_available():
+        global _controller
+        _controller = config
+        os.environ[PYTHON_ENV] = sys.executable
+        # Workers must collect the same tests in the same order; the API fuzzer's
+        # parametrisation iterates sets of strings, whose order follows the hash seed.
+        os.environ.setdefault("PYTHONHASHSEED", "0")
+        config.option.tx = [_isolated(spec) for spec in tx]
+        config.option.loadscopereorder = False  # ``order`` decides
+        fd, lock = tempfile.mkstemp(prefix="tau-ray-start-", suffix=".lock")
+        os.close(fd)
+        os.environ[_procs.START_LOCK_ENV] = lock
+        os.environ[GROUPS_ENV] = f"{lock}.groups.json"
+        return
+    print(
+        "tests/workers.py: no network namespace for xdist workers here (needs root and "
+        "unshare); running the tests in one process instead",
+        file=sys.stderr,
+    )
+    config.option.tx = []
+    config.option.dist = "no"
+    config.option.numprocesses = 0
+
+
+def _isolated(spec: str) -> str:
+    if spec != "popen":
+        raise pytest.UsageError(f"tests/workers.py isolates plain 'popen' workers only, not {spec}")
+    return f"popen//python={WRAPPER}"
+
+
+def group(items: list[pytest.Item]) -> dict[str, str]:
+    """Every module's worker group: the module itself, or the shared fixture's that one of
+    its tests uses (the whole module follows, so its module fixtures start once). Written
+    to ``$TAU_TEST_GROUPS`` on a worker, for the controller's scheduler."""
+    modules: dict[str, str] = {}
+    for item in items:
+        module = module_of(item.nodeid)
+        names = getattr(item, "fixturenames", ())
+        shared = [f for f in SHARED_FIXTURES if f in names]
+        if shared:
+            modules[module] = f"fixture:{shared[0]}"
+        else:
+            modules.setdefault(module, module)
+    out = os.environ.get(GROUPS_ENV)
+    if out and items and getattr(items[0].config, "workerinput", None) is not None:
+        tmp = Path(f"{out}.{os.getpid()}")
+        tmp.write_text(json.dumps(modules))
+        tmp.replace(out)  # every worker writes the same map
+    return modules
+
+
+def module_of(nodeid: str) -> str:
+    """The test module of a node id (``tests/x/test_y.py``)."""
+    return nodeid.split("::", 1)[0]
+
+
+class GroupScheduling(LoadScopeScheduling):
+    """xdist's scope scheduling with ``group``'s groups as the scopes (the controller
+    sees node ids only; the workers wrote the map after collecting). xdist's own
+    ``loadgroup`` renames node ids, which pytest 9.2 no longer lets a plugin do."""
+
+    def __init__(self, config: pytest.Config, log: Any = None) -> None:
+        super().__init__(config, log)
+        self._groups: dict[str, str] | None = None
+
+    def _split_scope(self, nodeid: str) -> str:
+        if self._groups is None:
+            path = Path(os.environ.get(GROUPS_ENV, "/nonexistent"))
+            self._groups = json.loads(path.read_text()) if path.is_file() else {}
+        module = module_of(nodeid)
+        return self._groups.get(module, module)
+
+
+def order(items: list[pytest.Item], groups: dict[str, str], durations: dict[str, float]) -> None:
+    """Sort ``items`` so that the longest groups come first (stable within a group); the
+    scheduler hands groups out in this order."""
+    first_seen: dict[str, int] = {}
+    for i, item in enumerate(items):
+        first_seen.setdefault(groups[module_of(item.nodeid)], i)
+
+    def key(item: pytest.Item) -> tuple[float, int]:
+        g = groups[module_of(item.nodeid)]
+        return (-durations.get(g, 0.0), first_seen[g])
+
+    items.sort(key=key)
+
+
+def load_durations(path: Path = DURATIONS) -> dict[str, float]:
+    """Seconds per worker group from an earlier run; empty when there is none."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return {str(k): float(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+
+def record(nodeid: str, seconds: float) -> None:
+    """Add one report's seconds (setup, call or teardown) to its group (on the controller
+    of a parallel run)."""
+    if _controller is None:
+        return
+    sched = getattr(_controller.pluginmanager.getplugin("dsession"), "sched", None)
+    if isinstance(sched, GroupScheduling):
+        g = sched._split_scope(nodeid)
+        _seconds[g] = _seconds.get(g, 0.0) + seconds
+
+
+def cleanup(config: pytest.Config) -> None:
+    """Remove the start slot's lock file and the group map (controller only)."""
+    if getattr(config, "workerinput", None) is not None:
+        return
+    for env in (_procs.START_LOCK_ENV, GROUPS_ENV):
+        if path := os.environ.get(env):
+            Path(path).unlink(missing_ok=True)
+
+
+def write_recorded() -> None:
+    """Merge this run's seconds per group into ``$TAU_TEST_DURATIONS`` (when set): groups
+    this run did not see keep their earlier numbers."""
+    out = os.environ.get(DURATIONS_ENV)
+    if not out or not _seconds:
+        return
+    path = Path(out)
+    merged = {**load_durations(path), **{g: round(s, 1) for g, s in _seconds.items()}}
+    ordered = dict(sorted(merged.items(), key=lambda kv: -kv[1]))
+    path.write_text(json.dumps(ordered, indent=1) + "\n")
