@@ -9,7 +9,10 @@
   ``ok`` / ``warn`` / ``FAIL`` with how to fix; exit 1 when any check fails.
 
 These talk to the cluster's API server (``operator.install``), not to the hub: the one
-import the CLI makes below the SDK layer (``.importlinter`` names it).
+import the CLI makes below the SDK layer (``.importlinter`` names it). The installer
+(and with it ``backends.kube_api`` and the platform models) and the renderers are
+imported inside the commands: every other ``tau`` command starts without them
+(docs/ARCHITECTURE.md, "CLI start-up").
 """
 
 from __future__ import annotations
@@ -17,15 +20,27 @@ from __future__ import annotations
 import enum
 import pathlib
 import sys
+from typing import TYPE_CHECKING
 
 import typer
 
 from taugrid.cli import app, views
-from taugrid.operator import install
-from taugrid.render import cluster as cluster_render
-from taugrid.render import plan
 
-__all__ = ["install_command", "uninstall_command", "validate_command"]
+if TYPE_CHECKING:
+    from taugrid.operator import install
+
+__all__ = [
+    "DEFAULT_HUB_URL",
+    "DEFAULT_IMAGE",
+    "install_command",
+    "uninstall_command",
+    "validate_command",
+]
+
+# ``render.cluster.InstallOptions``'s defaults, for the help text without the renderer
+# (tests/cli/test_startup.py checks that they agree).
+DEFAULT_IMAGE = "ghcr.io/taugrid/taugrid:0.1.0"
+DEFAULT_HUB_URL = "http://taugrid-hub.taugrid-system.svc:8000"
 
 _KUBECONFIG = typer.Option(None, "--kubeconfig", help="kubeconfig (default: $KUBECONFIG).")
 _CONTEXT = typer.Option(None, "--context", help="kubeconfig context (default: current).")
@@ -37,6 +52,8 @@ class What(enum.StrEnum):
 
 
 def _api(kubeconfig: pathlib.Path | None, context: str | None) -> install.Api:
+    from taugrid.operator import install
+
     return install.api(str(kubeconfig) if kubeconfig else None, context)
 
 
@@ -46,11 +63,15 @@ def install_command(
     kubeconfig: pathlib.Path | None = _KUBECONFIG,
     context: str | None = _CONTEXT,
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the objects; apply nothing."),
-    image: str = typer.Option(cluster_render.InstallOptions.image, help="TauGrid image."),
-    hub_url: str = typer.Option(cluster_render.InstallOptions.hub_url, help="The agent's hub."),
+    image: str = typer.Option(DEFAULT_IMAGE, help="TauGrid image."),
+    hub_url: str = typer.Option(DEFAULT_HUB_URL, help="The agent's hub."),
     cluster: str = typer.Option("kubernetes", help="The agent's cluster name (platform.yaml)."),
 ) -> None:
     """Install TauGrid's CRDs, operator, agent and their RBAC on a cluster."""
+    from taugrid.operator import install
+    from taugrid.render import cluster as cluster_render
+    from taugrid.render import plan
+
     opts = cluster_render.InstallOptions(image=image, hub_url=hub_url, cluster=cluster)
     if dry_run:
         sys.stdout.write(plan.to_yaml(cluster_render.install_objects(opts)))
@@ -70,6 +91,8 @@ def uninstall_command(
     kubeconfig: pathlib.Path | None = _KUBECONFIG, context: str | None = _CONTEXT
 ) -> None:
     """Delete everything install made (the CRDs too: every Tau object goes with them)."""
+    from taugrid.operator import install
+
     api = _api(kubeconfig, context)
     try:
         for line in install.uninstall(api):
@@ -87,6 +110,8 @@ def validate_command(
     context: str | None = _CONTEXT,
 ) -> None:
     """Check TauGrid, Kueue and KubeRay (installation) or the GPU nodes (nodes)."""
+    from taugrid.operator import install
+
     api = _api(kubeconfig, context)
     try:
         check = (

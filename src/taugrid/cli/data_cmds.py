@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-import rich.progress
 import typer
 
 from taugrid.cli import app, views
@@ -174,6 +173,8 @@ def replicate_cmd(
 
 
 def _wait(cli: Any, t: Doc, quiet: bool) -> Doc:
+    import rich.progress
+
     with rich.progress.Progress(
         *rich.progress.Progress.get_default_columns(),
         rich.progress.TransferSpeedColumn(),

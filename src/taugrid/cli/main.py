@@ -1,5 +1,9 @@
 """Entry point of the ``tau`` console script: registers every command module, runs the app.
 
+Every command module is imported at every start, so each keeps its heavy imports (the
+renderers, the models, the Kubernetes installer) inside the commands that need them
+(docs/ARCHITECTURE.md, "CLI start-up"; tests/cli/test_startup.py checks it).
+
 User errors (``UserError`` from any layer) print a message and a hint and exit 2;
 system faults exit 1 — never a traceback. Commands wrap themselves with
 ``cli.views.guard``; ``main`` is the backstop for anything raised outside them.

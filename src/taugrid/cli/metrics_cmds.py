@@ -1,6 +1,7 @@
 """``tau admin metrics setup``: Prometheus (and Grafana) files for the running platform.
 
-Talks to the hub only through ``taugrid.sdk`` (``sdk.monitoring``).
+Talks to the hub only through ``taugrid.sdk`` (``sdk.monitoring``, imported by the
+command: its YAML writer and package data are not needed to start ``tau``).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import typer
 
 from taugrid.cli import app, views
 from taugrid.sdk import client as sdk_client
-from taugrid.sdk import embedded, monitoring
+from taugrid.sdk import embedded
 
 __all__: list[str] = []
 
@@ -34,6 +35,8 @@ def metrics_setup(
 ) -> None:
     """Write a ready Prometheus config (hub scrape with a scrape-only token, alert rules)
     and Grafana provisioning for the platform this shell targets."""
+    from taugrid.sdk import monitoring
+
     cli = embedded.ensure_client(lambda m: views.err_console.print(f"[dim]{m}[/]"))
     target = out if out is not None else sdk_client.tau_home() / "monitoring"
     lay = monitoring.setup(

@@ -18,6 +18,9 @@ without a hub:
 
 The platform file is ``-f FILE``, else ``$TAU_PLATFORM_FILE``, else the packaged
 default. User errors print message and hint on stderr and exit 2, never a traceback.
+The platform models, the spec loader and the renderers are imported by the functions
+that use them: ``tau run --help`` and the hub's commands start without them
+(docs/ARCHITECTURE.md, "CLI start-up").
 """
 
 from __future__ import annotations
@@ -26,24 +29,19 @@ import enum
 import json
 import pathlib
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import rich.console
 import rich.table
 import typer
-import yaml
 
 from taugrid import errors
 from taugrid.cli import app as _app
-from taugrid.platform import crds
-from taugrid.platform import load as platform_load
-from taugrid.platform import models as pm
-from taugrid.render import cluster as cluster_render
-from taugrid.render import kueue, plan, resolve, runspec
-from taugrid.sdk import records
-from taugrid.spec import load as spec_load
-from taugrid.spec import models as sm
-from taugrid.spec import yamlpos
+
+if TYPE_CHECKING:
+    from taugrid.platform import models as pm
+    from taugrid.render import runspec
+    from taugrid.spec import models as sm
 
 __all__ = [
     "dry_run_text",
@@ -91,22 +89,30 @@ def _fail(exc: errors.UserError) -> typer.Exit:
 
 
 def _platform(path: pathlib.Path | None) -> pm.Platform:
+    from taugrid.platform import load as platform_load
+
     return platform_load.platform_from_env(path)
 
 
 def _platform_name(path: pathlib.Path | None) -> str:
     import os
 
+    from taugrid.platform import load as platform_load
+
     return str(path or os.environ.get(platform_load.ENV_VAR) or "<packaged default>")
 
 
 def tau_yaml_lines(text: str, filename: str) -> dict[str, int]:
     """Dotted tau.yaml key (``compute.gpus``, ``data.inputs[0]``) → 1-based line of the key."""
+    from taugrid.spec import yamlpos
+
     return yamlpos.key_lines(text, filename)
 
 
 def load_config(path: pathlib.Path) -> tuple[sm.TauConfig, dict[str, int]]:
     """A tau.yaml and its line map (raises ``SpecError``)."""
+    from taugrid.spec import load as spec_load
+
     config = spec_load.load_tau_yaml(path)
     return config, tau_yaml_lines(path.read_text(encoding="utf-8"), str(path))
 
@@ -118,6 +124,8 @@ def resolve_file(
 
     ``workspace`` overrides ``policy.workspace`` (its provenance reads ``--workspace``).
     """
+    from taugrid.render import resolve
+
     config, lines = load_config(config_path)
     source = str(config_path)
     if workspace is not None:
@@ -148,6 +156,8 @@ def dry_run_text(
     """
     if output not in ("yaml", "json"):
         raise ValueError(f"output must be 'yaml' or 'json', not {output!r}")
+    from taugrid.render import plan
+
     spec = resolve_file(
         pathlib.Path(config_path),
         pathlib.Path(platform_path) if platform_path else None,
@@ -172,6 +182,8 @@ def validate_command(
             sys.stdout.write(json.dumps(doc, indent=2) + "\n")
             raise typer.Exit(_USER_ERROR_EXIT) from None
         raise _fail(exc) from None
+    from taugrid.sdk import records
+
     stores = records.check_platform(platform)
     if stores:
         if output is TextOrJson.JSON:
@@ -224,6 +236,8 @@ def show_command(
 
 
 def _yaml(doc: Any) -> str:
+    import yaml
+
     return yaml.safe_dump(doc, sort_keys=False, default_flow_style=False)
 
 
@@ -380,6 +394,10 @@ def manifests_command(
         platform = _platform(file)
     except errors.UserError as exc:
         raise _fail(exc) from None
+    from taugrid.platform import crds
+    from taugrid.render import cluster as cluster_render
+    from taugrid.render import kueue, plan
+
     objs = crds.crd_definitions() + cluster_render.agent_rbac()
     objs += kueue.render_platform(platform) + crds.platform_objects(platform)
     sys.stdout.write(plan.to_yaml(objs) if output is ManifestFormat.YAML else plan.to_json(objs))

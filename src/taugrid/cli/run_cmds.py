@@ -6,6 +6,10 @@ commands show live progress and return when the run reaches the awaited state.
 A NAME is a run ID or a run name. A name several runs share means the newest of them:
 read-only commands say on stderr which run they picked; ``cancel`` and ``resume`` refuse
 and ask for the ID.
+
+Submitting (``sdk.submit``: the tau.yaml loader and the command renderer) and live
+views (``rich.live``) are imported where they are used: the read-only commands start
+without them (docs/ARCHITECTURE.md, "CLI start-up").
 """
 
 from __future__ import annotations
@@ -15,12 +19,11 @@ import time
 from pathlib import Path
 from typing import Annotated, Any
 
-import rich.live
 import typer
 
 from taugrid.cli import app, pipeline_cmds, views
 from taugrid.sdk import client as sdk_client
-from taugrid.sdk import embedded, pipelines, submit, usage
+from taugrid.sdk import embedded, pipelines, usage
 
 __all__: list[str] = []
 
@@ -61,6 +64,8 @@ def _released(run: dict[str, Any]) -> bool:
 def _watch(
     cli: sdk_client.Client, ref: str, until: Any, timeout_s: float | None = None
 ) -> dict[str, Any]:
+    import rich.live
+
     run = cli.run(ref)
     deadline = time.time() + timeout_s if timeout_s else None
     with rich.live.Live(views.phase_tree(run), console=views.console, refresh_per_second=2) as live:
@@ -93,6 +98,8 @@ def submit_cmd(
     output: Output = "text",
 ) -> None:
     """Submit a run: tau run [TARGET] [-c FILE] [--watch]."""
+    from taugrid.sdk import submit
+
     prepared = submit.prepare(target, config)
     if dry_run is not None:
         from taugrid.cli import platform_cmds

@@ -11,6 +11,9 @@ only read the file and call ``taugrid.spec`` (no hub, no SDK). Output contract:
   (``{"valid": true, "file", "name", "summary", "config", "notes"}`` or
   ``{"valid": false, "file", "problems": [{file, line, column, message, hint, path}]}``).
 - ``schema`` prints the JSON Schema of tau.yaml on stdout.
+
+The pydantic models, the loader and the schema are imported by the commands, not with
+this module (docs/ARCHITECTURE.md, "CLI start-up").
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import enum
 import json
 import pathlib
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import rich.console
 import rich.text
@@ -27,7 +30,10 @@ import typer
 
 from taugrid.cli import app as _app
 from taugrid.spec import errors as spec_errors
-from taugrid.spec import load, models, schema, units
+from taugrid.spec import units
+
+if TYPE_CHECKING:
+    from taugrid.spec import models
 
 __all__ = ["OutputFormat", "schema_command", "summarize", "validate_command"]
 
@@ -43,6 +49,8 @@ class OutputFormat(enum.StrEnum):
 
 def summarize(config: models.TauConfig) -> str:
     """One line describing what a valid tau.yaml asks for."""
+    from taugrid.spec import models
+
     compute = config.compute
     parts = [config.run.workload_kind.value]
     if compute.workers is not None:
@@ -78,6 +86,8 @@ def _print_problems(error: spec_errors.SpecError) -> None:
 
 
 def _notes(config: models.TauConfig) -> list[str]:
+    from taugrid.spec import models
+
     if "schema_version" in config.model_fields_set:
         return []
     return [
@@ -100,6 +110,8 @@ def validate_command(
     if file is not None and config is not None and file != config:
         raise typer.BadParameter(f"two files given: {file} and -c {config}; pass one")
     path = file or config or pathlib.Path("tau.yaml")
+    from taugrid.spec import load
+
     try:
         parsed = load.load_tau_yaml(path)
     except spec_errors.SpecError as exc:
@@ -139,4 +151,6 @@ def _print_valid(path: pathlib.Path, parsed: models.TauConfig, output: OutputFor
 @_app.run_app.command("schema")
 def schema_command() -> None:
     """Print the JSON Schema of tau.yaml (for editors and scripts)."""
+    from taugrid.spec import schema
+
     _emit_json(schema.json_schema())

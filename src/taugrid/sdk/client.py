@@ -11,6 +11,10 @@ A hub URL may list several replicas, comma-separated: requests fail over between
     ├── ApiError (UserError)       the hub answered 4xx: ``status``, ``detail``, ``hint``,
     │   └── SpecRejected           422 with tau.yaml ``problems`` (file:line:col)
     └── HubUnreachable (SystemFault, retryable)   no answer / 5xx
+
+``httpx`` (which also imports its own CLI: click, rich, pygments) is imported when a
+``Client`` is made, not with this module: a ``tau`` command that finds no hub never
+imports it (docs/ARCHITECTURE.md, "CLI start-up").
 """
 
 from __future__ import annotations
@@ -20,12 +24,13 @@ import dataclasses
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
-
-from taugrid import errors, huburls
+from taugrid import errors
 from taugrid.sdk import contexts
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["ApiError", "Client", "HubConfig", "HubUnreachable", "SpecRejected", "tau_home"]
 
@@ -93,6 +98,10 @@ class Client:
     ) -> None:
         """``transport``: a shared connection pool (the portal makes one client per
         request); with it, proxy settings from the environment are not consulted."""
+        import httpx
+
+        from taugrid import huburls
+
         self.config = config
         self._hubs = huburls.Failover(config.url)
         self._http = httpx.Client(
@@ -107,6 +116,8 @@ class Client:
 
     def request(self, method: str, path: str, *, raw: bool = False, **kw: Any) -> Any:
         """The decoded JSON reply (bytes for other content, or always with ``raw``)."""
+        import httpx  # loaded by __init__ already
+
         try:
             r = self._hubs.send(self._http, method, path, **kw)
         except httpx.HTTPError as exc:

@@ -8,6 +8,9 @@ the target (``elastic.sizing``) within the GPUs ``compute`` holds
 keeps to. The document it returns is the one the run's driver
 prints and stores in ``pipeline.json`` (``sdk.pipeline_job.plan_document``), plus what
 was measured per stage.
+
+``stage_status`` (read by ``tau run status``) is pure; ``plan`` imports the profiler,
+the sizing and the spec loader when it runs, so reading a run's status does not.
 """
 
 from __future__ import annotations
@@ -20,9 +23,6 @@ from pathlib import Path
 from typing import Any
 
 from taugrid import errors
-from taugrid.elastic import profile, sizing
-from taugrid.sdk import pipeline_job, submit
-from taugrid.spec import load
 
 __all__ = ["plan", "stage_status"]
 
@@ -46,6 +46,10 @@ def plan(target: str | None, config: str | None, throughput: float | None) -> di
 
     ``throughput`` overrides ``pipeline.target_throughput``.
     """
+    from taugrid.elastic import profile, sizing
+    from taugrid.sdk import pipeline_job, submit
+    from taugrid.spec import load
+
     path = submit.find_config(target, config)
     spec = load.load_tau_yaml(path)
     if spec.pipeline is None:

@@ -1,10 +1,12 @@
-"""SDK side of ``tau model``: the model registry over the hub's ``/v1/models`` API."""
+"""SDK side of ``tau model``: the model registry over the hub's ``/v1/models`` API.
+
+``register`` imports the payload models when it builds its body; the reads do not.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from taugrid import payloads as wire
 from taugrid.sdk import client
 
 __all__ = ["register", "set_alias", "show", "versions"]
@@ -21,6 +23,8 @@ def register(
     aliases: list[str] | None = None,
 ) -> dict[str, Any]:
     """A new version of model ``name`` from ``from_run`` (or its name's best run)."""
+    from taugrid import payloads as wire
+
     body = wire.ModelRegisterRequest(
         name=name,
         from_run=from_run,

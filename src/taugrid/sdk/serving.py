@@ -3,7 +3,9 @@
 Owns the request bodies (``payloads.DeployRequest``) built from a prepared serving
 tau.yaml (``sdk.submit.prepare``: validated locally, code zipped) and which config a
 deploy uses by default: ``serve.yaml`` next to the code if there is one, else
-``tau.yaml`` (a training tau.yaml cannot also be a rayservice).
+``tau.yaml`` (a training tau.yaml cannot also be a rayservice). The payload models
+and the tau.yaml loader are imported by the calls that build a body, so listing and
+reading deployments (``tau serve list | status``) does not import them.
 """
 
 from __future__ import annotations
@@ -12,8 +14,7 @@ import base64
 from pathlib import Path
 from typing import Any
 
-from taugrid import payloads as wire
-from taugrid.sdk import client, submit
+from taugrid.sdk import client
 
 __all__ = [
     "default_config",
@@ -46,6 +47,9 @@ def _body(
     model: str | None = None,
     regions: list[str] | None = None,
 ) -> dict[str, Any]:
+    from taugrid import payloads as wire
+    from taugrid.sdk import submit
+
     prepared = submit.prepare(None, default_config(config))
     req = wire.DeployRequest(
         name=name,
