@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 
 # pytest-xdist workers, each in a network namespace of its own (tests/workers.py); their
 # seconds per module land in TEST_DURATIONS, which orders the next run longest first.
-TEST_WORKERS ?= 4
+TEST_WORKERS ?= 3
 TEST_DURATIONS ?= tests/durations.json
 XDIST := -n $(TEST_WORKERS)
 PYTEST := TAU_TEST_DURATIONS=$(TEST_DURATIONS) $(BIN)/pytest -q $(XDIST)

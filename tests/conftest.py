@@ -17,7 +17,7 @@ import sqlalchemy as sa
 
 from taugrid.store import db
 from tests import weed_s3 as weed_s3_server
-from tests import workers
+from tests import wheels, workers
 
 PG_URL = os.environ.get("TAU_TEST_POSTGRES_URL")
 
@@ -31,8 +31,11 @@ if os.environ.get("CI"):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
-    """xdist workers each get a network namespace of their own (tests/workers.py)."""
+    """xdist workers each get a network namespace of their own (tests/workers.py); the
+    wheels their pip installs need are fetched first, on the host's network."""
     workers.isolate(config)
+    if getattr(config, "workerinput", None) is None:
+        wheels.fetch()
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> workers.GroupScheduling:

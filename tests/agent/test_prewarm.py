@@ -1,4 +1,5 @@
-"""Runtime pre-warm on real Ray with real pip installs from PyPI (``termcolor``, 7 kB).
+"""Runtime pre-warm on real Ray with real pip installs of ``termcolor`` (7 kB wheels
+from PyPI, installed from the tests' local wheelhouse: tests/wheels.py).
 
 One Ray cluster per module on 127.0.0.80 (head, no GPUs) and 127.0.0.81 (one emulated
 GPU, the only target node), started with ``RUNTIME_ENV_RETRY_TIMES=1`` so a failing
@@ -7,13 +8,12 @@ loop per test. Ray keeps each built virtualenv under the node's
 ``runtime_resources/pip/<hash>``; "not rebuilt" means that directory is the same
 (same inode, same mtime) before and after the run. The three longest scenarios (a
 queued run prepared while waiting, Ray's own failing build, an agent and a node
-restarting) are in the long tier (``make test-long``).
+restarting) are marked ``long``.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ from taugrid.agent import prewarm
 from taugrid.backends import ray_local
 from taugrid.dataplane import runtimes
 from taugrid.store import db
+from tests import wheels
 from tests.backends import backend_helpers as bh
 from tests.hub import region as rg
 from tests.hub.harness import HubServer, make_hub
@@ -39,8 +40,6 @@ PREPARE_S = 300  # a pip install on a loaded 2-core machine takes about a minute
 def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ray_local.LocalRayCluster]:
     head = ray_local.NodeShape(ip="127.0.0.80", num_cpus=4, num_gpus=0, accelerator=None)
     gpu = ray_local.NodeShape(ip="127.0.0.81", num_cpus=4, num_gpus=1)
-    before = os.environ.get("RUNTIME_ENV_RETRY_TIMES")
-    os.environ["RUNTIME_ENV_RETRY_TIMES"] = "1"  # inherited by the Ray nodes
     cluster = ray_local.LocalRayCluster(
         "127.0.0.80",
         bh.free_port("127.0.0.80", 6900, 6949),
@@ -49,15 +48,15 @@ def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ray_local.
         tmp_path_factory.mktemp("ray"),
         job_start_timeout_s=120,
     )
-    try:
-        cluster.start(timeout_s=120)
-        yield cluster
-    finally:
-        cluster.stop()
-        if before is None:
-            os.environ.pop("RUNTIME_ENV_RETRY_TIMES", None)
-        else:
-            os.environ["RUNTIME_ENV_RETRY_TIMES"] = before
+    with pytest.MonkeyPatch.context() as env:  # inherited by the Ray nodes
+        env.setenv("RUNTIME_ENV_RETRY_TIMES", "1")
+        for name, value in wheels.pip_env().items():
+            env.setenv(name, value)
+        try:
+            cluster.start(timeout_s=120)
+            yield cluster
+        finally:
+            cluster.stop()
 
 
 @pytest.fixture
