@@ -9,10 +9,13 @@ STAMP := $(VENV)/.installed
 
 # pytest-xdist workers, each in a network namespace of its own (tests/workers.py); their
 # seconds per module land in TEST_DURATIONS, which orders the next run longest first.
-TEST_WORKERS ?= 3
+TEST_WORKERS ?= 2
 TEST_DURATIONS ?= tests/durations.json
 XDIST := -n $(TEST_WORKERS)
-PYTEST := TAU_TEST_DURATIONS=$(TEST_DURATIONS) $(BIN)/pytest -q $(XDIST)
+# Each target's temporary files are its own (--basetemp, cleared when it starts again):
+# pytest's numbered directories keep the 3 newest runs, and another run beside this one
+# would delete this one's directories under it.
+PYTEST = TAU_TEST_DURATIONS=$(TEST_DURATIONS) $(BIN)/pytest -q $(XDIST) --basetemp=/tmp/tau-pytest-$@
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)

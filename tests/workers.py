@@ -9,7 +9,10 @@ rules keep that safe and short:
   possible (not root, no ``unshare``), the run falls back to one process and says so.
 - **Grouping.** A module's tests run on one worker (its module-scoped Ray cluster or
   hub is started once), and every test that uses one of ``SHARED_FIXTURES`` (an
-  expensive session-scoped component) runs on that fixture's worker.
+  expensive session-scoped component) runs on that fixture's worker. Modules that share
+  something host-wide that a namespace does not separate (processes found by a marker
+  prefix, ``backends._procs``) say so with ``pytestmark = pytest.mark.xdist_group(NAME)``
+  and run one after another on one worker.
 - **One Ray start at a time.** Ray cluster starts take the host's start slot
   (``TAU_RAY_START_LOCK``, ``backends._procs.start_slot``): on 2 cores, four clusters
   starting at once ran past Ray's fixed raylet registration timeout.
@@ -109,7 +112,10 @@ def group(items: list[pytest.Item]) -> dict[str, str]:
         module = module_of(item.nodeid)
         names = getattr(item, "fixturenames", ())
         shared = [f for f in SHARED_FIXTURES if f in names]
-        if shared:
+        marker = item.get_closest_marker("xdist_group")
+        if marker is not None and marker.args:
+            modules[module] = f"group:{marker.args[0]}"
+        elif shared:
             modules[module] = f"fixture:{shared[0]}"
         else:
             modules.setdefault(module, module)

@@ -25,7 +25,13 @@ from taugrid.agent import guests
 from taugrid.backends import _procs, ray_guest, ray_local
 from tests.backends import backend_helpers as bh
 
-pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.timeout(300)]
+# Guest nodes are swept by their marker prefix host-wide: one module at a time.
+pytestmark = [
+    pytest.mark.ray,
+    pytest.mark.slow,
+    pytest.mark.timeout(300),
+    pytest.mark.xdist_group("guest-nodes"),
+]
 
 HEAD_IP, GUEST_IP = "127.0.35.1", "127.0.35.2"
 

@@ -25,7 +25,13 @@ from tests.cli.platform_env import copy_example
 from tests.hub import region as rg
 from tests.hub.harness import HubServer
 
-pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.timeout(600)]
+# Guest nodes are swept by their marker prefix host-wide: one module at a time.
+pytestmark = [
+    pytest.mark.ray,
+    pytest.mark.slow,
+    pytest.mark.timeout(600),
+    pytest.mark.xdist_group("guest-nodes"),
+]
 
 
 @pytest.fixture
