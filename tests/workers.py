@@ -16,9 +16,10 @@ rules keep that safe and short:
 - **One Ray start at a time.** Ray cluster starts take the host's start slot
   (``TAU_RAY_START_LOCK``, ``backends._procs.start_slot``): on 2 cores, four clusters
   starting at once ran past Ray's fixed raylet registration timeout.
-- **Order.** Groups start longest first, from the durations of an earlier run
-  (``tests/durations.json``, written by ``tests/timings.py``), so the slowest modules
-  do not start last and leave the other workers idle at the end.
+- **Order.** Groups start longest first, from the seconds per group of earlier runs
+  on this checkout (``tests/durations.json``, gitignored, written by ``record`` and
+  ``write_recorded``), so the slowest modules do not start last and leave the other
+  workers idle at the end; without that file, in collection order.
 
 PostgreSQL is reached over its Unix socket (``.ci/start-postgres.sh``), which crosses
 network namespaces.
