@@ -24,6 +24,8 @@ from taugrid.store import db
 from tests.hub import region as rg
 from tests.hub.harness import HubServer, make_hub
 
+pytestmark = pytest.mark.ray
+
 IP = "127.0.0.154"
 
 

@@ -26,6 +26,9 @@ from tests.hub.harness import HubServer, make_hub
 IP_A, IP_B = "127.0.0.92", "127.0.0.93"
 
 
+pytestmark = pytest.mark.slow  # a real Ray cluster
+
+
 @pytest.fixture
 def hub(tmp_path: Path) -> Iterator[HubServer]:
     (tmp_path / "platform.yaml").write_text(api.PLATFORM)

@@ -93,6 +93,7 @@ def own_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ws.WeedS3]:
     server.stop()
 
 
+@pytest.mark.slow  # about 45 s: waits out upload retries
 def test_store_down_at_the_end_keeps_saved_pending_until_it_returns(
     own_server: ws.WeedS3, env: None, tmp_path: Path, engine: sa.Engine
 ) -> None:

@@ -39,6 +39,9 @@ _GRAFANA_VARS = {
 _THRESHOLD = re.compile(r"^(?P<query>.+?)\s*(?P<op>[<>]=?|==|!=)\s*(?P<value>[0-9.]+)$", re.S)
 
 
+pytestmark = pytest.mark.slow  # a real Prometheus server scraping for seconds
+
+
 @pytest.fixture
 def hub(engine: sa.Engine, tmp_path: Path) -> Iterator[HubServer]:
     (tmp_path / "platform.yaml").write_text(PLATFORM)

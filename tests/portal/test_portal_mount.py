@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 import sqlalchemy as sa
 
 from taugrid.hub import app
@@ -65,6 +66,7 @@ def test_missing_extension_is_skipped() -> None:
     assert app.install_extensions(fastapi.FastAPI(), "taugrid.no_such_extension") == []
 
 
+@pytest.mark.slow  # about 30 s: restarts the hub under a live page
 def test_page_reconnects_after_hub_restart_and_catches_up(
     sqlite_engine: sa.Engine, tmp_path: Path, page: Any
 ) -> None:

@@ -79,6 +79,7 @@ def _narrow_and_keyboard(page: Any) -> None:
     page.set_viewport_size({"width": 1280, "height": 800})
 
 
+@pytest.mark.slow  # about 30 s: a lab of regions and a browser
 def test_links_utilisation_quotas_and_cost_views(lab: HubServer, page: Any) -> None:
     with lab.http() as admin:
         tb.ok(tb.submit(admin, "vision", "borrower", gpus=3), 201)
