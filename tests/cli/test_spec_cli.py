@@ -16,7 +16,8 @@ from tests.spec.spec_builders import QUICKSTART
 BROKEN = QUICKSTART.replace("gpus: 1", "gpu: 1").replace("cpus: 16", "cpus: lots")
 
 
-def _tau() -> str:
+def tau_script() -> str:
+    """The installed ``tau`` console script (beside this interpreter, else on PATH)."""
     beside = pathlib.Path(sys.executable).parent / "tau"
     found = str(beside) if beside.exists() else shutil.which("tau")
     if found is None:
@@ -29,7 +30,7 @@ def tau(
 ) -> subprocess.CompletedProcess[str]:
     full = {**os.environ, "COLUMNS": "60", "NO_COLOR": "1", **(env or {})}
     return subprocess.run(
-        [_tau(), *args], cwd=cwd, env=full, capture_output=True, text=True, timeout=60
+        [tau_script(), *args], cwd=cwd, env=full, capture_output=True, text=True, timeout=60
     )
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import importlib
 import os
 import pathlib
-import shutil
 import subprocess
 import sys
 
@@ -25,6 +24,7 @@ import typer.main
 from taugrid.cli import app as cli_app
 from taugrid.cli import cluster_cmds
 from taugrid.render import cluster as cluster_render
+from tests.cli.test_spec_cli import tau_script
 
 FORBIDDEN = (
     "kubernetes",
@@ -59,14 +59,6 @@ for path in paths:
         code = exc.code or 0
     print(f"==> {path or '(root)'}: exit {code}", flush=True)
 """
-
-
-def _tau() -> str:
-    beside = pathlib.Path(sys.executable).parent / "tau"
-    found = str(beside) if beside.exists() else shutil.which("tau")
-    if found is None:
-        pytest.fail("the tau console script is not installed (pip install -e .)")
-    return found
 
 
 def _env(home: pathlib.Path) -> dict[str, str]:
@@ -126,7 +118,7 @@ READ_ONLY = [  # argv, exit code, what stderr says (TAU_HOME is empty: no platfo
 def test_read_only_commands_import_no_heavy_layer(
     args: list[str], code: int, says: str, tmp_path: pathlib.Path
 ) -> None:
-    done, modules = _run([_tau(), *args], tmp_path)
+    done, modules = _run([tau_script(), *args], tmp_path)
     assert done.returncode == code, _messages(done.stderr)
     assert says in _messages(done.stderr)
     assert _heavy(modules) == []
@@ -152,7 +144,7 @@ def _group_paths() -> list[str]:
 def test_every_group_help_imports_no_heavy_layer(tmp_path: pathlib.Path) -> None:
     paths = _group_paths()
     assert {"", "run", "cluster", "admin", "admin hub", "workspace quota"} <= set(paths)
-    done, modules = _run([sys.executable, "-c", _ALL_HELPS, _tau(), *paths], tmp_path)
+    done, modules = _run([sys.executable, "-c", _ALL_HELPS, tau_script(), *paths], tmp_path)
     assert done.returncode == 0, _messages(done.stderr)
     assert done.stdout.count("Usage:") == len(paths), done.stdout[-2000:]
     assert done.stdout.count(": exit 0\n") == len(paths), done.stdout[-2000:]
@@ -161,7 +153,7 @@ def test_every_group_help_imports_no_heavy_layer(tmp_path: pathlib.Path) -> None
 
 def test_the_check_sees_a_command_that_loads_the_models(tmp_path: pathlib.Path) -> None:
     """Control: ``tau run validate`` needs the tau.yaml models; the log shows them."""
-    done, modules = _run([_tau(), "run", "validate", str(QUICKSTART)], tmp_path)
+    done, modules = _run([tau_script(), "run", "validate", str(QUICKSTART)], tmp_path)
     assert done.returncode == 0, _messages(done.stderr)
     assert _heavy(modules) == ["taugrid.spec.models"]
 
