@@ -224,3 +224,12 @@ def test_run_help_shows_how_to_submit(tmp_path: pathlib.Path) -> None:
     assert result.returncode == 0, result.stderr
     assert "tau run [TARGET] [-c FILE] [--watch]" in result.stdout
     assert "Example: tau run examples/quickstart --watch" in result.stdout
+
+
+def test_a_mistyped_run_subcommand_is_a_typo_not_a_submission(tmp_path: pathlib.Path) -> None:
+    typo = tau("run", "lst", cwd=tmp_path, env={"COLUMNS": "200"})
+    assert typo.returncode == 2
+    assert "Did you mean 'tau run list'?" in typo.stdout + typo.stderr
+    missing = tau("run", "no-such-dir", cwd=tmp_path, env={"COLUMNS": "200"})
+    assert missing.returncode == 2
+    assert "no tau.yaml at no-such-dir" in missing.stdout + missing.stderr

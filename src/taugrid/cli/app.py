@@ -7,6 +7,8 @@ Owns only the command groups. Command modules (``cli.run_cmds``, ``cli.spec_cmds
 
 from __future__ import annotations
 
+import difflib
+import os
 from typing import Any
 
 import typer
@@ -32,12 +34,23 @@ _SETTINGS = {"help_option_names": ["-h", "--help"]}
 
 
 class _RunGroup(typer.core.TyperGroup):
-    """``tau run [TARGET]`` submits; ``tau run <subcommand>`` runs the subcommand."""
+    """``tau run [TARGET]`` submits; ``tau run <subcommand>`` runs the subcommand. A
+    TARGET that is no path but close to a subcommand's name is a typo, not a submit."""
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         if not args or (args[0] not in self.commands and args[0] not in ("-h", "--help")):
+            if args:
+                self._refuse_typo(ctx, args[0])
             args = ["submit", *args]
         return super().parse_args(ctx, args)
+
+    def _refuse_typo(self, ctx: Any, word: str) -> None:
+        if word.startswith("-") or os.path.exists(word):
+            return
+        names = [n for n, c in self.commands.items() if not c.hidden]
+        close = difflib.get_close_matches(word, names, n=1)
+        if close:
+            ctx.fail(f"No such command or tau.yaml: '{word}'. Did you mean 'tau run {close[0]}'?")
 
 
 app = typer.Typer(
