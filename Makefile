@@ -8,14 +8,13 @@ STAMP := $(VENV)/.installed
 .PHONY: install run test test-fast lint unit bench bench-quick clean down test-k8s test-long k8s-build s3-build
 
 # pytest-xdist workers, each in a network namespace of its own (tests/workers.py); their
-# seconds per module land in TEST_DURATIONS, which orders the next run longest first.
+# seconds per module land in tests/durations.json, which orders the next run longest first.
 TEST_WORKERS ?= 2
-TEST_DURATIONS ?= tests/durations.json
 XDIST := -n $(TEST_WORKERS)
 # Each target's temporary files are its own (--basetemp, cleared when it starts again):
 # pytest's numbered directories keep the 3 newest runs, and another run beside this one
 # would delete this one's directories under it.
-PYTEST = TAU_TEST_DURATIONS=$(TEST_DURATIONS) $(BIN)/pytest -q $(XDIST) --basetemp=/tmp/tau-pytest-$@
+PYTEST = $(BIN)/pytest -q $(XDIST) --basetemp=/tmp/tau-pytest-$@
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)

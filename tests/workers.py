@@ -50,7 +50,6 @@ GROUPS_ENV = "TAU_TEST_GROUPS"
 # Session-scoped fixtures that start something expensive: all their users share a worker.
 SHARED_FIXTURES = ("ray_cluster", "control_plane")
 
-DURATIONS_ENV = "TAU_TEST_DURATIONS"
 _seconds: dict[str, float] = {}  # this run's seconds per group (controller)
 _controller: pytest.Config | None = None
 
@@ -164,10 +163,10 @@ def order(items: list[pytest.Item], groups: dict[str, str], durations: dict[str,
     items.sort(key=key)
 
 
-def load_durations(path: Path = DURATIONS) -> dict[str, float]:
+def load_durations() -> dict[str, float]:
     """Seconds per worker group from an earlier run; empty when there is none."""
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(DURATIONS.read_text())
     except (OSError, ValueError):
         return {}
     return {str(k): float(v) for k, v in data.items()} if isinstance(data, dict) else {}
@@ -194,12 +193,10 @@ def cleanup(config: pytest.Config) -> None:
 
 
 def write_recorded() -> None:
-    """Merge this run's seconds per group into ``$TAU_TEST_DURATIONS`` (when set): groups
-    this run did not see keep their earlier numbers."""
-    out = os.environ.get(DURATIONS_ENV)
-    if not out or not _seconds:
+    """Merge this run's seconds per group into ``DURATIONS`` (a parallel run's only):
+    groups this run did not see keep their earlier numbers."""
+    if not _seconds:
         return
-    path = Path(out)
-    merged = {**load_durations(path), **{g: round(s, 1) for g, s in _seconds.items()}}
+    merged = {**load_durations(), **{g: round(s, 1) for g, s in _seconds.items()}}
     ordered = dict(sorted(merged.items(), key=lambda kv: -kv[1]))
-    path.write_text(json.dumps(ordered, indent=1) + "\n")
+    DURATIONS.write_text(json.dumps(ordered, indent=1) + "\n")
