@@ -46,6 +46,7 @@ API_VERSION = "v1"
 
 Int32 = Annotated[int, pydantic.Field(ge=-(2**31), le=2**31 - 1)]  # an INTEGER column
 Count32 = Annotated[int, pydantic.Field(ge=0, le=2**31 - 1)]
+Offset = Annotated[int, pydantic.Field(ge=0, le=2**63 - 1)]  # a BIGINT column
 
 
 class _Payload(pydantic.BaseModel):
@@ -240,7 +241,20 @@ class AttemptReport(_Payload):
         "worker, the launcher's actors' for several); the hub compares them with its binding.",
     )
     log_chunk: str = ""
+    log_from: Offset | None = pydantic.Field(
+        default=None,
+        description="Where ``log_chunk`` starts in the attempt's driver log (characters); the "
+        "hub appends only what it has not stored yet, so a resent report adds nothing twice.",
+    )
     metrics: list[dict[str, Any]] = pydantic.Field(default_factory=list)
+    metric_ends: list[Offset] = pydantic.Field(
+        default_factory=list,
+        description="For each of ``metrics``, the byte offset in the attempt's metrics.jsonl "
+        "where its line ends: the hub keeps only lines past what it has stored.",
+    )
+    metrics_to: Offset | None = pydantic.Field(
+        default=None, description="How far the agent has read the metrics file (bytes)."
+    )
     last_step: Count32 | None = None
     checkpoint_step: Count32 | None = None
     released: bool = False
@@ -357,6 +371,14 @@ class Assignment(_Payload):
     record_key: str = pydantic.Field(default="", description="The run record's key prefix.")
     submission_id: str | None = None
     resumed_from: str | None = None
+    log_offset: Offset | None = pydantic.Field(
+        default=None,
+        description="How much of the attempt's driver log the hub has stored (characters): "
+        "a re-attaching agent reads on from there, so nothing is sent twice or skipped.",
+    )
+    metrics_offset: Offset | None = pydantic.Field(
+        default=None, description="The same for its metrics.jsonl (bytes)."
+    )
     inputs: dict[str, str] = pydantic.Field(
         default_factory=dict,
         description="Input dataset → its replica in the cluster's region: a path under the "

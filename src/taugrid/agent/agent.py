@@ -22,7 +22,8 @@ Restart safety: the hub's reply lists every attempt it believes active here with
 ``submission_id``; a fresh agent re-attaches to those Ray jobs instead of submitting
 again (submission IDs are deterministic per attempt, so a duplicate submit is caught
 by Ray and re-attached too). If the hub is unreachable the agent keeps its attempts
-running and retries — the hub's lease/grace logic decides, never the agent.
+running and retries — the hub's lease/grace logic decides, never the agent — and keeps
+every report it could not deliver (``agent.outbox``) until a sync gets through.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from taugrid.agent import (
     health,
     hubclient,
     nodecheck,
+    outbox,
     prewarm,
     recordsync,
     strays,
@@ -151,7 +153,7 @@ class Agent:
         report = self._fresh_report() if self._changed else self._state_report() if due else None
         req = wire.AgentSync(
             report=report,
-            attempts=[r for r in reports if r],
+            attempts=outbox.coalesce([r for r in reports if r]),
             known=list(self.trackers),
             wait_s=wait_s,
             runtimes=self.prewarm.changes() if self.prewarm else [],
@@ -166,7 +168,10 @@ class Agent:
             log.warning("sync failed, will retry: %s", exc)
             if self.prewarm:
                 self.prewarm.requeue(req.runtimes)
+            self._pending = outbox.coalesce(req.attempts)  # sent again with the next sync
             return False
+        for t in self.trackers.values():  # the hub has what was read: resume past it
+            t.save(self._attempts_dir)
         if report is not None:
             self._last_report, self._changed = time.time(), False
         self._act(reply)
@@ -204,7 +209,6 @@ class Agent:
         before = (t.state, t.released)
         try:
             report = t.poll(self.backend, self.faulty)
-            t.save(self._attempts_dir)
             # Capacity changed: the hub gets a fresh inventory with this report, at once.
             self._changed |= (t.state, t.released) != before
             self._reap(t)

@@ -99,7 +99,7 @@ class AttemptTracker:
     _SAVED = ("log_offset", "metrics_offset", "last_step", "log_tail", "relocate_sent")
 
     def save(self, directory: Path) -> None:
-        """Persist read offsets so a restarted agent resumes without duplicates."""
+        """Persist read offsets once the hub has acknowledged what was read up to them."""
         directory.mkdir(parents=True, exist_ok=True)
         doc = {k: getattr(self, k) for k in self._SAVED}
         tmp = directory / f".{self.a.token}.json"
@@ -107,11 +107,17 @@ class AttemptTracker:
         tmp.replace(directory / f"{self.a.token}.json")
 
     def restore(self, directory: Path) -> None:
+        """What the agent saved after its last acknowledged sync; the read offsets the
+        hub sent (what it has stored) win: reading on from there skips and repeats nothing."""
         path = directory / f"{self.a.token}.json"
         if path.exists():
             for k, v in json.loads(path.read_text()).items():
                 if k in self._SAVED:
                     setattr(self, k, v)
+        if self.a.log_offset is not None:
+            self.log_offset = self.a.log_offset
+        if self.a.metrics_offset is not None:
+            self.metrics_offset = self.a.metrics_offset
 
     @property
     def run_dir(self) -> Path:
@@ -135,14 +141,20 @@ class AttemptTracker:
             self.stall.progress(time.time())  # the stall clock starts when the job runs
         self.state = _STATE[job]
         due = changed or time.monotonic() - self._logs_at >= LOGS_EVERY_S
+        log_from = self.log_offset
+        log_chunk = self._logs(backend) if due else ""
+        metrics, ends = self._metrics()
         report = wire.AttemptReport(
             token=self.a.token,
             state=self._reported_state().value,
             submission_id=self.submission_id,
             nodes=sorted(nodes),
             worker_nodes=sorted(self._workers_seen),
-            log_chunk=self._logs(backend) if due else "",
-            metrics=self._metrics(),
+            log_chunk=log_chunk,
+            log_from=log_from if log_chunk else None,
+            metrics=metrics,
+            metric_ends=ends,
+            metrics_to=self.metrics_offset,
             checkpoint_step=self._checkpoint_step(),
             submission=self.submission,
             phases=[s.model_dump() for s in status.signals],
@@ -279,26 +291,29 @@ class AttemptTracker:
         self.log_tail = "\n".join((self.log_tail + chunk.text).splitlines()[-20:])
         return chunk.text
 
-    def _metrics(self) -> list[dict[str, Any]]:
+    def _metrics(self) -> tuple[list[dict[str, Any]], list[int]]:
+        """New metric lines of this attempt, and the file offset where each one ends."""
         path = self.run_dir / "metrics" / "metrics.jsonl"
         if not path.exists():
-            return []
+            return [], []
         with path.open("rb") as fh:
             fh.seek(self.metrics_offset)
             data = fh.read()
         end = data.rfind(b"\n") + 1  # only whole lines; the job may be mid-write
-        self.metrics_offset += end
-        out = []
-        for line in data[:end].splitlines():
+        out, ends, pos = [], [], self.metrics_offset
+        for line in data[:end].splitlines(keepends=True):
+            pos += len(line)
             try:
                 m = json.loads(line)
             except json.JSONDecodeError:
                 continue
-            if m.get("attempt", self.a.attempt) == self.a.attempt:
+            if isinstance(m, dict) and m.get("attempt", self.a.attempt) == self.a.attempt:
                 out.append(m)
+                ends.append(pos)
                 if isinstance(m.get("step"), int):
                     self.last_step = max(self.last_step or 0, m["step"])
-        return out
+        self.metrics_offset += end
+        return out, ends
 
     def _relocation(self) -> wire.RelocationRequest | None:
         """The job's relocation ask (``tau.request_relocation``) when it is new."""

@@ -188,6 +188,8 @@ def status_cmd(
         return
     if not watch:
         views.console.print(views.phase_tree(run))
+    for gap in run.get("gaps", []):
+        views.console.print(views.gap_line(gap))
     views.console.print(_cost_line(cost))
     if stages is not None:
         pipeline_cmds.print_stage_status(stages)

@@ -146,6 +146,15 @@ def phase_tree(run: dict[str, Any]) -> rich.table.Table:
     return t
 
 
+def gap_line(gap: dict[str, Any]) -> str:
+    """One hole in the hub's copy of a run's log (``hub.delivery``), said plainly."""
+    size = int(gap.get("to", 0)) - int(gap.get("from", 0))
+    return (
+        f"missing: {size} characters of attempt {gap.get('attempt')}'s driver log "
+        f"(from character {gap.get('from')}): {gap.get('why', 'not delivered')}"
+    )
+
+
 def _caption(phase: dict[str, Any]) -> str:
     """What the run waits on; a job reporting progress is running, not stuck."""
     if phase["phase"] == "progressing" and phase["status"] == "active":

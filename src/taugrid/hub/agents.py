@@ -23,6 +23,7 @@ from taugrid.hub import (
     attempts,
     context,
     data_view,
+    delivery,
     guests,
     nodehealth,
     prewarm,
@@ -173,6 +174,8 @@ def _assignment(hub: context.Hub, run: dict[str, Any], a: dict[str, Any]) -> wir
         run_dir=rec.location,
         submission_id=a["submission_id"],
         resumed_from=a["resumed_from"],
+        log_offset=a["log_offset"],
+        metrics_offset=a["metrics_offset"],
         inputs=data_view.local_inputs(hub, run, a["cluster_id"]),
         nodes=(a["placement"] or {}).get("nodes", []),
         guests=guests.workers_of(a["placement"]),
@@ -198,13 +201,16 @@ def _apply(hub: context.Hub, rep: wire.AttemptReport) -> None:
     if rep.uploaded and _upload_wanted(hub, a["token"]):
         attempts.artifacts(hub, run)
         runs.finish_record(hub, run["id"])
-    if rep.log_chunk:
-        rec.append_log("driver.log", rep.log_chunk)
+    new = delivery.new(a, rep)
+    if new.gap is not None:
+        _log_gap(hub, run["id"], a, new.gap)
+    if new.log_text:  # before its offset is stored: a crash here resends, never loses
+        rec.append_log("driver.log", new.log_text)
     if rep.submission:
         rec.write_rendered(
             f"ray-job-submission-a{a['number']}.json", json.dumps(rep.submission, indent=2)
         )
-    _metrics(hub, run, a, rep)
+    _metrics(hub, run, a, rep, new)
     if rep.serve_status is not None:  # the cluster's word (Kubernetes), as the driver writes it
         doc = {**rep.serve_status, "run_id": run["id"], "updated_at": time.time()}
         rec.write_bytes(serving.STATUS_FILE, json.dumps(doc).encode())
@@ -248,8 +254,27 @@ def _stale(hub: context.Hub, a: dict[str, Any], rep: wire.AttemptReport) -> None
         )
 
 
+def _log_gap(hub: context.Hub, run_id: str, a: dict[str, Any], gap: tuple[int, int]) -> None:
+    hub.runs.add_event(
+        run_id,
+        "log_gap",
+        {
+            "attempt": a["number"],
+            "from": gap[0],
+            "to": gap[1],
+            "why": "the agent's log text resumed past what the hub had stored; the "
+            "characters between never reached the hub (the record's own files are complete "
+            "where the job wrote them there)",
+        },
+    )
+
+
 def _metrics(
-    hub: context.Hub, run: dict[str, Any], a: dict[str, Any], rep: wire.AttemptReport
+    hub: context.Hub,
+    run: dict[str, Any],
+    a: dict[str, Any],
+    rep: wire.AttemptReport,
+    new: delivery.Delivery,
 ) -> None:
     rows = [
         {
@@ -259,10 +284,11 @@ def _metrics(
             "value": float(m["value"]),
             "wall_time": float(m.get("wall_time", time.time())),
         }
-        for m in rep.metrics
+        for m in new.metrics
         if "name" in m and isinstance(m.get("value"), int | float)
     ]
-    hub.runs.add_metrics(run["id"], rows)
+    offsets = {"log_offset": new.log_offset, "metrics_offset": new.metrics_offset}
+    hub.runs.add_metrics(run["id"], rows, a["token"], offsets)
     fields: dict[str, Any] = {}
     if rep.last_step is not None:
         fields["last_step"] = rep.last_step

@@ -58,6 +58,10 @@ class Hub:
 
     def __init__(self, config: HubConfig, engine: sa.Engine | None = None) -> None:
         self.config = config
+        self.started_at = time.time()
+        """Leases are counted from here at the earliest: an agent could not renew its
+        lease while this hub was down, so a hub back after an outage gives every
+        cluster one lease to sync before it loses contact (``hub.scheduler``)."""
         config.tau_home.mkdir(parents=True, exist_ok=True)
         url = config.database_url or db.database_url(config.tau_home)
         self.engine = engine or db.open_engine(url)

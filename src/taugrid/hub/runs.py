@@ -171,6 +171,7 @@ def detail(hub: context.Hub, run: dict[str, Any]) -> dict[str, Any]:
     ]
     out["attempts"] = attempts
     out["record_dir"] = record_of(hub, run).location
+    out["gaps"] = [e["payload"] for e in hub.runs.events(run["id"], kind="log_gap")]
     return out
 
 

@@ -153,11 +153,13 @@ def _dispatch(hub: context.Hub, run: dict[str, Any], d: cycle.Decision) -> None:
 
 def _lost_contact(hub: context.Hub, now: float) -> None:
     for c in hub.clusters.all():
-        if c["state"] in ("ready", "degraded", "unavailable") and c["lease_expires"] < now:
+        # a lease that ran out while this hub was down is not the cluster's silence
+        expires = max(c["lease_expires"], hub.started_at + hub.config.lease_s)
+        if c["state"] in ("ready", "degraded", "unavailable") and expires < now:
             hub.clusters.set_state(c["id"], "unknown")
             hub.runs.add_event(None, "cluster_unknown", {"cluster": c["id"]})
             log.warning("cluster %s lost contact; Unknown", c["id"])
-        if c["state"] == "unknown" and c["lease_expires"] + hub.config.grace_s < now:
+        if c["state"] == "unknown" and expires + hub.config.grace_s < now:
             _replace_lost(hub, c["id"])
 
 

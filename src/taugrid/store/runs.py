@@ -360,12 +360,14 @@ class RunStore:
         with self.engine.begin() as c:
             _event(c, run_id, kind, dict(payload), time.time())
 
-    def events(self, run_id: str, after_id: int = 0) -> list[Row]:
+    def events(self, run_id: str, after_id: int = 0, kind: str | None = None) -> list[Row]:
         q = (
             sa.select(t.events)
             .where(t.events.c.run_id == run_id, t.events.c.id > after_id)
             .order_by(t.events.c.id)
         )
+        if kind is not None:
+            q = q.where(t.events.c.kind == kind)
         with self.engine.connect() as c:
             return _rows(c.execute(q))
 
@@ -380,10 +382,23 @@ class RunStore:
         with self.engine.connect() as c:
             return list(reversed(_rows(c.execute(q))))
 
-    def add_metrics(self, run_id: str, rows: list[Row]) -> None:
-        if rows:
-            with self.engine.begin() as c:
+    def add_metrics(
+        self,
+        run_id: str,
+        rows: list[Row],
+        token: int | None = None,
+        offsets: dict[str, int | None] | None = None,
+    ) -> None:
+        """Store metric rows and, in the same transaction, how far attempt ``token``'s
+        reports have been stored (``hub.delivery``): a row is never stored twice."""
+        fields = {k: v for k, v in (offsets or {}).items() if v is not None}
+        if not rows and not (token and fields):
+            return
+        with self.engine.begin() as c:
+            if rows:
                 c.execute(t.metrics.insert(), [{"run_id": run_id, **r} for r in rows])
+            if token and fields:
+                c.execute(t.attempts.update().where(t.attempts.c.token == token).values(**fields))
 
     def metrics(self, run_id: str, name: str | None = None) -> list[Row]:
         q = sa.select(t.metrics).where(t.metrics.c.run_id == run_id)

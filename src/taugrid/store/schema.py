@@ -88,6 +88,8 @@ attempts = sa.Table(
     sa.Column("resumed_from", sa.Text, nullable=True),
     sa.Column("last_step", sa.Integer, nullable=True),
     sa.Column("checkpoint_step", sa.Integer, nullable=True),
+    sa.Column("log_offset", sa.BigInteger, nullable=True),
+    sa.Column("metrics_offset", sa.BigInteger, nullable=True),
     sa.Column("placement", sa.JSON, nullable=False, default=dict),
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Column("started_at", sa.Float, nullable=True),
