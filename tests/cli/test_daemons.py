@@ -4,8 +4,10 @@ One platform (hub + agent + real Ray) under a temporary ``$TAU_HOME`` whose reco
 hub port is held by another home's hub: ``tau up`` moves to a free port and both run
 side by side. Its Ray cluster demands a token (dashboard and GCS refuse clients
 without it) and the hub and agent listen on loopback only. ``kill -9`` of the agent:
-read-only commands say so, ``tau up`` adopts the running Ray cluster and the running
-attempt finishes; ``tau down`` after another ``kill -9`` stops the orphaned Ray
+the supervisor brings it back, it adopts the running Ray cluster and re-attaches to the
+running attempt, which finishes with every step once; ``kill -9`` of the hub for 60 s:
+the CLI says the region still runs, and after ``tau up`` no log line or metric point is
+missing; ``tau down`` after a ``kill -9`` of supervisor and agent stops the orphaned Ray
 cluster and removes its /tmp dir; an agent that cannot start is reported with the
 real cause, never as ``region local ready`` nor as an unreachable hub.
 """
@@ -185,32 +187,111 @@ def _state(env: dict[str, str], run_id: str) -> str:
     return str(json.loads(tau(env, "run", "status", run_id, "-o", "json").stdout)["state"])
 
 
-def test_kill_9_agent_then_up_adopts_ray_and_the_run_finishes(
+STEPS_JOB = """
+import sys, time
+import taugrid as tau
+
+steps, pause = int(sys.argv[1]), float(sys.argv[2])
+ckpt = tau.latest_checkpoint()
+start = tau.checkpoint_info(ckpt).step + 1 if ckpt is not None else 0
+for step in range(start, steps):
+    print(f"line {step:04d} of attempt {tau.attempt()}", flush=True)
+    tau.log({"loss": 1.0 / (step + 1)}, step=step)
+    if step % 20 == 19:
+        with tau.checkpoint(step) as d:
+            (d / "step.txt").write_text(str(step))
+    time.sleep(pause)
+"""
+
+
+def _steps_run(env: dict[str, str], tmp_path: Path, name: str, steps: int, pause: float) -> str:
+    """A run that prints one line and logs one metric point per step, checkpointing."""
+    work = tmp_path / name
+    work.mkdir()
+    (work / "steps.py").write_text(STEPS_JOB)
+    (work / "tau.yaml").write_text(
+        f"schema_version: 1\nname: {name}\nrun:\n  entrypoint: steps.py\n"
+        f'  args: ["{steps}", "{pause}"]\ncompute: {{gpus: 1, cpus: 1, memory: 1Gi}}\n'
+        "resilience: {max_retries: 2, retry_on: [node_failure, lost_contact]}\n"
+    )
+    sub = tau(env, "run", str(work), "-o", "json")
+    assert sub.returncode == 0, sub.stderr
+    return str(json.loads(sub.stdout)["id"])
+
+
+def _steps_seen(env: dict[str, str], run_id: str) -> list[int]:
+    out = tau(env, "run", "metrics", run_id, "-o", "json")
+    assert out.returncode == 0, out.stderr
+    return sorted(m["step"] for m in json.loads(out.stdout) if m["name"] == "loss")
+
+
+def _assert_every_step_once(env: dict[str, str], run_id: str, steps: int) -> None:
+    """Every line and metric point is in the hub's views, once and in order."""
+    logs = tau(env, "run", "logs", run_id)
+    lines = [ln.split(" of ")[0] for ln in logs.stdout.splitlines() if ln.startswith("line ")]
+    assert lines == [f"line {i:04d}" for i in range(steps)], lines[:5]
+    assert _steps_seen(env, run_id) == list(range(steps))
+    status = json.loads(tau(env, "run", "status", run_id, "-o", "json").stdout)
+    assert status["gaps"] == [] and len(status["attempts"]) == 1
+    assert status["attempts"][0]["exit_code"] == 0
+
+
+def _pid(home: Path, name: str) -> int:
+    return int((home / "run" / f"{name}.pid").read_text())
+
+
+def test_kill_9_agent_comes_back_by_itself_and_no_step_runs_twice(
     env: dict[str, str], tmp_path: Path
 ) -> None:
+    """The supervisor restarts the agent; it adopts Ray and re-attaches to the attempt:
+    one attempt, every step once, no human action."""
     home = Path(env["TAU_HOME"])
-    run_id = _slow_run(env, tmp_path, "survivor")
-    _wait("the run to start", lambda: _state(env, run_id) == "running", 120)
-    gcs_before = _cluster_state(home)["gcs_address"]
-    os.kill(int((home / "run" / "agent-local.pid").read_text()), signal.SIGKILL)
-    listed = tau(env, "cluster", "list")
-    assert listed.returncode == 0, listed.stderr
-    assert "agent of region 'local' is not running" in listed.stderr and "tau up" in listed.stderr
+    run_id = _steps_run(env, tmp_path, "survivor", steps=160, pause=0.25)
+    _wait("the run to log steps", lambda: len(_steps_seen(env, run_id)) >= 10, 120)
+    gcs_before, dead = _cluster_state(home)["gcs_address"], _pid(home, "agent-local")
+    os.kill(dead, signal.SIGKILL)
+    _wait("the agent to come back", lambda: _pid(home, "agent-local") != dead, 60)
+    _wait("the run to succeed", lambda: _state(env, run_id) == "succeeded", 180)
+    assert _cluster_state(home)["gcs_address"] == gcs_before
+    log = (home / "logs" / "agent-local.log").read_text()
+    assert "adopted the running Ray cluster" in log and "re-attaching to attempt" in log
+    assert "agent-local back in" in (home / "logs" / "supervisor.log").read_text()
+    _assert_every_step_once(env, run_id, 160)
+
+
+OUTAGE_S = 60.0
+
+
+def test_hub_down_60_s_loses_no_log_line_or_metric_point(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    """``kill -9`` of the hub (and its supervisor, so it stays down) mid-run; 60 s later
+    ``tau up``. Meanwhile the CLI says the region still runs; afterwards the hub's log
+    and metric views (the CLI's and the portal's source) have every line and point."""
+    home = Path(env["TAU_HOME"])
+    steps = int((OUTAGE_S + 40) / 0.25)
+    run_id = _steps_run(env, tmp_path, "outage", steps=steps, pause=0.25)
+    _wait("the run to log steps", lambda: len(_steps_seen(env, run_id)) >= 10, 120)
+    os.kill(_pid(home, "supervisor"), signal.SIGKILL)
+    os.kill(_pid(home, "hub"), signal.SIGKILL)
+    down_at = time.monotonic()
+    listed = tau(env, "run", "list")
+    assert listed.returncode == 1, listed.stdout + listed.stderr
+    assert "hub of TAU_HOME" in listed.stderr and "still running" in listed.stderr
+    assert "platform is not running" not in listed.stderr
+    time.sleep(max(0.0, OUTAGE_S - (time.monotonic() - down_at)))
     up = tau(env, "up", timeout=150)
     assert up.returncode == 0, up.stderr + up.stdout
-    assert "region local ready" in up.stderr
-    assert _cluster_state(home)["gcs_address"] == gcs_before
-    assert "adopted the running Ray cluster" in (home / "logs" / "agent-local.log").read_text()
-    _wait("the run to succeed", lambda: _state(env, run_id) == "succeeded", 180)
-    hist = json.loads(tau(env, "run", "history", run_id, "-o", "json").stdout)
-    assert len(hist["attempts"]) == 1 and hist["attempts"][0]["exit_code"] == 0
+    _wait("the run to succeed", lambda: _state(env, run_id) == "succeeded", 240)
+    _assert_every_step_once(env, run_id, steps)
 
 
 def test_down_after_kill_9_stops_the_orphaned_ray_cluster(env: dict[str, str]) -> None:
     home = Path(env["TAU_HOME"])
     tmp_root = Path(str(_cluster_state(home)["tmp_root"]))
     assert tmp_root.exists() and _ray_pids()
-    os.kill(int((home / "run" / "agent-local.pid").read_text()), signal.SIGKILL)
+    os.kill(_pid(home, "supervisor"), signal.SIGKILL)  # else it brings the agent back
+    os.kill(_pid(home, "agent-local"), signal.SIGKILL)
     down = tau(env, "down")
     assert down.returncode == 0, down.stderr
     assert "stopped the Ray cluster left" in down.stderr

@@ -111,3 +111,28 @@ def test_a_hub_back_from_an_outage_gives_the_cluster_a_lease_before_blaming_it(
         assert not run["attempts"][0]["revoked"] and cluster["state"] != "unknown"
     finally:
         again.stop()
+
+
+def test_steps_a_revoked_attempt_ran_on_are_counted_as_lost_work(
+    engine: sa.Engine, tmp_path: Path
+) -> None:
+    """Out of contact past the grace, the attempt is revoked and its run retried; when
+    its agent is back and reports how far the stray really got, ``lost_work`` says so."""
+    (tmp_path / "platform.yaml").write_text(PLATFORM)
+    cfg: dict[str, float] = {"lease_s": 1.0, "grace_s": 1.0}
+    server = HubServer(make_hub(engine, tmp_path / "home", tmp_path / "platform.yaml", **cfg))
+    try:
+        with server.start().http() as c:
+            a = _running(server, c)
+            ab.sync(server, "a", attempts=[_rep(a, last_step=10, checkpoint_step=5)])
+            deadline = time.time() + 30
+            while not c.get(f"/v1/runs/{a['run_id']}").json()["attempts"][0]["revoked"]:
+                assert time.time() < deadline, "the silent cluster's attempt was not revoked"
+                time.sleep(0.2)
+            stray_end = _rep(a, state="failed", last_step=30, released=True)
+            ab.sync(server, "a", attempts=[stray_end])
+            events = c.get(f"/v1/runs/{a['run_id']}/events").json()
+    finally:
+        server.stop()
+    lost = [e["payload"] for e in events if e["kind"] == "lost_work"]
+    assert lost[-1]["lost_steps"] == 25 and "ran on to step 30" in lost[-1]["why"], lost

@@ -241,12 +241,12 @@ class Agent:
             held = self.trackers.get(tok)
             if held is not None and held.sync is not None:
                 held.sync.authorize()
+        for order in reply.stop:  # first: a retry placed here never runs beside its stray
+            self._stop(order)
         fresh = [a for a in reply.assignments if a.token not in self.trackers]
         if fresh and self._cordons_hold():  # else offered again on the next sync
             for a in fresh:
                 self._start(a)
-        for order in reply.stop:
-            self._stop(order)
         for tok, t in list(self.trackers.items()):
             ended = t.state not in st.ACTIVE_ATTEMPT_STATES
             if tok not in wanted and ended and t.released:

@@ -245,6 +245,8 @@ def _stale(hub: context.Hub, a: dict[str, Any], rep: wire.AttemptReport) -> None
             "fenced_report_rejected",
             {"token": a["token"], "state": rep.state, "why": "attempt revoked"},
         )
+    if rep.state not in _ACTIVE:
+        _ran_on(hub, a, rep)
     if rep.state != a["state"] and a["state"] in _ACTIVE | {st.AttemptState.STOPPED.value}:
         ended = rep.state not in _ACTIVE
         hub.runs.update_attempt(
@@ -252,6 +254,26 @@ def _stale(hub: context.Hub, a: dict[str, Any], rep: wire.AttemptReport) -> None
             state=rep.state if ended else a["state"],
             ended_at=time.time() if ended else None,
         )
+
+
+def _ran_on(hub: context.Hub, a: dict[str, Any], rep: wire.AttemptReport) -> None:
+    """A revoked attempt that kept running (its cluster was out of contact) reports its
+    end: the steps it ran past the hub's last word were run again by the retry, so the
+    run's lost work is counted anew from the steps it really ran."""
+    if rep.last_step is None or rep.last_step <= (a["last_step"] or 0):
+        return
+    hub.runs.update_attempt(a["token"], last_step=rep.last_step)
+    lost = rep.last_step - int(a["checkpoint_step"] or 0)
+    hub.runs.add_event(
+        a["run_id"],
+        "lost_work",
+        {
+            "attempt": a["number"],
+            "lost_steps": lost,
+            "why": f"attempt {a['number']} ran on to step {rep.last_step} after it was revoked; "
+            "its steps past its last committed checkpoint were run again",
+        },
+    )
 
 
 def _log_gap(hub: context.Hub, run_id: str, a: dict[str, Any], gap: tuple[int, int]) -> None:

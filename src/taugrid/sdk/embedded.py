@@ -18,6 +18,11 @@ Each daemon has a pid file and a log under ``$TAU_HOME``; a daemon is also found
 its command line (``-m MODULE --home $TAU_HOME``), so ``tau down`` stops whatever
 runs for this home, whoever started it: the agent (which stops Ray), a Ray cluster
 left by a killed agent (its processes and /tmp dirs), then the hub.
+
+Supervised: once up, ``tau up`` starts ``sdk.supervise``, which restarts the hub or
+the agent within seconds when one dies (the agent re-attaches to its running
+attempts); ``tau down`` stops it first. While the hub is down and the agent runs,
+read-only commands say so (``HubDown``), not that nothing runs.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ from pathlib import Path
 from taugrid import errors
 from taugrid.sdk import client, contexts
 
-__all__ = ["Daemon", "EmbeddedPlatform", "PlatformNotRunning", "ensure_client"]
+__all__ = ["Daemon", "EmbeddedPlatform", "HubDown", "PlatformNotRunning", "ensure_client"]
 
 Progress = Callable[[str], None]
 DEFAULT_HUB_PORT = 8787
@@ -53,6 +58,13 @@ def _quiet(_: str) -> None:
 
 class PlatformNotRunning(errors.UserError):
     """A command that does not start the platform found none running."""
+
+
+class HubDown(errors.SystemFault):
+    """The embedded hub is down while its region runs on (retry: it comes back)."""
+
+    def __init__(self, message: str, hint: str) -> None:
+        super().__init__(message, hint, retryable=True)
 
 
 def _cmdline(pid: int) -> list[str]:
@@ -189,6 +201,7 @@ class EmbeddedPlatform:
         self.port = self._pinned or self._recorded().get("hub_port") or DEFAULT_HUB_PORT
         self.hub = Daemon("hub", self.home, "taugrid.hub.daemon")
         self.agent = Daemon("agent-local", self.home, "taugrid.agent.daemon", ("local",))
+        self.supervisor = Daemon("supervisor", self.home, "taugrid.sdk.supervise")
 
     @property
     def url(self) -> str:
@@ -225,8 +238,11 @@ class EmbeddedPlatform:
     def _env(self) -> dict[str, str]:
         return {**os.environ, "TAU_HOME": str(self.home), "PYTHONUNBUFFERED": "1"}
 
-    def up(self, progress: Progress = _quiet, timeout_s: float = 180.0) -> client.Client:
-        """Start whatever is not running and wait until region ``local`` reports."""
+    def up(
+        self, progress: Progress = _quiet, timeout_s: float = 180.0, *, supervise: bool = True
+    ) -> client.Client:
+        """Start whatever is not running and wait until region ``local`` reports; then,
+        with ``supervise``, the supervisor that restarts them (``sdk.supervise``)."""
         for var in ("TAU_RAY_GCS_PORT", "TAU_RAY_DASHBOARD_PORT"):
             _env_port(var, _RAY_WORKER_PORTS)  # before anything starts
         deadline = time.time() + timeout_s
@@ -246,6 +262,13 @@ class EmbeddedPlatform:
             )
             self.agent.start(self._agent_argv(), self._env())
         self._wait_cluster(cli, deadline, progress, since)
+        if supervise and self.supervisor.pid() is None:
+            argv = [sys.executable, "-m", "taugrid.sdk.supervise", "--home", str(self.home)]
+            self.supervisor.start(argv, self._env())
+            progress(
+                f"supervisor started: a hub or agent that dies comes back by itself "
+                f"(log: {self.supervisor.logfile})"
+            )
         return cli
 
     def _agent_argv(self) -> list[str]:
@@ -330,7 +353,9 @@ class EmbeddedPlatform:
         )
 
     def down(self, progress: Progress = _quiet) -> None:
-        """Stop the agent (and its Ray cluster), a Ray cluster left behind, the hub."""
+        """Stop the supervisor (nothing comes back), the agent (and its Ray cluster),
+        a Ray cluster left behind, the hub."""
+        self.supervisor.stop()
         if self.agent.stop(timeout_s=60):
             progress("agent and its Ray cluster stopped")
         if (self.ray_state_dir / "cluster.json").exists():
@@ -356,6 +381,7 @@ class EmbeddedPlatform:
             "url": self.url,
             "hub_pid": self.hub.pid(),
             "agent_pid": self.agent.pid(),
+            "supervisor_pid": self.supervisor.pid(),
             "hub_log": str(self.hub.logfile),
             "agent_log": str(self.agent.logfile),
         }
@@ -415,6 +441,15 @@ def ensure_client(progress: Progress = _quiet, *, start: bool = False) -> client
         if plat.hub.pid() is None or plat.agent.pid() is None:
             progress(f"the platform of {plat.home} is not (fully) running: starting it")
         return plat.up(progress)
+    if plat.hub.pid() is None and plat.agent.pid() is not None:
+        raise HubDown(
+            f"the hub of TAU_HOME={plat.home} is down, but region 'local' is still running "
+            f"(agent pid {plat.agent.pid()}): runs go on, and their logs and metrics are kept "
+            "until the hub is back",
+            "the supervisor restarts the hub within seconds"
+            if plat.supervisor.pid() is not None
+            else f"start it again with: tau up (its log: {plat.hub.logfile})",
+        )
     if plat.hub.pid() is None:
         raise PlatformNotRunning(
             f"the TauGrid platform is not running (nothing runs for TAU_HOME={plat.home})",
