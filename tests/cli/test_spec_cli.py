@@ -14,6 +14,20 @@ import pytest
 from tests.spec.spec_builders import QUICKSTART
 
 BROKEN = QUICKSTART.replace("gpus: 1", "gpu: 1").replace("cpus: 16", "cpus: lots")
+OFFLINE = (
+    "  note: offline: workspace, profile, priority, regions, GPU model, capacity, datasets, "
+    "output store not checked"
+)
+UNCHECKED = [
+    "workspace",
+    "profile",
+    "priority",
+    "regions",
+    "gpu_model",
+    "capacity",
+    "datasets",
+    "output_store",
+]
 
 
 def tau_script() -> str:
@@ -28,7 +42,11 @@ def tau_script() -> str:
 def tau(
     *args: str, cwd: pathlib.Path, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    full = {**os.environ, "COLUMNS": "60", "NO_COLOR": "1", **(env or {})}
+    """``tau ARGS`` in ``cwd``; no platform unless ``env`` names one (``TAU_HOME`` is
+    ``cwd/.tau-home``, which nothing creates: ``validate`` reads only)."""
+    base = {k: v for k, v in os.environ.items() if k not in ("TAU_HUB_URL", "TAU_TOKEN")}
+    home = str(cwd / ".tau-home")
+    full = {**base, "TAU_HOME": home, "COLUMNS": "60", "NO_COLOR": "1", **(env or {})}
     return subprocess.run(
         [tau_script(), *args], cwd=cwd, env=full, capture_output=True, text=True, timeout=60
     )
@@ -38,16 +56,22 @@ def tau(
 def workdir(tmp_path: pathlib.Path) -> pathlib.Path:
     (tmp_path / "tau.yaml").write_text(QUICKSTART, encoding="utf-8")
     (tmp_path / "broken.yaml").write_text(BROKEN, encoding="utf-8")
+    (tmp_path / "train.py").write_text("print('hi')\n", encoding="utf-8")
     return tmp_path
 
 
-def test_validate_default_file_prints_one_summary_line(workdir: pathlib.Path) -> None:
+def test_validate_offline_says_what_it_could_not_check(workdir: pathlib.Path) -> None:
     result = tau("run", "validate", cwd=workdir)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines() == [
-        "tau.yaml: valid - aks-gpu-quickstart (rayjob, 1 worker, 1 GPU per worker, "
-        "16 CPUs per worker, 64Gi memory per worker)"
+    lines = result.stdout.splitlines()
+    assert lines[:2] == [
+        "tau.yaml: valid (offline) - aks-gpu-quickstart (rayjob, 1 worker, 1 GPU per worker, "
+        "16 CPUs per worker, 64Gi memory per worker)",
+        OFFLINE,
     ]
+    assert lines[2].startswith("  note: no platform reachable: the TauGrid platform is not running")
+    assert "start it with: tau up" in lines[2] and len(lines) == 3
+    assert not (workdir / ".tau-home").exists()  # read-only: nothing started, nothing written
     assert result.stderr == ""
 
 
@@ -73,6 +97,54 @@ def test_validate_json_success(workdir: pathlib.Path) -> None:
     assert document["name"] == "aks-gpu-quickstart"
     assert document["config"]["compute"]["memory"] == "64Gi"
     assert document["config"]["runtime"]["pip"] == ["torch>=2.4.0"]
+    assert document["checked"] == ["schema", "working_dir", "entrypoint"]
+    assert document["unchecked"] == UNCHECKED
+    assert document["platform"]["reachable"] is False
+    assert "not running" in document["platform"]["reason"]
+    assert "tau up" in document["platform"]["hint"]
+
+
+def test_validate_offline_says_why_an_unanswering_hub_left_it_unchecked(
+    workdir: pathlib.Path,
+) -> None:
+    env = {"TAU_HUB_URL": "http://127.0.0.1:9", "TAU_TOKEN": "tau_x"}
+    result = tau("run", "validate", cwd=workdir, env=env)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[1] == OFFLINE and len(lines) == 3
+    assert lines[2].startswith(
+        "  note: no platform reachable: cannot reach the TauGrid hub at http://127.0.0.1:9: "
+    )
+    assert "start the embedded platform with `tau up`" in result.stdout
+
+
+@pytest.mark.parametrize("command", [("run", "validate", "-c"), ("run",)])
+def test_a_missing_entrypoint_script_is_refused_at_its_line_by_validate_and_submit(
+    tmp_path: pathlib.Path, command: tuple[str, ...]
+) -> None:
+    (tmp_path / "tau.yaml").write_text(
+        "schema_version: 1\nname: a\nrun:\n  entrypoint: python  src/train.py --lr 1\n"
+    )
+    result = tau(*command, "tau.yaml", cwd=tmp_path, env=_no_platform(tmp_path))
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.splitlines()[:2] == [
+        "tau.yaml:4:15: error: run.entrypoint 'python  src/train.py --lr 1' runs "
+        f"src/train.py, which is not in {tmp_path.resolve()}",
+        f"  hint: add src/train.py to {tmp_path.resolve()}, or fix run.entrypoint: a script "
+        "path (train.py) or a command (python train.py), relative to run.working_dir",
+    ]
+    assert "Traceback" not in result.stderr and not (tmp_path / "home").exists()
+
+
+def test_a_working_dir_that_is_no_directory_is_refused_at_its_line(tmp_path: pathlib.Path) -> None:
+    (tmp_path / "tau.yaml").write_text(
+        "name: a\nrun:\n  entrypoint: train.py\n  working_dir: code\n"
+    )
+    result = tau("run", "validate", "-o", "json", cwd=tmp_path)
+    assert result.returncode == 2
+    (problem,) = json.loads(result.stdout)["problems"]
+    assert (problem["line"], problem["column"], problem["path"]) == (4, 16, "run.working_dir")
+    assert problem["message"].startswith("run.working_dir 'code' is not a directory")
 
 
 def test_validate_json_failure(workdir: pathlib.Path) -> None:
@@ -171,12 +243,14 @@ def test_minimal_tau_yaml_is_valid_and_validate_says_it_assumed_the_version(
     tmp_path: pathlib.Path,
 ) -> None:
     (tmp_path / "mini.yaml").write_text("name: mini\nrun:\n  entrypoint: train.py\n")
+    (tmp_path / "train.py").write_text("print('hi')\n")
     result = tau("run", "validate", "mini.yaml", cwd=tmp_path)  # FILE as an argument
     assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines() == [
-        "mini.yaml: valid - mini (rayjob)",
+    assert result.stdout.splitlines()[:3] == [
+        "mini.yaml: valid (offline) - mini (rayjob)",
         "  note: no schema_version: assumed 1 (the current version); "
         "add 'schema_version: 1' to pin it",
+        OFFLINE,
     ]
     document = json.loads(
         tau("run", "validate", "-c", "mini.yaml", "-o", "json", cwd=tmp_path).stdout

@@ -1,23 +1,34 @@
 """``tau run validate`` and ``tau run schema``: check a tau.yaml and publish its schema.
 
-Owns the two spec commands registered on ``cli.app.run_app``. Both work offline: they
-only read the file and call ``taugrid.spec`` (no hub, no SDK). Output contract:
+Owns the two spec commands registered on ``cli.app.run_app``. Output contract:
 
-- ``validate [FILE]`` (or ``-c FILE``; default ``./tau.yaml``) prints one summary line
-  and exits 0 when the file is valid — plus a ``note:`` line when it assumed the
-  current ``schema_version`` because the file has none; otherwise
-  every problem as ``file:line:col: error: message`` plus its hint, on stderr, and
-  exits 2. ``-o json`` prints one JSON object on stdout in both cases
-  (``{"valid": true, "file", "name", "summary", "config", "notes"}`` or
-  ``{"valid": false, "file", "problems": [{file, line, column, message, hint, path}]}``).
+- ``validate [FILE]`` (or ``-c FILE``; default ``./tau.yaml``) makes the checks ``tau
+  run`` makes before and after sending: locally the file itself, ``run.working_dir``
+  and the entrypoint's script (``sdk.submit.check``); then, when a platform is
+  reachable (``TAU_HUB_URL``, the current context, or this home's running platform —
+  validate never starts one), the hub resolves the file as a submission that stores
+  nothing (``POST /v1/runs`` with ``dry_run``): workspace, profile, priority, regions,
+  GPU model, capacity, datasets, output store. Valid: one summary line, exit 0, plus
+  ``note:`` lines (an assumed ``schema_version``; offline, what was not checked and
+  why); with a platform, a line naming it. Invalid: every local problem as
+  ``file:line:col: error: message`` plus its hint, or the hub's refusal exactly as
+  submit prints it, on stderr, exit 2. ``-o json`` prints one JSON object on stdout in
+  every case: ``{"valid": true, "file", "name", "summary", "config", "notes",
+  "checked", "unchecked", "platform"}`` (``platform``: ``{"reachable": true, "url",
+  "workspace"}`` or ``{"reachable": false, "reason", "hint"}``), ``{"valid": false,
+  "file", "problems": [{file, line, column, message, hint, path}]}``, or for a refusal
+  ``{"valid": false, "file", "problems", "error": {status, message, hint}, "checked",
+  "unchecked"}``.
 - ``schema`` prints the JSON Schema of tau.yaml on stdout.
 
-The pydantic models, the loader and the schema are imported by the commands, not with
-this module (docs/ARCHITECTURE.md, "CLI start-up").
+The pydantic models, the loader, the schema and ``sdk.submit`` are imported by the
+commands, not with this module, and a client only when a hub is found
+(docs/ARCHITECTURE.md, "CLI start-up").
 """
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import json
 import pathlib
@@ -28,16 +39,38 @@ import rich.console
 import rich.text
 import typer
 
+from taugrid import errors
 from taugrid.cli import app as _app
+from taugrid.cli import views
+from taugrid.sdk import client as sdk_client
+from taugrid.sdk import embedded
 from taugrid.spec import errors as spec_errors
 from taugrid.spec import units
 
 if TYPE_CHECKING:
+    from taugrid.sdk import submit
     from taugrid.spec import models
 
 __all__ = ["OutputFormat", "schema_command", "summarize", "validate_command"]
 
 _USER_ERROR_EXIT = 2
+_LABELS = {"gpu_model": "GPU model", "output_store": "output store"}
+
+
+@dataclasses.dataclass(frozen=True)
+class _Platform:
+    """What the platform said of a valid file: ``url`` and ``workspace`` when one
+    answered, else ``reason`` and ``hint`` (why none could be asked, what to do)."""
+
+    url: str | None = None
+    workspace: str | None = None
+    reason: str = ""
+    hint: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        if self.url is None:
+            return {"reachable": False, "reason": self.reason, "hint": self.hint}
+        return {"reachable": True, "url": self.url, "workspace": self.workspace}
 
 
 class OutputFormat(enum.StrEnum):
@@ -104,16 +137,19 @@ def validate_command(
     config: pathlib.Path | None = typer.Option(
         None, "-c", "--config", help="The tau.yaml to check (same as FILE)."
     ),
+    workspace: str | None = typer.Option(
+        None, "--workspace", help="Check it for this workspace (as tau run --workspace)."
+    ),
     output: OutputFormat = typer.Option(OutputFormat.TEXT, "-o", "--output", help="text|json"),
 ) -> None:
-    """Check a tau.yaml offline: tau run validate [FILE]; every problem with file:line:col."""
+    """Check a tau.yaml as tau run would, on the platform when one runs: tau run validate [FILE]."""
     if file is not None and config is not None and file != config:
         raise typer.BadParameter(f"two files given: {file} and -c {config}; pass one")
     path = file or config or pathlib.Path("tau.yaml")
-    from taugrid.spec import load
+    from taugrid.sdk import submit
 
     try:
-        parsed = load.load_tau_yaml(path)
+        checked = submit.check(path)
     except spec_errors.SpecError as exc:
         if output is OutputFormat.JSON:
             problems = [p.to_dict() for p in exc.problems]
@@ -121,31 +157,98 @@ def validate_command(
         else:
             _print_problems(exc)
         raise typer.Exit(_USER_ERROR_EXIT) from None
-    _print_valid(path, parsed, output)
+    try:
+        platform = _ask_platform(checked, workspace)
+    except errors.UserError as exc:  # the hub refused it: what submit would print
+        _print_refusal(path, exc, output)
+        raise typer.Exit(_USER_ERROR_EXIT) from None
+    _print_valid(path, checked.config, platform, output)
 
 
-def _print_valid(path: pathlib.Path, parsed: models.TauConfig, output: OutputFormat) -> None:
+def _ask_platform(checked: submit.Checked, workspace: str | None) -> _Platform:
+    """Resolve the file on the hub this shell targets, storing nothing; never starts one.
+
+    No platform reachable is not an error: the answer says why and what to do.
+    """
+    try:
+        cli = embedded.ensure_client(lambda _message: None)
+    except (embedded.PlatformNotRunning, errors.SystemFault) as exc:
+        return _Platform(reason=exc.message, hint=exc.hint)
+    try:
+        answer = cli.submit(checked.text, str(checked.path), None, workspace, dry_run=True)
+    except errors.SystemFault as exc:  # it stopped answering (or failed) meanwhile
+        return _Platform(reason=exc.message, hint=exc.hint)
+    finally:
+        cli.close()
+    return _Platform(url=cli.config.url, workspace=(answer.get("spec") or {}).get("workspace"))
+
+
+def _labels(checks: tuple[str, ...]) -> str:
+    return ", ".join(_LABELS.get(c, c) for c in checks)
+
+
+def _print_refusal(path: pathlib.Path, exc: errors.UserError, output: OutputFormat) -> None:
+    from taugrid.sdk import submit
+
+    if output is OutputFormat.TEXT:
+        views.report(exc)
+        return
+    api = exc if isinstance(exc, sdk_client.ApiError) else None  # None: no hub was asked
+    remote = submit.PLATFORM_CHECKS if api is not None else ()
+    _emit_json(
+        {
+            "valid": False,
+            "file": str(path),
+            "problems": api.body.get("problems", []) if api is not None else [],
+            "error": {
+                "status": api.status if api is not None else None,
+                "message": exc.message,
+                "hint": exc.hint,
+            },
+            "checked": [*submit.LOCAL_CHECKS, *remote],
+            "unchecked": [c for c in submit.PLATFORM_CHECKS if c not in remote],
+        }
+    )
+
+
+def _print_valid(
+    path: pathlib.Path, parsed: models.TauConfig, platform: _Platform, output: OutputFormat
+) -> None:
+    from taugrid.sdk import submit
+
     line, notes = summarize(parsed), _notes(parsed)
+    remote = submit.PLATFORM_CHECKS if platform.url is not None else ()
     if output is OutputFormat.JSON:
-        dumped = parsed.model_dump(mode="json")
         _emit_json(
             {
                 "valid": True,
                 "file": str(path),
                 "name": parsed.name,
                 "summary": line,
-                "config": dumped,
+                "config": parsed.model_dump(mode="json"),
                 "notes": notes,
+                "checked": [*submit.LOCAL_CHECKS, *remote],
+                "unchecked": [c for c in submit.PLATFORM_CHECKS if c not in remote],
+                "platform": platform.to_dict(),
             }
         )
         return
     console = rich.console.Console(highlight=False, soft_wrap=True)
     text = rich.text.Text(f"{path}: ", style="bold")
     text.append("valid", style="bold green")
-    text.append(f" - {line}")
+    text.append(f"{'' if remote else ' (offline)'} - {line}")
     console.print(text)
+    if platform.url is None:
+        notes += [
+            f"offline: {_labels(submit.PLATFORM_CHECKS)} not checked",
+            f"no platform reachable: {platform.reason}; {platform.hint}",
+        ]
     for note in notes:
         console.print(rich.text.Text(f"  note: {note}", style="dim"))
+    if platform.url is not None:
+        rest = _labels(tuple(c for c in remote if c != "workspace"))
+        where = f"at {platform.url}: workspace '{platform.workspace}', {rest}"
+        console.print(rich.text.Text(f"  checked on the platform {where}", style="dim"))
 
 
 @_app.run_app.command("schema")

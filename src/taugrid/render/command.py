@@ -31,6 +31,7 @@ import shlex
 
 from taugrid.render import runspec
 from taugrid.spec import models as sm
+from taugrid.spec import workdir as spec_workdir
 
 __all__ = [
     "ACCELERATOR_PREFIX",
@@ -45,7 +46,6 @@ __all__ = [
     "plan",
     "run_env",
     "runtime_env",
-    "script_path",
     "serve_config",
     "user_command",
 ]
@@ -83,18 +83,9 @@ def accelerator_resource(gpu_model: str) -> str:
     return f"{ACCELERATOR_PREFIX}{gpu_model}"
 
 
-def script_path(entrypoint: str) -> str | None:
-    """The script when ``entrypoint`` is a script path (one ``.py`` word); None for a command."""
-    try:
-        words = shlex.split(entrypoint)
-    except ValueError:
-        return None
-    return words[0] if len(words) == 1 and words[0].endswith(".py") else None
-
-
 def user_command(spec: runspec.RunSpec) -> list[str]:
     """The researcher's command for one worker, as argv."""
-    script = script_path(spec.entrypoint)
+    script = spec_workdir.script_path(spec.entrypoint)  # the rule the local check uses
     is_script = script is not None
     program = [script] if script is not None else shlex.split(spec.entrypoint)
     if spec.launcher is sm.Launcher.TORCHRUN:

@@ -4,8 +4,12 @@ Owns what happens before anything is sent: the target (a directory with tau.yaml
 file) is resolved, the file is validated locally (errors carry file:line:col), and the
 working directory is zipped without ``run.excludes`` and the usual junk (VCS, caches,
 virtualenvs). The script the entrypoint names — a script path (``train.py``) or the
-first ``.py`` word of a command (``python train.py``) — must exist there. Nothing is
-sent when validation fails.
+first ``.py`` word of a command (``python train.py``) — must exist there
+(``spec.workdir``). Nothing is sent when validation fails.
+
+``check`` is those local checks alone (``tau run validate`` makes them too);
+``LOCAL_CHECKS`` names them and ``PLATFORM_CHECKS`` what the hub checks on top when it
+resolves a submission (``POST /v1/runs``, also as a ``dry_run`` that stores nothing).
 """
 
 from __future__ import annotations
@@ -13,16 +17,39 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import io
-import shlex
 import zipfile
 from pathlib import Path
 
 from taugrid.errors import UserError
-from taugrid.render import command
 from taugrid.spec import load as spec_load
 from taugrid.spec import models as sm
+from taugrid.spec import workdir as spec_workdir
 
-__all__ = ["Prepared", "find_config", "prepare", "zip_dir"]
+__all__ = [
+    "LOCAL_CHECKS",
+    "PLATFORM_CHECKS",
+    "Checked",
+    "Prepared",
+    "check",
+    "find_config",
+    "prepare",
+    "zip_dir",
+]
+
+LOCAL_CHECKS = ("schema", "working_dir", "entrypoint")
+"""What ``check`` makes sure of, on this machine."""
+PLATFORM_CHECKS = (
+    "workspace",
+    "profile",
+    "priority",
+    "regions",
+    "gpu_model",
+    "capacity",
+    "datasets",
+    "output_store",
+)
+"""What the hub checks when it resolves a submission (``render.resolve``, the capacity,
+membership, ``data.inputs`` and output checks of ``hub.api.submit_run``)."""
 
 _ALWAYS_EXCLUDED = (
     ".git",
@@ -38,6 +65,16 @@ _ALWAYS_EXCLUDED = (
     ".DS_Store",
 )
 _MAX_BYTES = 100 * 2**20
+
+
+@dataclasses.dataclass(frozen=True)
+class Checked:
+    """A tau.yaml that passed the local checks, and its working directory."""
+
+    path: Path
+    text: str
+    config: sm.TauConfig
+    workdir: Path
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,30 +122,15 @@ def zip_dir(root: Path, excludes: list[str]) -> bytes:
     return buf.getvalue()
 
 
-def prepare(target: str | None, config: str | None) -> Prepared:
-    """Validate locally and zip the working directory (raises SpecError / UserError)."""
-    path = find_config(target, config)
+def check(path: Path) -> Checked:
+    """Read, parse and check the tau.yaml at ``path`` (``SpecError``: file:line:col)."""
     text = spec_load.read_text(path)
     cfg = spec_load.parse_tau_yaml(text, str(path))
-    workdir = (path.parent / cfg.run.working_dir).resolve()
-    if not workdir.is_dir():
-        raise UserError(
-            f"run.working_dir {cfg.run.working_dir!r} is not a directory (from {path})",
-            "set run.working_dir relative to the tau.yaml, or remove it to use its directory",
-        )
-    _check_entrypoint(cfg.run.entrypoint, workdir)
-    return Prepared(path, text, cfg, zip_dir(workdir, list(cfg.run.excludes)))
+    return Checked(path, text, cfg, spec_workdir.check(cfg, text, path))
 
 
-def _check_entrypoint(entrypoint: str, workdir: Path) -> None:
-    """The script an entrypoint names (``train.py``, ``python train.py``) must be shipped."""
-    script = command.script_path(entrypoint)
-    if script is None:  # a command: check the first .py word after the program, if any
-        words = shlex.split(entrypoint)[1:]
-        script = next((w for w in words if w.endswith(".py") and not w.startswith("-")), None)
-    if script is not None and not Path(script).is_absolute() and not (workdir / script).exists():
-        raise UserError(
-            f"entrypoint {entrypoint!r} runs {script}, which is not in {workdir}",
-            "fix run.entrypoint: a script path (train.py) or a command (python train.py), "
-            "relative to run.working_dir",
-        )
+def prepare(target: str | None, config: str | None) -> Prepared:
+    """Validate locally and zip the working directory (raises SpecError / UserError)."""
+    checked = check(find_config(target, config))
+    code = zip_dir(checked.workdir, list(checked.config.run.excludes))
+    return Prepared(checked.path, checked.text, checked.config, code)

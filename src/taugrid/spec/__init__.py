@@ -10,6 +10,8 @@ Modules:
     messages  pydantic errors → user-facing problems (what, where, how to fix)
     errors    ``Problem``, ``SpecError``, ``FieldError``
     schema    JSON Schema of tau.yaml; writes docs/tau-yaml.md via ``docgen``
+    workdir   what tau.yaml names on this machine: ``run.working_dir`` and the
+              entrypoint's script (checked by ``tau run`` and ``tau run validate``)
 
 Imports only pydantic, ruamel.yaml, the standard library and ``taugrid.errors``.
 """
