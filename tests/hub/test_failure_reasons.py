@@ -112,6 +112,8 @@ def test_failure_reasons_are_one_line_and_keep_the_full_text_in_events(hub: HubS
     # the attempt keeps the whole text, with the log tail once (Ray's copy and the agent's)
     attempt = done["crash"]["attempts"][0]["reason"]
     assert attempt.count("step 4 loss=0.91") == 1 and "last available logs" not in attempt
+    # ... and a one-line summary for the history table's cell
+    assert done["crash"]["attempts"][0]["summary"] == reasons["crash"]
     detail = [e for e in events if e["kind"] == "failure_detail"]
     assert detail and 'aiohttp/connector.py", line 1268' in str(detail[0]["payload"])
 

@@ -379,7 +379,7 @@ def history_cmd(name: str, output: Output = "text") -> None:
                     ",".join(x[:8] for x in a["nodes"]),
                     a["last_step"],
                     a["checkpoint_step"],
-                    a["reason"] or "",
+                    a.get("summary", a["reason"]) or "",
                 )
                 for a in run["attempts"]
             ],

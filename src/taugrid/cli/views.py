@@ -105,8 +105,13 @@ def table(
     for c in columns:
         t.add_column(c)
     for r in rows:
-        t.add_row(*(str(x) if x is not None else "-" for x in r))
+        t.add_row(*(_cell(x) for x in r))
     return t
+
+
+def _cell(value: Any) -> str:
+    """One table cell on one line: no tab or line break of a server's text reaches it."""
+    return "-" if value is None else " ".join(str(value).split())
 
 
 def gpus_text(spec: dict[str, Any]) -> str:

@@ -18,6 +18,7 @@ from taugrid.dataplane import recordstore
 from taugrid.errors import UserError
 from taugrid.hub import context
 from taugrid.lifecycle import phases as ph
+from taugrid.lifecycle import reasons
 from taugrid.lifecycle import states as st
 from taugrid.payloads import SubmitRequest
 from taugrid.render import resolve as rs
@@ -169,10 +170,20 @@ def detail(hub: context.Hub, run: dict[str, Any]) -> dict[str, Any]:
         for p in ph.Phase
         if p in phases
     ]
-    out["attempts"] = attempts
+    out["attempts"] = [{**a, "summary": _attempt_summary(a)} for a in attempts]
     out["record_dir"] = record_of(hub, run).location
     out["gaps"] = [e["payload"] for e in hub.runs.events(run["id"], kind="log_gap")]
     return out
+
+
+def _attempt_summary(a: dict[str, Any]) -> str:
+    """The attempt's reason in one line for a table cell (the full text stays in
+    ``reason`` and the run's events)."""
+    text = a.get("reason") or ""
+    failed = a.get("failure_kind") or a.get("exit_code") not in (None, 0)
+    if failed and text:
+        return reasons.summary(a.get("failure_kind") or a["state"], text, a.get("exit_code"))
+    return " ".join(text.split())
 
 
 def write_run_json(hub: context.Hub, run_id: str) -> None:

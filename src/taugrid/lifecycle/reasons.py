@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 import signal
 
+from taugrid.lifecycle import failure_shapes
+
 __all__ = ["detail", "exit_phrase", "last_meaningful_line", "summary"]
 
 _RAY_LOGS = re.compile(
@@ -72,7 +74,11 @@ def detail(text: str) -> str:
 
 
 def summary(kind: str, message: str, exit_code: int | None = None) -> str:
-    """One line for a run's ``reason``: how the attempt ended and what it last said."""
+    """One line for a run's ``reason``: a known failure shape said for people
+    (``lifecycle.failure_shapes``), else how the attempt ended and what it last said."""
+    shaped = failure_shapes.one_line(message)
+    if shaped is not None:
+        return shaped if len(shaped) <= _MAX else shaped[: _MAX - 1] + "…"
     head = exit_phrase(exit_code) or kind
     text = message.strip()
     first = text.splitlines()[0].strip() if text else ""
