@@ -10,14 +10,18 @@ emulated GPUs) with its agent; the data plane and probes live in network namespa
   transfer estimate is size / measured throughput;
 - replicating it across the 100 Mbit/s link reaches >= 85 % of the shaped rate and
   takes about what the hub estimated;
-- the run completes on the chosen region; ``tau lab down`` leaves nothing behind.
+- the run completes on the chosen region;
+- a ``kill -9``ed agent and hub are started again by the lab's supervisor;
+- ``tau lab down`` leaves nothing behind.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -187,3 +191,36 @@ def test_200mb_dataset_placement_and_transfer(
     assert reps == {"r0": "complete", "r1": "complete"}
     copy = Path(lab["home"]) / "lab" / "regions" / "r1" / "data" / "datasets" / "corpus" / "v1"
     assert (copy / "shard-0.bin").stat().st_size == SIZE
+
+
+def _restarted(pidfile: Path, dead: int) -> bool:
+    pid = int(pidfile.read_text()) if pidfile.exists() else dead
+    return pid != dead and Path(f"/proc/{pid}").exists()
+
+
+def _reports_since(sdk: client.Client, region: str, since: float) -> bool:
+    try:
+        clusters = sdk.clusters()
+    except client.HubUnreachable:
+        return False
+    return any(c["id"] == region and (c["last_heartbeat"] or 0) > since for c in clusters)
+
+
+def test_a_killed_agent_and_hub_come_back_by_themselves(
+    lab: dict[str, Any], sdk: client.Client
+) -> None:
+    """The lab's supervisor starts a ``kill -9``ed agent and hub again (no ``tau lab up``);
+    the region reports through the hub that came back, on the same URL."""
+    home = Path(lab["home"]) / "lab"
+    for pidfile in (
+        home / "regions" / "r2" / "run" / "lab-agent-r2.pid",
+        home / "hub" / "run" / "lab-hub.pid",
+    ):
+        dead = int(pidfile.read_text())
+        os.kill(dead, signal.SIGKILL)
+        _until(f"{pidfile.name} started again", functools.partial(_restarted, pidfile, dead), 60)
+    since = time.time()
+    _until("r2 to report again", lambda: _reports_since(sdk, "r2", since), 120)
+    log = (home / "hub" / "logs" / "lab-supervisor.log").read_text()
+    assert "lab-agent-r2 was not running; started it again" in log
+    assert "lab-hub was not running; started it again" in log

@@ -17,11 +17,13 @@
    whose probe and data servers
    listen in the region's namespace, one address per link, with the link's RTT added
    in user space;
-5. wait until every agent is registered; ``home/lab.json`` records what runs.
+5. wait until every agent is registered; ``home/lab.json`` records what runs;
+6. the supervisor (``sdk.supervise``) that starts a dead hub or agent again.
 
-``down`` stops agents (each stops its Ray cluster; a Ray cluster left behind by a killed
-agent is stopped from its state file), then the hub, then removes the namespaces and
-the ``lab`` context (the previous context is current again). Both are idempotent.
+``down`` stops the supervisor, then agents (each stops its Ray cluster; a Ray cluster
+left behind by a killed agent is stopped from its state file), then the hub, then
+removes the namespaces and the ``lab`` context (the previous context is current
+again). Both are idempotent.
 Needs root (namespaces, tc).
 """
 
@@ -90,6 +92,10 @@ class Lab:
         # "lab-" names: never the embedded platform's hub/agent pid files
         return embedded.Daemon(f"lab-{name}", home or self.hub_home)
 
+    def _supervisor(self) -> embedded.Daemon:
+        """Restarts the lab's hub and agents when they die (``sdk.supervise``)."""
+        return embedded.Daemon("lab-supervisor", self.hub_home, embedded.SUPERVISOR_MODULE)
+
     # -- up ------------------------------------------------------------------------------
     def up(
         self, topo: topology.Topology, progress: Progress = _quiet, timeout_s: float = 180
@@ -120,6 +126,9 @@ class Lab:
                 ip = topo.ray_ip(i)
                 self._start_agent(ip, region, n, url, platform, progress)
             self._wait_agents(url, regions, progress, timeout_s)
+            watched = [self._daemon("hub")]
+            watched += [self._daemon(f"agent-{r}", self.roots.region(r)) for r in regions]
+            embedded.start_supervisor(self._supervisor(), watched, self._env(), progress)
         except BaseException:
             self.down(progress)
             raise
@@ -270,6 +279,7 @@ class Lab:
         st = self.state()
         if st is None:
             return False
+        self._supervisor().stop()  # first: nothing comes back behind us
         for region in st["regions"]:
             root = self.roots.region(region)
             if self._daemon(f"agent-{region}", root).stop(timeout_s=30):

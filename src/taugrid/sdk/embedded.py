@@ -42,10 +42,19 @@ from pathlib import Path
 from taugrid import errors
 from taugrid.sdk import client, contexts
 
-__all__ = ["Daemon", "EmbeddedPlatform", "HubDown", "PlatformNotRunning", "ensure_client"]
+__all__ = [
+    "SUPERVISOR_MODULE",
+    "Daemon",
+    "EmbeddedPlatform",
+    "HubDown",
+    "PlatformNotRunning",
+    "ensure_client",
+    "start_supervisor",
+]
 
 Progress = Callable[[str], None]
 DEFAULT_HUB_PORT = 8787
+SUPERVISOR_MODULE = "taugrid.sdk.supervise"
 _PROC = Path("/proc")
 # Daemons this process started: pid file -> (process, log size before it started). Their
 # own exit status, not a /proc lookup, says whether one "exited while starting".
@@ -109,6 +118,25 @@ class Daemon:
     def logfile(self) -> Path:
         return self.home / "logs" / f"{self.name}.log"
 
+    @property
+    def cmdfile(self) -> Path:
+        """How it was started (argv, environment; 0600): what ``restart`` runs again."""
+        return self.home / "run" / f"{self.name}.cmd.json"
+
+    @classmethod
+    def recorded(cls, name: str, home: Path) -> Daemon:
+        """The daemon ``name`` of ``home`` as its command file describes it."""
+        doc = _read_json(home / "run" / f"{name}.cmd.json")
+        return cls(name, home, str(doc.get("module", "")), tuple(doc.get("match", ())))
+
+    def restart(self) -> int:
+        """Start it again as it was last started (``start``); a stopped one has no
+        command file any more and is not started (``UserError``)."""
+        doc = json.loads(self.cmdfile.read_text()) if self.cmdfile.exists() else None
+        if doc is None:
+            raise errors.UserError(f"{self.name} was stopped on purpose (no {self.cmdfile})")
+        return self.start(list(doc["argv"]), dict(doc["env"]))
+
     def _is_mine(self, pid: int) -> bool:
         argv = _cmdline(pid)
         if not self.module:
@@ -164,9 +192,14 @@ class Daemon:
             )
         self.pidfile.write_text(str(proc.pid))
         _STARTED[self.pidfile] = (proc, offset)
+        doc = {"argv": argv, "env": env, "module": self.module, "match": list(self.match)}
+        fd = os.open(self.cmdfile, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            json.dump(doc, f)
         return proc.pid
 
     def stop(self, timeout_s: float = 30.0) -> bool:
+        self.cmdfile.unlink(missing_ok=True)  # stopped on purpose: never restarted
         pid = self.pid()
         if pid is None:
             self.pidfile.unlink(missing_ok=True)
@@ -201,7 +234,7 @@ class EmbeddedPlatform:
         self.port = self._pinned or self._recorded().get("hub_port") or DEFAULT_HUB_PORT
         self.hub = Daemon("hub", self.home, "taugrid.hub.daemon")
         self.agent = Daemon("agent-local", self.home, "taugrid.agent.daemon", ("local",))
-        self.supervisor = Daemon("supervisor", self.home, "taugrid.sdk.supervise")
+        self.supervisor = Daemon("supervisor", self.home, SUPERVISOR_MODULE)
 
     @property
     def url(self) -> str:
@@ -238,11 +271,9 @@ class EmbeddedPlatform:
     def _env(self) -> dict[str, str]:
         return {**os.environ, "TAU_HOME": str(self.home), "PYTHONUNBUFFERED": "1"}
 
-    def up(
-        self, progress: Progress = _quiet, timeout_s: float = 180.0, *, supervise: bool = True
-    ) -> client.Client:
-        """Start whatever is not running and wait until region ``local`` reports; then,
-        with ``supervise``, the supervisor that restarts them (``sdk.supervise``)."""
+    def up(self, progress: Progress = _quiet, timeout_s: float = 180.0) -> client.Client:
+        """Start whatever is not running and wait until region ``local`` reports; then
+        the supervisor that restarts them (``sdk.supervise``)."""
         for var in ("TAU_RAY_GCS_PORT", "TAU_RAY_DASHBOARD_PORT"):
             _env_port(var, _RAY_WORKER_PORTS)  # before anything starts
         deadline = time.time() + timeout_s
@@ -262,13 +293,7 @@ class EmbeddedPlatform:
             )
             self.agent.start(self._agent_argv(), self._env())
         self._wait_cluster(cli, deadline, progress, since)
-        if supervise and self.supervisor.pid() is None:
-            argv = [sys.executable, "-m", "taugrid.sdk.supervise", "--home", str(self.home)]
-            self.supervisor.start(argv, self._env())
-            progress(
-                f"supervisor started: a hub or agent that dies comes back by itself "
-                f"(log: {self.supervisor.logfile})"
-            )
+        start_supervisor(self.supervisor, [self.hub, self.agent], self._env(), progress)
         return cli
 
     def _agent_argv(self) -> list[str]:
@@ -385,6 +410,20 @@ class EmbeddedPlatform:
             "hub_log": str(self.hub.logfile),
             "agent_log": str(self.agent.logfile),
         }
+
+
+def start_supervisor(
+    supervisor: Daemon, daemons: list[Daemon], env: dict[str, str], progress: Progress
+) -> None:
+    """Start ``supervisor`` (``sdk.supervise``) over ``daemons`` unless it runs."""
+    if supervisor.pid() is not None:
+        return
+    argv = [sys.executable, "-m", supervisor.module, "--home", str(supervisor.home)]
+    watch = [a for d in daemons for a in ("--watch", f"{d.name}={d.home}")]
+    supervisor.start([*argv, *watch], env)
+    progress(
+        f"supervisor started: a daemon that dies comes back by itself (log: {supervisor.logfile})"
+    )
 
 
 _RAY_WORKER_PORTS = (10002, 19999)  # `ray start`'s default --min/--max-worker-port
