@@ -126,3 +126,17 @@ def test_find_run_by_name_returns_newest_within_workspaces(engine: sa.Engine) ->
     found = store.find_run("q", ["default"])
     assert found is not None and found["id"] == "q-2"
     assert store.find_run("q-3", ["default"]) is None
+
+
+def test_the_migrated_schema_is_the_one_the_code_declares(engine: sa.Engine) -> None:
+    """``store/schema.py`` and the migrations describe one schema: a column added to
+    one and not the other (or typed differently) fails here, on both databases."""
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+
+    from taugrid.store import schema
+
+    with engine.connect() as conn:
+        ctx = MigrationContext.configure(conn, opts={"compare_type": True})
+        diff = compare_metadata(ctx, schema.metadata)
+    assert diff == [], diff
