@@ -19,7 +19,8 @@ rules keep that safe and short:
 - **Order.** Groups start longest first, from the seconds per group of earlier runs
   on this checkout (``tests/durations.json``, gitignored, written by ``record`` and
   ``write_recorded``), so the slowest modules do not start last and leave the other
-  workers idle at the end; without that file, in collection order.
+  workers idle at the end; a group no earlier run measured (a clean clone has no such
+  file) is guessed from its tests' markers (``long``, ``slow``, ``ray``).
 
 PostgreSQL is reached over its Unix socket (``.ci/start-postgres.sh``), which crosses
 network namespaces.
@@ -149,16 +150,29 @@ class GroupScheduling(LoadScopeScheduling):
         return self._groups.get(module, module)
 
 
+GUESS_S = {"long": 120.0, "slow": 40.0, "ray": 20.0, "k8s": 20.0}
+"""A test's seconds when no earlier run measured its group: by its heaviest marker."""
+
+
+def guess(item: pytest.Item) -> float:
+    """What a test costs before any run measured it (1 s: no marker named above)."""
+    return max((s for m, s in GUESS_S.items() if item.get_closest_marker(m)), default=1.0)
+
+
 def order(items: list[pytest.Item], groups: dict[str, str], durations: dict[str, float]) -> None:
     """Sort ``items`` so that the longest groups come first (stable within a group); the
-    scheduler hands groups out in this order."""
+    scheduler hands groups out in this order. A group no earlier run measured (a clean
+    clone has no durations file) is guessed from its tests' markers (``GUESS_S``)."""
     first_seen: dict[str, int] = {}
+    guessed: dict[str, float] = {}
     for i, item in enumerate(items):
-        first_seen.setdefault(groups[module_of(item.nodeid)], i)
+        g = groups[module_of(item.nodeid)]
+        first_seen.setdefault(g, i)
+        guessed[g] = guessed.get(g, 0.0) + guess(item)
 
     def key(item: pytest.Item) -> tuple[float, int]:
         g = groups[module_of(item.nodeid)]
-        return (-durations.get(g, 0.0), first_seen[g])
+        return (-durations.get(g, guessed[g]), first_seen[g])
 
     items.sort(key=key)
 
