@@ -61,7 +61,7 @@ def _matrix(doc: dict[str, Any]) -> dict[str, Any]:
     return {"regions": names, "cells": {f"{s}>{d}": v for (s, d), v in cells.items()}}
 
 
-def _util_charts(doc: dict[str, Any]) -> list[charts.Chart]:
+def _util_charts(doc: dict[str, Any]) -> list[charts.Chart | charts.Constant]:
     """One chart per source of the figure (nvml / allocation), one line per region;
     x = minutes before now, y = percent."""
     now = time.time()

@@ -61,7 +61,19 @@ def _num(v: Any) -> str:
     return str(v)
 
 
-_ENV.filters.update(when=_when, ago=_ago, num=_num, money=usage.money)
+def _size(n: Any) -> str:
+    """Bytes for people: 812 bytes, 4.2 KB, 1.3 GB (powers of 1000, as disks count)."""
+    v = float(n)
+    if v < 1000:
+        return f"{v:.0f} bytes"
+    for unit in ("KB", "MB", "GB", "TB"):
+        v /= 1000
+        if v < 1000 or unit == "TB":
+            break
+    return f"{v:.1f} {unit}"
+
+
+_ENV.filters.update(when=_when, ago=_ago, num=_num, size=_size, money=usage.money)
 
 
 def template(name: str, **ctx: Any) -> str:

@@ -4,6 +4,11 @@ Every page carries its content in the first response (usable without JavaScript)
 ``static/portal.js`` layers live updates on top through the ``.../stream`` endpoints
 (server-sent events). Runs of workspaces the token may not see are "not found", as in
 the API.
+
+The log opens at its newest lines: the page carries the log's last ``LOG_LINES`` lines
+(at most ``LOG_CHARS`` characters, read from the hub by offset, not the whole log), its
+box starts scrolled to the end (CSS without JavaScript, ``portal.js`` with it) and
+follows the stream while the reader stays at the end.
 """
 
 from __future__ import annotations
@@ -18,15 +23,16 @@ import anyio.to_thread
 import fastapi
 from fastapi import responses
 
-from taugrid.portal import charts, pages, render, session
+from taugrid.portal import charts, checkpoints, pages, render, session
 from taugrid.render import plan, runspec
 from taugrid.sdk import client, data, tenancy, usage
 
-__all__ = ["router"]
+__all__ = ["LOG_CHARS", "LOG_LINES", "router"]
 
 router = fastapi.APIRouter(prefix="/ui", include_in_schema=False)
 _SORTS = {"created": "created_at", "name": "name", "state": "state", "workspace": "workspace"}
-_LOG_PAGE = 200_000  # characters of log shown in the first response (the rest: download)
+LOG_CHARS = 200_000  # at most this much of the log in the first response (the rest: download)
+LOG_LINES = 2_000  # and at most this many lines
 Q = Annotated[str, fastapi.Query(max_length=200)]
 
 
@@ -82,15 +88,23 @@ def _list_fp(rows: list[dict[str, Any]]) -> str:
 
 def _run_fp(run: dict[str, Any], n_metrics: int) -> str:
     shown = [run["state"], run["reason"], run["cluster_id"], run["phases"], run["attempts"]]
+    shown.append(run.get("gaps"))
     text = json.dumps([*shown, n_metrics], default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def _log(c: client.Client, ref: str, q: str) -> tuple[str, int, bool]:
-    doc = c.logs(ref)
+    """The log's newest lines (filtered by ``q``), the offset they end at, whether older
+    text was left out. Only the last ``LOG_CHARS`` travel from the hub."""
+    end = int(c.logs(ref, tail=1)["offset"])
+    start = max(0, end - LOG_CHARS)
+    doc = c.logs(ref, start)
     text, offset = str(doc["text"]), int(doc["offset"])
-    cut = len(text) > _LOG_PAGE
-    text = text[-_LOG_PAGE:] if cut else text
+    lines = text.splitlines(True)
+    if start > 0:
+        lines = lines[1:]  # the first one was cut by the offset
+    cut = start > 0 or len(lines) > LOG_LINES
+    text = "".join(lines[-LOG_LINES:])
     if q:
         text = "".join(line for line in text.splitlines(True) if q in line)
     return text, offset, cut
@@ -103,7 +117,7 @@ def run_page(request: fastapi.Request, ref: str, log_q: Q = "") -> fastapi.Respo
         run = c.run(ref)
         metrics = c.metrics(ref)
         files = c.files(ref, "artifacts")
-        checkpoints = c.files(ref, "checkpoints")
+        saved = checkpoints.load(c, ref)
         log, offset, cut = _log(c, ref, log_q)
         placement = _side(lambda: data.explain_placement(c, ref))
         cost = _side(lambda: usage.run_cost(c, ref))
@@ -114,7 +128,8 @@ def run_page(request: fastapi.Request, ref: str, log_q: Q = "") -> fastapi.Respo
         run=run,
         charts=charts.charts([(str(run["name"]), metrics)]),
         files=files,
-        checkpoints=checkpoints,
+        checkpoints=saved,
+        files_shown=checkpoints.FILES_SHOWN,
         log=log,
         log_offset=offset,
         log_cut=cut,

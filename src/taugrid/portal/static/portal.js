@@ -3,11 +3,14 @@
 // "changed" when the page's data changed, and the page then re-fetches itself and swaps
 // in every [data-live] element; "log" events append to the log. EventSource reconnects
 // by itself; after a reconnect (e.g. a hub restart) the page refreshes to catch up.
+// The log box opens scrolled to its newest line and follows new lines while the reader
+// stays at the end (scrolling up stops following; back at the end, it follows again).
 (function () {
   "use strict";
   var url = document.body.getAttribute("data-stream");
   var status = document.getElementById("live-status");
   var logEl = document.getElementById("log");
+  var logBox = document.getElementById("log-box") || logEl;
   var search = document.getElementById("log-q");
   var logText = logEl ? logEl.textContent : "";
   var es = null, broken = false, planned = false, busy = false, again = false;
@@ -19,10 +22,12 @@
     if (!logEl) return;
     var q = search ? search.value : "";
     var text = q ? logText.split("\n").filter(function (l) { return l.indexOf(q) >= 0; }).join("\n") : logText;
-    var atEnd = logEl.scrollTop + logEl.clientHeight >= logEl.scrollHeight - 4;
+    var atEnd = logBox.scrollTop + logBox.clientHeight >= logBox.scrollHeight - 4;
     logEl.textContent = text;  // textContent: log lines are never parsed as HTML
-    if (atEnd) logEl.scrollTop = logEl.scrollHeight;
+    if (atEnd) toEnd();
   }
+
+  function toEnd() { logBox.scrollTop = logBox.scrollHeight; }
 
   function refresh() {
     if (busy) { again = true; return; }
@@ -42,11 +47,14 @@
       });
       var ticked = {};  // keep what the user ticked (compare boxes) across the swap
       document.querySelectorAll("[data-live] input[type=checkbox]:checked").forEach(function (c) { ticked[c.value] = true; });
+      var opened = [];  // and what they expanded (the older checkpoints)
+      document.querySelectorAll("[data-live] details[open][id]").forEach(function (d) { opened.push(d.id); });
       document.querySelectorAll("[data-live]").forEach(function (el) {
         var fresh = doc.getElementById(el.id);
         if (fresh) el.replaceWith(document.importNode(fresh, true));
       });
       document.querySelectorAll("[data-live] input[type=checkbox]").forEach(function (c) { if (ticked[c.value]) c.checked = true; });
+      opened.forEach(function (id) { var d = document.getElementById(id); if (d) d.open = true; });
       if (focused && document.getElementById(focused)) document.getElementById(focused).focus();
       else if (within && document.getElementById(within[0])) {  // keyboard users keep their place
         var target = document.getElementById(within[0]).querySelectorAll(FOCUSABLE)[within[1]];
@@ -80,6 +88,10 @@
     });
   }
 
+  if (logEl) {  // from here on this script keeps the box at its end (not the CSS)
+    logBox.classList.add("js");
+    toEnd();
+  }
   if (search && logEl) {
     search.addEventListener("input", renderLog);
     // the server filtered the first response; the stream brings the whole log from here on
