@@ -59,11 +59,13 @@ app = typer.Typer(
     no_args_is_help=True,
     context_settings=_SETTINGS,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain help and errors: rich's help formatter costs 0.13 s CPU
 )
 _RUN_HELP = """Submit a run, then watch and manage runs.
 
-[bold]Submit:[/] tau run [TARGET] [-c FILE] [--watch] [--workspace WS] [-o json]
+Submit: tau run [TARGET] [-c FILE] [--watch] [--workspace WS] [-o json]
 
+\b
 TARGET: a directory holding tau.yaml (default: here) or the file itself.
 -c FILE: another tau.yaml.  --watch: follow the run to its end.
 --workspace WS: instead of policy.workspace.  --dry-run client: show it.
@@ -77,7 +79,6 @@ run_app = typer.Typer(
     help=_RUN_HELP,
     subcommand_metavar="[TARGET] | COMMAND [ARGS]...",
     context_settings=_SETTINGS,
-    rich_markup_mode="rich",
 )
 cluster_app = typer.Typer(help="Regions and clusters: capacity, health, heartbeats.")
 platform_app = typer.Typer(help="Validate and show platform.yaml.", no_args_is_help=True)
