@@ -266,7 +266,7 @@ def explain_cmd(name: str, output: Output = "text") -> None:
             (
                 v["cluster_id"],
                 v["region"],
-                "[green]ok[/]" if v["ok"] else "[red]filtered[/]",
+                views.plain("ok", "green") if v["ok"] else views.plain("filtered", "red"),
                 *(f"{v['scores'][n]:.1f}" if n in v["scores"] else "-" for n in names),
                 f"{v['total']:.2f}" if v["ok"] else "-",
                 f"{est['seconds']:.1f} s" if est.get("seconds") is not None else "-",

@@ -102,11 +102,12 @@ def cluster_list(output: Output = "text") -> None:
     views.console.print(views.table(cols, rows))
     for c in clusters:
         for n in c["report"].get("nodes", []):
-            views.console.print(
-                f"  [dim]{c['id']} node {n['node_id']} {n.get('ip')} alive={n.get('alive')} "
+            line = (
+                f"  {c['id']} node {n['node_id']} {n.get('ip')} alive={n.get('alive')} "
                 f"gpus {n.get('gpus_free'):g} free of {n.get('gpus_total'):g} "
-                f"{n.get('fault') or n.get('problem') or ''}[/]"
+                f"{n.get('fault') or n.get('problem') or ''}"
             )
+            views.console.print(views.plain(line, "dim"))
 
 
 def _gpus(report: dict[str, Any]) -> str:

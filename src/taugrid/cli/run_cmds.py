@@ -51,8 +51,11 @@ def _pick(cli: sdk_client.Client, ref: str, *, exact: str | None = None) -> dict
             f"pass the run ID: tau run {exact} {run['id']}",
         )
     views.err_console.print(
-        f"[dim]note: {len(same) + 1} runs are named '{ref}'; using the newest, {run['id']} "
-        f"({run['state']}); pass an ID for another: {others}[/]"
+        views.plain(
+            f"note: {len(same) + 1} runs are named '{ref}'; using the newest, {run['id']} "
+            f"({run['state']}); pass an ID for another: {others}",
+            "dim",
+        )
     )
     return run
 
@@ -189,7 +192,7 @@ def status_cmd(
     if not watch:
         views.console.print(views.phase_tree(run))
     for gap in run.get("gaps", []):
-        views.console.print(views.gap_line(gap))
+        views.console.print(views.plain(views.gap_line(gap)))
     views.console.print(_cost_line(cost))
     if stages is not None:
         pipeline_cmds.print_stage_status(stages)
@@ -387,7 +390,8 @@ def history_cmd(name: str, output: Output = "text") -> None:
     )
     for e in events:
         when = time.strftime("%H:%M:%S", time.localtime(e["ts"]))
-        views.console.print(f"[dim]{when}[/] {e['kind']:<22} {_brief(e['payload'])}")
+        line = views.plain(when, "dim") + views.plain(f" {e['kind']:<22} {_brief(e['payload'])}")
+        views.console.print(line)
 
 
 def _brief(payload: dict[str, Any]) -> str:

@@ -3,7 +3,9 @@
 Owns presentation only (Rich). ``guard`` turns TauErrors into a message, a hint and an
 exit code (2: the user can fix it; 1: a system fault) — never a traceback. Output to a
 terminal fits its width; output to a pipe or file is never wrapped (tables and lines
-whole), whatever ``COLUMNS`` says.
+whole), whatever ``COLUMNS`` says. Text that comes from a hub, an agent or a job (reasons,
+log lines, error messages) is never read as Rich markup: ``[exit_nonzero]`` stays in
+the line and ``[/INST]`` does not stop the command (``plain``, table cells, ``report``).
 """
 
 from __future__ import annotations
@@ -24,7 +26,17 @@ from taugrid import errors
 from taugrid.spec import errors as spec_errors
 from taugrid.spec import units
 
-__all__ = ["age", "console", "emit_json", "guard", "phase_tree", "report", "sparkline", "table"]
+__all__ = [
+    "age",
+    "console",
+    "emit_json",
+    "guard",
+    "phase_tree",
+    "plain",
+    "report",
+    "sparkline",
+    "table",
+]
 
 _UNWRAPPED = 100_000  # columns of a console that is not a terminal: nothing wraps
 
@@ -68,9 +80,9 @@ def report(exc: errors.TauError) -> int:
     if isinstance(exc, spec_errors.SpecError):  # already file:line:col: error: ... lines
         err_console.print(rich.text.Text(exc.message))
         return 2
-    err_console.print(f"[red]error:[/] {exc.message}", markup=True)
+    err_console.print(rich.text.Text.assemble(("error:", "red"), " ", exc.message))
     if exc.hint:
-        err_console.print(f"  [dim]hint:[/] {exc.hint}")
+        err_console.print(rich.text.Text.assemble("  ", ("hint:", "dim"), " ", exc.hint))
     return 1 if isinstance(exc, errors.SystemFault) else 2
 
 
@@ -109,9 +121,18 @@ def table(
     return t
 
 
-def _cell(value: Any) -> str:
-    """One table cell on one line: no tab or line break of a server's text reaches it."""
-    return "-" if value is None else " ".join(str(value).split())
+def _cell(value: Any) -> rich.text.Text:
+    """One table cell on one line: no tab or line break of a server's text reaches it,
+    and no markup is read from it (a ``styled`` cell keeps its style)."""
+    if isinstance(value, rich.text.Text):
+        return value
+    return plain("-" if value is None else " ".join(str(value).split()))
+
+
+def plain(text: str, style: str = "") -> rich.text.Text:
+    """``text`` as it is, in ``style``: square brackets are not Rich markup (server and
+    job text; a table cell of our own in a colour: ``plain("ok", "green")``)."""
+    return rich.text.Text(text, style=style)
 
 
 def gpus_text(spec: dict[str, Any]) -> str:
