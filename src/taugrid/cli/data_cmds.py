@@ -276,8 +276,8 @@ def explain_cmd(name: str, output: Output = "text") -> None:
     cols = ["CLUSTER", "REGION", "FILTER", *(n.upper() for n in names), "TOTAL", "TRANSFER", "WHY"]
     views.console.print(views.table(cols, rows))
     if doc.get("nodes"):
-        landed = ", ".join(n[:12] for n in doc.get("landed") or []) or "not reported yet"
-        bound = ", ".join(n[:12] for n in doc["nodes"])
+        landed = views.node_ids(doc.get("landed") or [], ", ") or "not reported yet"
+        bound = views.node_ids(doc["nodes"], ", ")
         views.console.print(f"workers bound to nodes: {bound}; landed on: {landed}")
     if doc.get("guests"):  # a span: one Ray cluster, its head in the chosen cluster
         groups = ", ".join(f"{g['cluster']} ({g['workers']} workers)" for g in doc["guests"])

@@ -74,7 +74,8 @@ def cluster_list(output: Output = "text") -> None:
         models = ", ".join(f"{m}:{n}" for m, n in r.get("gpu_models", {}).items()) or "-"
         alive = sum(1 for n in r.get("nodes", []) if n.get("alive"))
         emu = " (emulated)" if r.get("emulated_gpus") else ""
-        faulty = ", ".join(f"{m['node_id'][:8]}:{m['kind']}" for m in c["faulty_nodes"]) or "-"
+        marks = c["faulty_nodes"]
+        faulty = ", ".join(f"{views.node_id(m['node_id'])}:{m['kind']}" for m in marks) or "-"
         rows.append(
             (
                 c["id"],
@@ -103,7 +104,8 @@ def cluster_list(output: Output = "text") -> None:
     for c in clusters:
         for n in c["report"].get("nodes", []):
             line = (
-                f"  {c['id']} node {n['node_id']} {n.get('ip')} alive={n.get('alive')} "
+                f"  {c['id']} node {views.node_id(n['node_id'])} {n.get('ip')} "
+                f"alive={n.get('alive')} "
                 f"gpus {n.get('gpus_free'):g} free of {n.get('gpus_total'):g} "
                 f"{n.get('fault') or n.get('problem') or ''}"
             )
@@ -138,7 +140,7 @@ def node_fault(
     cli = embedded.ensure_client(_progress)
     full = _node_id(cli.clusters(), cluster, node)
     cli.mark_node(cluster, full, kind, reason)
-    views.console.print(f"node {full} of {cluster} marked faulty ({kind})")
+    views.console.print(f"node {views.node_id(full)} of {cluster} marked faulty ({kind})")
     _await_report(cli, cluster, full, faulty=True)
 
 
@@ -153,7 +155,7 @@ def node_clear(node: str, cluster: Annotated[str, typer.Option("--cluster")] = "
         "/v1/admin/nodes/clear",
         json={"cluster_id": cluster, "node_id": full, "kind": "cordon"},
     )
-    views.console.print(f"node {full} of {cluster} cleared")
+    views.console.print(f"node {views.node_id(full)} of {cluster} cleared")
     _await_report(cli, cluster, full, faulty=False)
 
 
@@ -170,7 +172,7 @@ def node_list(output: Output = "text") -> None:
     rows = [
         (
             n["cluster"],
-            n["node_id"][:12],
+            views.node_id(n["node_id"]),
             n.get("ip") or "-",
             "yes" if n.get("alive") else "no",
             n.get("health", "unknown"),

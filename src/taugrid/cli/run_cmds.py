@@ -379,7 +379,7 @@ def history_cmd(name: str, output: Output = "text") -> None:
                     a["cluster_id"],
                     a["state"],
                     a["exit_code"],
-                    ",".join(x[:8] for x in a["nodes"]),
+                    views.node_ids(a["nodes"]),
                     a["last_step"],
                     a["checkpoint_step"],
                     a.get("summary", a["reason"]) or "",
@@ -403,9 +403,9 @@ def _brief(payload: dict[str, Any]) -> str:
 
 
 def _field(key: str, value: Any) -> Any:
-    """Times of day instead of epoch seconds; node IDs as short as elsewhere (12)."""
+    """Times of day instead of epoch seconds; node IDs as short as elsewhere."""
     if (key.endswith("_at") or key == "not_before") and isinstance(value, float):
         return time.strftime("%H:%M:%S", time.localtime(value))
     if key == "nodes" and isinstance(value, list):
-        return ",".join(str(n)[:12] for n in value)
+        return views.node_ids(value)
     return value

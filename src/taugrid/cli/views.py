@@ -31,6 +31,8 @@ __all__ = [
     "console",
     "emit_json",
     "guard",
+    "node_id",
+    "node_ids",
     "phase_tree",
     "plain",
     "report",
@@ -39,6 +41,11 @@ __all__ = [
 ]
 
 _UNWRAPPED = 100_000  # columns of a console that is not a terminal: nothing wraps
+
+NODE_ID_CHARS = 12
+"""How much of a node ID the CLI shows, everywhere (Ray's are 56 hex digits): as long as
+the hub's and the agents' messages show (``lifecycle.failure_shapes``), and a prefix
+that ``tau admin node ...`` accepts. ``-o json`` has the whole ID."""
 
 
 def _console(stderr: bool) -> rich.console.Console:
@@ -133,6 +140,16 @@ def plain(text: str, style: str = "") -> rich.text.Text:
     """``text`` as it is, in ``style``: square brackets are not Rich markup (server and
     job text; a table cell of our own in a colour: ``plain("ok", "green")``)."""
     return rich.text.Text(text, style=style)
+
+
+def node_id(node: str) -> str:
+    """A node ID as the CLI shows it: its first ``NODE_ID_CHARS`` characters."""
+    return str(node)[:NODE_ID_CHARS]
+
+
+def node_ids(nodes: Sequence[str], sep: str = ",") -> str:
+    """Several node IDs, each as ``node_id`` shows it."""
+    return sep.join(node_id(n) for n in nodes)
 
 
 def gpus_text(spec: dict[str, Any]) -> str:

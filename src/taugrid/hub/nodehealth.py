@@ -158,7 +158,8 @@ def node_list(hub: context.Hub) -> list[dict[str, Any]]:
                     "ip": n.get("ip"),
                     "alive": n.get("alive"),
                     "gpus_total": n.get("gpus_total", 0),
-                    "health": n.get("health_check", "unknown"),
+                    "health": _health(n.get("health_check", "unknown"), mine),
+                    "checks": n.get("health_check", "unknown"),
                     "conditions": n.get("conditions", []),
                     "marks": [
                         {k: m[k] for k in ("kind", "source", "reason", "marked_at")} for m in mine
@@ -168,6 +169,15 @@ def node_list(hub: context.Hub) -> list[dict[str, Any]]:
                 }
             )
     return out
+
+
+def _health(checks: str, marks: list[dict[str, Any]]) -> str:
+    """A node's health in the node list: its checks' worst status, but never ``ok`` (nor
+    ``warning``/``unknown``) while a mark is open — no new work goes there: ``faulty``,
+    or ``cordoned`` when an admin's cordon is its only mark. ``failing`` stays."""
+    if not marks or checks == "failing":
+        return checks
+    return "cordoned" if all(m["kind"] == "cordon" for m in marks) else "faulty"
 
 
 def stalled(hub: context.Hub, run_id: str, attempt: int, why: str) -> None:

@@ -1,5 +1,5 @@
-"""``tau run status|history|logs|get`` through the real console script against a real hub
-(issue 36 item 7, what a newcomer hit).
+"""``tau run ...``, ``tau cluster list`` and ``tau admin node list`` through the real
+console script against a real hub (issue 36 item 7, what a newcomer hit).
 
 The hub is served by the test (``tests.hub.harness``, clusters ``a`` and ``b``); cluster
 ``a`` is played over HTTP with its real agent token (``tests.hub.agent_builders``): it
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import re
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -47,6 +48,14 @@ def _tau(hub: HubServer, tmp: pathlib.Path, *args: str) -> str:
     return out.stdout
 
 
+def _node_report(**node: Any) -> dict[str, Any]:
+    """Cluster ``a``'s state report: one node with a Ray-long ID whose checks pass."""
+    state = ab.report("a", 4)
+    ok = {"type": "GpuEcc", "status": "ok", "reason": ""}
+    state["nodes"][0] |= {"node_id": NODE, "health_check": "ok", "conditions": [ok], **node}
+    return state
+
+
 def _submit(c: httpx.Client, name: str, extra: str = "") -> str:
     r = c.post("/v1/runs", json={"tau_yaml": ab.ONE_GPU_RUN.format(name=name) + extra})
     assert r.status_code == 201, r.text
@@ -56,7 +65,7 @@ def _submit(c: httpx.Client, name: str, extra: str = "") -> str:
 def _assignment(hub: HubServer) -> dict[str, Any]:
     """The first assignment cluster ``a`` gets (the scheduler places runs every 0.2 s)."""
     deadline = time.time() + 30
-    while not (got := ab.sync(hub, "a", ab.report("a", 4))["assignments"]):
+    while not (got := ab.sync(hub, "a", _node_report())["assignments"]):
         assert time.time() < deadline, "no assignment"
         time.sleep(0.1)
     return dict(got[0])
@@ -64,7 +73,7 @@ def _assignment(hub: HubServer) -> dict[str, Any]:
 
 def _attempt(hub: HubServer, token: int, **fields: Any) -> None:
     """Cluster ``a`` reports attempt ``token`` with ``fields``."""
-    ab.sync(hub, "a", ab.report("a", 4), attempts=[{"token": token, **fields}])
+    ab.sync(hub, "a", _node_report(), attempts=[{"token": token, **fields}])
 
 
 def _running(hub: HubServer, token: int, metrics: list[dict[str, Any]]) -> None:
@@ -119,3 +128,32 @@ def test_history_and_logs_end_with_a_newline_and_keep_long_reasons_whole(
     assert logs.endswith("\n")
     assert [json.loads(ln)["text"] for ln in logs.splitlines()] == ["step 1\nstep 2\n"]
     assert _tau(hub, tmp_path, "run", "history", run_id, "-o", "json").endswith("\n")
+
+
+def test_node_ids_have_one_length_and_a_marked_node_is_never_ok(
+    hub: HubServer, tmp_path: pathlib.Path
+) -> None:
+    ab.sync(hub, "a", _node_report())
+    with hub.http() as c:
+        run_id = _submit(c, "nodes")
+        token = _assignment(hub)["token"]
+        _running(hub, token, [{"name": "loss", "step": 2, "value": 0.5}])
+        _failed(hub, token)
+        _ended(c, run_id)
+        mark = {"cluster_id": "a", "node_id": NODE, "kind": "ecc", "reason": "by hand"}
+        assert c.post("/v1/admin/nodes/fault", json=mark).status_code == 200
+    # the agent has not run its checks since: they still pass, the mark is open
+    ab.sync(hub, "a", _node_report())
+    nodes = _tau(hub, tmp_path, "admin", "node", "list")
+    (row,) = [ln.split() for ln in nodes.splitlines() if ln.startswith("a ")]
+    assert row[1:5] == [NODE[:12], "-", "yes", "faulty"], nodes
+    doc = json.loads(_tau(hub, tmp_path, "admin", "node", "list", "-o", "json"))
+    assert [(n["health"], n["checks"], n["node_id"]) for n in doc] == [("faulty", "ok", NODE)]
+    shown = {
+        "history": _tau(hub, tmp_path, "run", "history", run_id),
+        "cluster list": _tau(hub, tmp_path, "cluster", "list"),
+        "node list": nodes,
+    }
+    for what, out in shown.items():  # every ID as long as the others, in every command
+        ids = re.findall(NODE[:6] + r"[0-9a-f]*", out)
+        assert ids and set(ids) == {NODE[:12]}, (what, out)
