@@ -3,30 +3,30 @@
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+# Two installs: `make run` needs the runtime only (`pip install -e .`); the targets that
+# test, lint or benchmark install the test toolchain too (`.[dev]`).
+STAMP := $(VENV)/.installed-dev
+RUN_STAMP := $(VENV)/.installed-run
+EXTRAS_run :=
+EXTRAS_dev := [dev]
+WHAT_run := TauGrid and its runtime dependencies
+WHAT_dev := TauGrid with its test toolchain
 
-.PHONY: install run test test-fast lint unit bench bench-quick clean down test-k8s test-long k8s-build s3-build
+.PHONY: install install-dev run test test-fast lint unit bench bench-quick clean down test-k8s test-long k8s-build s3-build
 
-# pytest-xdist workers, each in a network namespace of its own (tests/workers.py); their
-# seconds per module land in tests/durations.json, which orders the next run longest first.
-TEST_WORKERS ?= 2
-XDIST := -n $(TEST_WORKERS)
-# Each target's temporary files are its own (--basetemp, cleared when it starts again):
-# pytest's numbered directories keep the 3 newest runs, and another run beside this one
-# would delete this one's directories under it.
-PYTEST = $(BIN)/pytest -q $(XDIST) --basetemp=/tmp/tau-pytest-$@
-
-$(STAMP): pyproject.toml
+$(VENV)/.installed-%: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	@echo "Installing TauGrid and its dependencies into $(VENV): about 2 minutes the first time;"
+	@echo "Installing $(WHAT_$*) into $(VENV): about 2 minutes the first time;"
 	@echo "pip lists each package as it goes."
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install --progress-bar on -e '.[dev]'
-	touch $(STAMP)
+	$(BIN)/pip install --progress-bar on -e '.$(EXTRAS_$*)'
+	touch $@
 
-install: $(STAMP)
+install: $(RUN_STAMP)
 
-run: $(STAMP)
+install-dev: $(STAMP)
+
+run: $(RUN_STAMP)
 	$(BIN)/tau up
 	$(BIN)/tau run examples/quickstart --watch
 	@echo "The embedded platform is still up: try '$(BIN)/tau run list'. Stop it with 'make down'."
@@ -73,7 +73,7 @@ bench: $(STAMP)
 bench-quick: $(STAMP)
 	$(BIN)/python -m benchmarks.run_all --quick
 
-down: $(STAMP)
+down: $(RUN_STAMP)
 	$(BIN)/tau down || true
 
 clean:

@@ -12,6 +12,7 @@ import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -59,6 +60,47 @@ def test_quickstart_end_to_end(env: dict[str, str], tmp_path: Path) -> None:
     assert got.returncode == 0 and (tmp_path / "model.npz").stat().st_size > 1000
     hist = json.loads(tau(env, "run", "history", "quickstart", "-o", "json").stdout)
     assert hist["attempts"][0]["exit_code"] == 0 and hist["events"][0]["kind"] == "submitted"
+
+
+def _quickstart_succeeded(env: dict[str, str]) -> dict[str, Any]:
+    """The quickstart's run (run to the end first if no test of the module has yet)."""
+    if tau(env, "run", "status", "quickstart").returncode != 0:
+        assert tau(env, "run", "examples/quickstart", "--watch").returncode == 0
+    run = json.loads(tau(env, "run", "status", "quickstart", "-o", "json").stdout)
+    assert run["state"] == "succeeded", run
+    return dict(run)
+
+
+def test_results_by_declared_name_and_a_bad_destination_is_an_error(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    _quickstart_succeeded(env)
+    got = tau(env, "run", "get", "quickstart", "--artifact", "model", "-d", str(tmp_path))
+    assert got.returncode == 0, got.stderr  # tau.yaml: outputs: [{name: model, path: model.npz}]
+    assert (tmp_path / "model.npz").stat().st_size > 1000
+    (tmp_path / "file").write_text("not a directory")
+    bad = tau(env, "run", "get", "quickstart", "-d", str(tmp_path / "file" / "out"))
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr, bad.stderr
+    assert "cannot write" in bad.stderr and "pass -d a directory" in bad.stderr
+    wrong = tau(env, "run", "list", "-o", "yaml")  # -o is text or json; yaml is refused
+    assert wrong.returncode == 2 and "'yaml' is not one of: text, json" in wrong.stderr
+
+
+def test_the_store_tokens_and_run_records_are_private(env: dict[str, str]) -> None:
+    home = Path(env["TAU_HOME"])
+    assert home.stat().st_mode & 0o077 == 0
+    record = Path(_quickstart_succeeded(env)["record_dir"])
+    files = [home / "hub.db", record / "run.json", *record.rglob("*.npz")]
+    files += [*record.glob("logs/*"), *record.glob("metrics/*")]
+    assert len(files) > 4
+    shared = {str(f): oct(f.stat().st_mode & 0o777) for f in files if f.stat().st_mode & 0o077}
+    assert not shared, f"readable by others: {shared}"
+
+
+def test_up_on_a_running_platform_says_it_is_up(env: dict[str, str]) -> None:
+    out = tau(env, "up")
+    assert out.returncode == 0, out.stderr
+    assert "already up; nothing to start" in out.stderr and "starting" not in out.stderr
 
 
 def test_cancel_running_returns_when_released(env: dict[str, str], tmp_path: Path) -> None:

@@ -29,6 +29,7 @@ import threading
 from pathlib import Path
 from types import FrameType
 
+from taugrid import private
 from taugrid.agent import agent, datasync, guests, hubclient
 from taugrid.backends import errors, ray_cordon, ray_jobs, ray_local
 from taugrid.platform import load as platform_load
@@ -162,6 +163,7 @@ def stop_leftover(home: Path, cluster_id: str) -> str | None:
 
 def main() -> None:
     args = _args()
+    private.restrict()  # records, scratch, Ray's session files: the owner's only
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     if args.stop_leftover_ray:
         stopped = stop_leftover(args.home, args.cluster)

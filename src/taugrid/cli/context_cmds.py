@@ -8,16 +8,11 @@ lab down`` switches back. ``TAU_HUB_URL``/``TAU_TOKEN`` override the current con
 from __future__ import annotations
 
 import os
-from typing import Annotated
-
-import typer
 
 from taugrid.cli import app, views
 from taugrid.sdk import client, contexts
 
 __all__: list[str] = []
-
-Output = Annotated[str, typer.Option("-o", "--output", help="text or json")]
 
 
 def _store() -> contexts.Contexts:
@@ -26,7 +21,7 @@ def _store() -> contexts.Contexts:
 
 @app.context_app.command("list")
 @views.guard
-def context_list(output: Output = "text") -> None:
+def context_list(output: views.Output = "text") -> None:
     """Every context; the current one is marked with *."""
     store = _store()
     current = store.current_name()

@@ -16,15 +16,10 @@ from taugrid.sdk import data, embedded
 
 __all__: list[str] = []
 
-Output = Annotated[str, typer.Option("-o", "--output", help="text or json")]
 Workspace = Annotated[
     str | None, typer.Option("--workspace", help="workspace the dataset belongs to")
 ]
 Doc = dict[str, Any]
-
-
-def _progress(msg: str) -> None:
-    views.err_console.print(f"[dim]{msg}[/]")
 
 
 def _size(n: float | None) -> str:
@@ -45,10 +40,10 @@ def register_cmd(
     path: Annotated[str, typer.Option("--path", help="directory under the region's data root")],
     version: Annotated[str, typer.Option("--version")] = "v1",
     workspace: Workspace = None,
-    output: Output = "text",
+    output: views.Output = "text",
 ) -> None:
     """Register NAME: files already under REGION's data root; its agent scans them."""
-    cli = embedded.ensure_client(_progress)
+    cli = embedded.ensure_client(views.progress)
     row = data.register(cli, name, region, path, version, workspace)
     if output == "json":
         views.emit_json(row)
@@ -61,9 +56,9 @@ def register_cmd(
 
 @app.data_app.command("list")
 @views.guard
-def list_cmd(workspace: Workspace = None, output: Output = "text") -> None:
+def list_cmd(workspace: Workspace = None, output: views.Output = "text") -> None:
     """Datasets of your workspaces with size, state and the regions holding a replica."""
-    rows = data.datasets(embedded.ensure_client(_progress), workspace)
+    rows = data.datasets(embedded.ensure_client(views.progress), workspace)
     if output == "json":
         views.emit_json(rows)
         return
@@ -95,9 +90,9 @@ def _replica_rows(reps: list[Doc]) -> list[tuple[Any, ...]]:
 
 @app.data_app.command("show")
 @views.guard
-def show_cmd(name: str, output: Output = "text") -> None:
+def show_cmd(name: str, output: views.Output = "text") -> None:
     """One dataset: manifest summary, replicas and transfers."""
-    d = data.dataset(embedded.ensure_client(_progress), name)
+    d = data.dataset(embedded.ensure_client(views.progress), name)
     if output == "json":
         views.emit_json(d)
         return
@@ -133,9 +128,9 @@ def show_cmd(name: str, output: Output = "text") -> None:
 
 @app.data_app.command("replicas")
 @views.guard
-def replicas_cmd(name: str, output: Output = "text") -> None:
+def replicas_cmd(name: str, output: views.Output = "text") -> None:
     """Replicas of NAME per region."""
-    reps = data.replicas(embedded.ensure_client(_progress), name)
+    reps = data.replicas(embedded.ensure_client(views.progress), name)
     if output == "json":
         views.emit_json(reps)
         return
@@ -154,10 +149,10 @@ def replicate_cmd(
         str | None, typer.Option("--url", help="keep the copy in object storage (fsspec URL)")
     ] = None,
     wait: Annotated[bool, typer.Option("--wait", help="show progress until done")] = False,
-    output: Output = "text",
+    output: views.Output = "text",
 ) -> None:
     """Copy NAME to another region (agent to agent, sha256-verified, resumable)."""
-    cli = embedded.ensure_client(_progress)
+    cli = embedded.ensure_client(views.progress)
     t = data.replicate(cli, name, to, source, url)
     if wait:
         t = _wait(cli, t, quiet=output == "json")
@@ -191,9 +186,9 @@ def _wait(cli: Any, t: Doc, quiet: bool) -> Doc:
 
 @app.region_app.command("list")
 @views.guard
-def region_list(output: Output = "text") -> None:
+def region_list(output: views.Output = "text") -> None:
     """Regions: GPUs free/busy by model, queue, health, heartbeat; the measured link matrix."""
-    rows = data.regions(embedded.ensure_client(_progress))
+    rows = data.regions(embedded.ensure_client(views.progress))
     if output == "json":
         views.emit_json(rows)
         return
@@ -241,9 +236,9 @@ _PRESETS = {"balanced": " (finish-first)", "cost": " (cost-first)", "time": " (u
 
 @app.run_app.command("explain-placement")
 @views.guard
-def explain_cmd(name: str, output: Output = "text") -> None:
+def explain_cmd(name: str, output: views.Output = "text") -> None:
     """Every cluster's filter verdict and score breakdown for run NAME."""
-    doc = data.explain_placement(embedded.ensure_client(_progress), name)
+    doc = data.explain_placement(embedded.ensure_client(views.progress), name)
     if output == "json":
         views.emit_json(doc)
         return

@@ -6,7 +6,7 @@ against the database's clock, which the replicas' leases use too.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
 import typer
 
@@ -18,8 +18,6 @@ __all__: list[str] = []
 hub_app = typer.Typer(help="The hub's replicas and leader (HA).", no_args_is_help=True)
 app.admin_app.add_typer(hub_app, name="hub")
 
-Output = Annotated[str, typer.Option("-o", "--output", help="text or json")]
-
 
 def _ago(now: float, ts: float) -> str:
     return f"{max(0.0, now - ts):.1f}s ago"
@@ -27,9 +25,9 @@ def _ago(now: float, ts: float) -> str:
 
 @hub_app.command("status")
 @views.guard
-def hub_status(output: Output = "text") -> None:
+def hub_status(output: views.Output = "text") -> None:
     """Replicas (alive, which one leads), the leader's lease and epoch, the database."""
-    cli = embedded.ensure_client(lambda m: views.err_console.print(f"[dim]{m}[/]"))
+    cli = embedded.ensure_client(views.progress)
     doc: dict[str, Any] = cli.request("GET", "/v1/admin/hub")
     if output == "json":
         views.emit_json(doc)

@@ -19,8 +19,6 @@ from taugrid.cli import app, views
 
 __all__: list[str] = []
 
-Output = Annotated[str, typer.Option("-o", "--output", help="text or json")]
-
 
 def _lab(*args: str) -> None:
     cmd = [sys.executable, "-m", "taugrid.lab", *args]
@@ -38,7 +36,7 @@ def _lab(*args: str) -> None:
 def lab_up(
     regions: Annotated[int, typer.Option("--regions", min=1, max=8)] = 3,
     topology: Annotated[Path | None, typer.Option("--topology", help="links YAML")] = None,
-    output: Output = "text",
+    output: views.Output = "text",
 ) -> None:
     """Start a hub and REGIONS regions, each a real Ray cluster + agent, links shaped."""
     args = ["up", "--regions", str(regions), "-o", output]
@@ -56,6 +54,6 @@ def lab_down() -> None:
 
 @app.lab_app.command("status")
 @views.guard
-def lab_status(output: Output = "text") -> None:
+def lab_status(output: views.Output = "text") -> None:
     """What the lab runs (pids, namespaces, hub URL)."""
     _lab("status", "-o", output)

@@ -37,7 +37,7 @@ def metrics_setup(
     and Grafana provisioning for the platform this shell targets."""
     from taugrid.sdk import monitoring
 
-    cli = embedded.ensure_client(lambda m: views.err_console.print(f"[dim]{m}[/]"))
+    cli = embedded.ensure_client(views.progress)
     target = out if out is not None else sdk_client.tau_home() / "monitoring"
     lay = monitoring.setup(
         cli, target, scrape_interval=scrape_interval, prometheus_url=prometheus_url

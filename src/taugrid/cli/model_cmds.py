@@ -16,11 +16,9 @@ from taugrid.sdk import embedded, registry
 
 __all__: list[str] = []
 
-Output = Annotated[str, typer.Option("-o", "--output", help="text or json")]
-
 
 def _client() -> sdk_client.Client:
-    return embedded.ensure_client(lambda m: views.err_console.print(f"[dim]{m}[/]"))
+    return embedded.ensure_client(views.progress)
 
 
 def _what(v: dict[str, Any]) -> str:
@@ -60,7 +58,7 @@ def register_cmd(
         typer.Option("--best-by", help="[min:|max:]METRIC: the best run of that name"),
     ] = None,
     alias: Annotated[list[str] | None, typer.Option("--alias", help="e.g. staging")] = None,
-    output: Output = "text",
+    output: views.Output = "text",
 ) -> None:
     """Register a run's model as a new version of NAME."""
     v = registry.register(
@@ -82,7 +80,7 @@ def register_cmd(
 
 @app.model_app.command("list")
 @views.guard
-def list_cmd(output: Output = "text") -> None:
+def list_cmd(output: views.Output = "text") -> None:
     """Every version of every model in your workspaces."""
     versions = registry.versions(_client())
     if output == "json":
@@ -94,7 +92,8 @@ def list_cmd(output: Output = "text") -> None:
 @app.model_app.command("show")
 @views.guard
 def show_cmd(
-    ref: Annotated[str, typer.Argument(help="NAME, NAME@ALIAS or NAME@vN")], output: Output = "text"
+    ref: Annotated[str, typer.Argument(help="NAME, NAME@ALIAS or NAME@vN")],
+    output: views.Output = "text",
 ) -> None:
     """A model's versions, and what REF resolves to with its lineage."""
     doc = registry.show(_client(), ref)

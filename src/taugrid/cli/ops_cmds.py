@@ -15,23 +15,20 @@ from taugrid.sdk import client, contexts, embedded
 
 __all__: list[str] = []
 
-Output = Annotated[str, typer.Option("-o", "--output", help="text or json")]
-
-
-def _progress(msg: str) -> None:
-    views.err_console.print(f"[dim]{msg}[/]")
-
 
 @app.app.command("up")
 @views.guard
 def up_cmd(
     status: Annotated[bool, typer.Option("--status", help="Only report what runs")] = False,
-    output: Output = "text",
+    output: views.Output = "text",
 ) -> None:
     """Start the embedded platform (hub + region 'local' with a real Ray cluster)."""
     plat = embedded.EmbeddedPlatform()
     if not status:
-        plat.up(_progress)
+        running = plat.hub.pid() is not None and plat.agent.pid() is not None
+        plat.up(views.progress)
+        if running:
+            views.progress(f"the embedded platform of {plat.home} is already up; nothing to start")
     doc = plat.status()
     if output == "json":
         views.emit_json(doc)
@@ -48,23 +45,25 @@ def down_cmd() -> None:
 
     def progress(msg: str) -> None:
         said.append(msg)
-        _progress(msg)
+        views.progress(msg)
 
     plat = embedded.EmbeddedPlatform()
     plat.down(progress)
     if not said:
-        _progress(f"the embedded platform of {plat.home} is not running; nothing to stop")
+        views.progress(f"the embedded platform of {plat.home} is not running; nothing to stop")
     current = contexts.Contexts(client.tau_home()).current_name()
     if current != contexts.LOCAL:  # e.g. a lab: `tau down` leaves it running
-        _progress(f"the current context '{current}' is not the embedded platform; it still runs")
-        _progress("  (a lab stops with: tau lab down)")
+        views.progress(
+            f"the current context '{current}' is not the embedded platform; it still runs"
+        )
+        views.progress("  (a lab stops with: tau lab down)")
 
 
 @app.cluster_app.command("list")
 @views.guard
-def cluster_list(output: Output = "text") -> None:
+def cluster_list(output: views.Output = "text") -> None:
     """Clusters: GPUs free/busy by model, queue, health, last heartbeat."""
-    clusters = embedded.ensure_client(_progress).clusters()
+    clusters = embedded.ensure_client(views.progress).clusters()
     if output == "json":
         views.emit_json(clusters)
         return
@@ -137,7 +136,7 @@ def node_fault(
     reason: str = "",
 ) -> None:
     """Mark NODE faulty: no new work goes there; runs on it get a new attempt elsewhere."""
-    cli = embedded.ensure_client(_progress)
+    cli = embedded.ensure_client(views.progress)
     full = _node_id(cli.clusters(), cluster, node)
     cli.mark_node(cluster, full, kind, reason)
     views.console.print(f"node {views.node_id(full)} of {cluster} marked faulty ({kind})")
@@ -148,7 +147,7 @@ def node_fault(
 @views.guard
 def node_clear(node: str, cluster: Annotated[str, typer.Option("--cluster")] = "local") -> None:
     """Clear the fault marks of NODE."""
-    cli = embedded.ensure_client(_progress)
+    cli = embedded.ensure_client(views.progress)
     full = _node_id(cli.clusters(), cluster, node)
     cli.request(
         "POST",
@@ -161,10 +160,10 @@ def node_clear(node: str, cluster: Annotated[str, typer.Option("--cluster")] = "
 
 @node_app.command("list")
 @views.guard
-def node_list(output: Output = "text") -> None:
+def node_list(output: views.Output = "text") -> None:
     """Every node with its health checks and its marks (who set them: admin, checker,
     log_monitor)."""
-    cli = embedded.ensure_client(_progress)
+    cli = embedded.ensure_client(views.progress)
     nodes: list[dict[str, Any]] = cli.request("GET", "/v1/admin/nodes")
     if output == "json":
         views.emit_json(nodes)
@@ -189,10 +188,12 @@ def node_list(output: Output = "text") -> None:
 @node_app.command("history")
 @views.guard
 def node_history(
-    node: str, cluster: Annotated[str, typer.Option("--cluster")] = "local", output: Output = "text"
+    node: str,
+    cluster: Annotated[str, typer.Option("--cluster")] = "local",
+    output: views.Output = "text",
 ) -> None:
     """Marks, clears and suspicions of NODE, oldest first, with who caused each."""
-    cli = embedded.ensure_client(_progress)
+    cli = embedded.ensure_client(views.progress)
     full = _node_id(cli.clusters(), cluster, node)
     events: list[dict[str, Any]] = cli.request(
         "GET", f"/v1/admin/nodes/{full}/history", params={"cluster": cluster}
@@ -225,7 +226,7 @@ def _await_report(
                 if n["node_id"] == node and bool(n.get("fault")) == faulty:
                     return
         time.sleep(0.5)
-    _progress(f"the agent of {cluster} has not reported it yet; tau cluster list will show it")
+    views.progress(f"the agent of {cluster} has not reported it yet; tau cluster list will show it")
 
 
 def _node_id(clusters: list[dict[str, object]], cluster: str, prefix: str) -> str:

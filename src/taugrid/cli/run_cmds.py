@@ -21,19 +21,19 @@ from typing import Annotated, Any
 
 import typer
 
+from taugrid import errors
 from taugrid.cli import app, pipeline_cmds, views
 from taugrid.sdk import client as sdk_client
 from taugrid.sdk import embedded, pipelines, usage
 
 __all__: list[str] = []
 
-Output = Annotated[str, typer.Option("-o", "--output", help="text or json")]
 _TERMINAL = {"succeeded", "failed", "cancelled"}
 
 
 def _client(start: bool = False) -> sdk_client.Client:
     """The hub's client; only ``start`` (submitting) may start the embedded platform."""
-    return embedded.ensure_client(lambda m: views.err_console.print(f"[dim]{m}[/]"), start=start)
+    return embedded.ensure_client(views.progress, start=start)
 
 
 def _pick(cli: sdk_client.Client, ref: str, *, exact: str | None = None) -> dict[str, Any]:
@@ -98,7 +98,7 @@ def submit_cmd(
     workspace: Annotated[
         str | None, typer.Option("--workspace", help="Override policy.workspace")
     ] = None,
-    output: Output = "text",
+    output: views.SubmitOutput = "text",
 ) -> None:
     """Submit a run: tau run [TARGET] [-c FILE] [--watch]."""
     from taugrid.sdk import submit
@@ -149,7 +149,7 @@ def list_cmd(
     workspace: Annotated[str | None, typer.Option("--workspace")] = None,
     state: Annotated[str | None, typer.Option("--state", help="e.g. running,queued")] = None,
     limit: int = 50,
-    output: Output = "text",
+    output: views.Output = "text",
 ) -> None:
     """List runs, newest first."""
     runs = _client().runs(workspace, state, limit)
@@ -178,7 +178,7 @@ def list_cmd(
 def status_cmd(
     name: str,
     watch: Annotated[bool, typer.Option("--watch", "-w")] = False,
-    output: Output = "text",
+    output: views.Output = "text",
 ) -> None:
     """Where a run is: the phase tree with source, reason and time of each phase."""
     cli = _client()
@@ -248,7 +248,7 @@ def _emit_logs(ref: str, chunk: dict[str, Any], output: str) -> None:
 
 @app.run_app.command("metrics")
 @views.guard
-def metrics_cmd(name: str, output: Output = "text") -> None:
+def metrics_cmd(name: str, output: views.Output = "text") -> None:
     """Latest value of each metric with a sparkline of its history."""
     cli = _client()
     rows = cli.metrics(_pick(cli, name)["id"])
@@ -276,18 +276,22 @@ def metrics_cmd(name: str, output: Output = "text") -> None:
 def get_cmd(
     name: str,
     artifact: Annotated[
-        str | None, typer.Option("--artifact", help="Artifact file/dir name")
+        str | None,
+        typer.Option("--artifact", help="An output's declared name, or an artifact file/dir"),
     ] = None,
     path: Annotated[
         str | None, typer.Option("--path", help="Any path inside the run record")
     ] = None,
     dest: Annotated[Path, typer.Option("-d", "--dest")] = Path("."),
     list_only: Annotated[bool, typer.Option("--list")] = False,
-    output: Output = "text",
+    output: views.Output = "text",
 ) -> None:
     """Fetch results: an artifact, any file of the record, or (default) all artifacts."""
     cli = _client()
-    ref = _pick(cli, name)["id"]
+    run = _pick(cli, name)
+    ref = run["id"]
+    if artifact:
+        artifact = _declared_path(run, artifact)
     prefix = path or (f"artifacts/{artifact}" if artifact else "artifacts")
     files = [
         f
@@ -308,9 +312,29 @@ def get_cmd(
     base = Path(prefix) if not (path or artifact) else Path(prefix).parent
     for f in files:
         target = dest / Path(f["path"]).relative_to(base)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(cli.download(ref, f["path"]))
+        _write(target, cli.download(ref, f["path"]))
         views.console.print(f"{f['path']} → {target}")
+
+
+def _declared_path(run: dict[str, Any], artifact: str) -> str:
+    """The path of the output tau.yaml declares as ``artifact`` (``data.outputs[].name``),
+    else ``artifact`` itself (a file or folder under ``artifacts/``)."""
+    for out in (run.get("spec") or {}).get("outputs") or []:
+        if out.get("name") == artifact:
+            return str(out["path"])
+    return artifact
+
+
+def _write(target: Path, data: bytes) -> None:
+    """Write a fetched file; a destination that cannot take it is the user's to fix."""
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+    except OSError as exc:
+        raise errors.UserError(
+            f"cannot write {target}: {exc.strerror or exc}",
+            "pass -d a directory you can write to (it is created if missing)",
+        ) from exc
 
 
 @app.run_app.command("cancel")
@@ -351,7 +375,7 @@ def resume_cmd(name: str, watch: Annotated[bool, typer.Option("--watch", "-w")] 
 
 @app.run_app.command("history")
 @views.guard
-def history_cmd(name: str, output: Output = "text") -> None:
+def history_cmd(name: str, output: views.Output = "text") -> None:
     """Attempts and every lifecycle event of a run, in order."""
     cli = _client()
     run = _pick(cli, name)

@@ -18,7 +18,6 @@ from taugrid.sdk import embedded, serving
 
 __all__: list[str] = []
 
-Output = Annotated[str, typer.Option("-o", "--output", help="text or json")]
 OptRun = Annotated[str, typer.Option("--from-run", help="The trained run (ID or name)")]
 Model = Annotated[
     str | None, typer.Option("--model", help="A registered model: NAME@ALIAS, NAME@vN, NAME")
@@ -43,7 +42,7 @@ _SETTLED = {"Ready", "Failed", "Deleted"}
 
 
 def _client(start: bool = False) -> sdk_client.Client:
-    return embedded.ensure_client(lambda m: views.err_console.print(f"[dim]{m}[/]"), start=start)
+    return embedded.ensure_client(views.progress, start=start)
 
 
 def _show(dep: dict[str, Any], output: str) -> None:
@@ -117,7 +116,7 @@ def deploy_cmd(
     regions: Regions = None,
     wait: Wait = False,
     timeout: WaitTimeout = 600.0,
-    output: Output = "text",
+    output: views.Output = "text",
 ) -> None:
     """Deploy a trained run's model as NAME (--from-run RUN, or --model NAME@ALIAS)."""
     cli = _client(start=True)
@@ -147,7 +146,7 @@ def update_cmd(
     workspace: Workspace = None,
     wait: Wait = False,
     timeout: WaitTimeout = 600.0,
-    output: Output = "text",
+    output: views.Output = "text",
 ) -> None:
     """Serve another run or checkpoint as NAME (rolling: requests keep being answered)."""
     cli = _client()
@@ -171,7 +170,7 @@ def scale_cmd(
     replicas: Annotated[int, typer.Option("--replicas", min=1, help="Replica count")],
     wait: Wait = False,
     timeout: WaitTimeout = 600.0,
-    output: Output = "text",
+    output: views.Output = "text",
 ) -> None:
     """Set NAME's replica count (admitted against the workspace's quota like a run)."""
     cli = _client()
@@ -180,7 +179,7 @@ def scale_cmd(
 
 @app.serve_app.command("list")
 @views.guard
-def list_cmd(output: Output = "text") -> None:
+def list_cmd(output: views.Output = "text") -> None:
     """Deployments of your workspaces."""
     deps = serving.deployments(_client())
     if output == "json":
@@ -204,7 +203,7 @@ def list_cmd(output: Output = "text") -> None:
 
 @app.serve_app.command("status")
 @views.guard
-def status_cmd(name: str, output: Output = "text") -> None:
+def status_cmd(name: str, output: views.Output = "text") -> None:
     """Phase, replicas, endpoint, what is served, requests/s and latency."""
     _show(serving.deployment(_client(), name), output)
 
@@ -220,6 +219,6 @@ def logs_cmd(name: str, tail: Annotated[int | None, typer.Option("--tail")] = No
 
 @app.serve_app.command("delete")
 @views.guard
-def delete_cmd(name: str, output: Output = "text") -> None:
+def delete_cmd(name: str, output: views.Output = "text") -> None:
     """Stop serving NAME; its GPUs go back to the workspace's quota."""
     _show(serving.delete(_client(), name), output)

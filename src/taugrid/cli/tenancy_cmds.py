@@ -20,7 +20,6 @@ from taugrid.sdk import tenancy as sdk
 
 __all__: list[str] = []
 
-Output = Annotated[str, typer.Option("-o", "--output", help="text or json")]
 
 ws_quota_app = typer.Typer(help="A workspace's quota and quota requests.", no_args_is_help=True)
 app.workspace_app.add_typer(ws_quota_app, name="quota")
@@ -31,7 +30,7 @@ app.admin_app.add_typer(token_app, name="token")
 
 
 def _client() -> sdk_client.Client:
-    return embedded.ensure_client(lambda m: views.err_console.print(f"[dim]{m}[/]"))
+    return embedded.ensure_client(views.progress)
 
 
 def _when(ts: float | None) -> str:
@@ -45,7 +44,7 @@ def ws_create(
     name: str,
     team: Annotated[str, typer.Option("--team", help="Team whose quota the workspace uses")],
     member: Annotated[list[str] | None, typer.Option("--member", help="User; repeatable")] = None,
-    output: Output = "text",
+    output: views.Output = "text",
 ) -> None:
     """Create a workspace (admin)."""
     ws = sdk.create_workspace(_client(), name, team, member or [])
@@ -57,7 +56,7 @@ def ws_create(
 
 @app.workspace_app.command("list")
 @views.guard
-def ws_list(output: Output = "text") -> None:
+def ws_list(output: views.Output = "text") -> None:
     """Workspaces you can see (all of them for an admin)."""
     wss = sdk.workspaces(_client())
     if output == "json":
@@ -94,7 +93,7 @@ def _quota_table(quotas: list[dict[str, Any]]) -> Any:
 
 @app.workspace_app.command("status")
 @views.guard
-def ws_status(name: str, output: Output = "text") -> None:
+def ws_status(name: str, output: views.Output = "text") -> None:
     """A workspace's runs by state and the GPUs it holds against its team's quota."""
     doc = sdk.workspace_status(_client(), name)
     if output == "json":
@@ -125,7 +124,7 @@ def ws_members(
     remove: Annotated[
         list[str] | None, typer.Option("--remove", help="User to remove; repeatable")
     ] = None,
-    output: Output = "text",
+    output: views.Output = "text",
 ) -> None:
     """Show a workspace's members; --add/--remove change them (admin)."""
     cli = _client()
@@ -145,7 +144,7 @@ def ws_members(
 
 @ws_quota_app.command("show")
 @views.guard
-def quota_show(name: str, output: Output = "text") -> None:
+def quota_show(name: str, output: views.Output = "text") -> None:
     """The quota of the workspace's team, what is held, and the workspace's requests."""
     doc = sdk.quota(_client(), name)
     if output == "json":
@@ -167,7 +166,7 @@ def quota_request(
     gpu_model: Annotated[str, typer.Option("--gpu-model", help="e.g. A100-80G")],
     gpus: Annotated[int, typer.Option("--gpus", help="The nominal quota you ask for")],
     reason: Annotated[str, typer.Option("--reason", help="Why (an admin reads it)")],
-    output: Output = "text",
+    output: views.Output = "text",
 ) -> None:
     """Ask for the team of workspace NAME to get a nominal quota of GPUS (an admin decides)."""
     row = sdk.request_quota(_client(), name, gpu_model, gpus, reason)
@@ -206,7 +205,7 @@ def _requests_table(rows: list[dict[str, Any]]) -> Any:
 @views.guard
 def admin_quota_list(
     state: Annotated[str | None, typer.Option("--state", help="pending|approved|rejected")] = None,
-    output: Output = "text",
+    output: views.Output = "text",
 ) -> None:
     """Quota requests (oldest first)."""
     rows = sdk.quota_requests(_client(), state)
@@ -221,7 +220,7 @@ def admin_quota_list(
 def admin_quota_approve(
     request_id: str,
     reason: Annotated[str, typer.Option("--reason")] = "",
-    output: Output = "text",
+    output: views.Output = "text",
 ) -> None:
     """Approve a quota request: the team's nominal quota becomes what it asked for."""
     row = sdk.approve_quota(_client(), request_id, reason)
@@ -239,7 +238,7 @@ def admin_quota_approve(
 def admin_quota_reject(
     request_id: str,
     reason: Annotated[str, typer.Option("--reason", help="Told to the requester")],
-    output: Output = "text",
+    output: views.Output = "text",
 ) -> None:
     """Reject a quota request (with a reason)."""
     row = sdk.reject_quota(_client(), request_id, reason)
@@ -254,7 +253,7 @@ def admin_quota_reject(
 @views.guard
 def queue_list(
     workspace: Annotated[str | None, typer.Option("--workspace")] = None,
-    output: Output = "text",
+    output: views.Output = "text",
 ) -> None:
     """Waiting runs in queue order (priority, then age) with the reason each waits."""
     rows = sdk.queue(_client(), workspace)
@@ -298,7 +297,7 @@ def login_cmd(
         ),
     ],
     token: Annotated[str, typer.Option("--token", prompt=True, hide_input=True)],
-    output: Output = "text",
+    output: views.Output = "text",
 ) -> None:
     """Check a hub URL and token, then save them in $TAU_HOME/credentials.json (0600)."""
     path, me = sdk.login(hub, token)
@@ -321,7 +320,7 @@ def token_create(
         list[str] | None, typer.Option("--workspace", help="Researcher scope; repeatable")
     ] = None,
     cluster: Annotated[str | None, typer.Option("--cluster", help="Agent scope")] = None,
-    output: Output = "text",
+    output: views.Output = "text",
 ) -> None:
     """Create a token; its secret is printed once and never stored."""
     client = _client()
@@ -337,7 +336,7 @@ def token_create(
 
 @token_app.command("list")
 @views.guard
-def token_list(output: Output = "text") -> None:
+def token_list(output: views.Output = "text") -> None:
     """Tokens (never their secrets)."""
     rows = sdk.list_tokens(_client())
     if output == "json":
@@ -360,7 +359,7 @@ def token_list(output: Output = "text") -> None:
 
 @token_app.command("revoke")
 @views.guard
-def token_revoke(token_id: str, output: Output = "text") -> None:
+def token_revoke(token_id: str, output: views.Output = "text") -> None:
     """Revoke a token; its next request fails."""
     out = sdk.revoke_token(_client(), token_id)
     if output == "json":
@@ -374,7 +373,7 @@ def token_revoke(token_id: str, output: Output = "text") -> None:
 def audit_cmd(
     limit: Annotated[int, typer.Option("--limit")] = 50,
     action: Annotated[str | None, typer.Option("--action", help="e.g. quota, token.create")] = None,
-    output: Output = "text",
+    output: views.Output = "text",
 ) -> None:
     """The audit log, newest first: every admin action and every quota change."""
     rows = sdk.audit(_client(), limit, action)

@@ -15,7 +15,7 @@ import json
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, ParamSpec, TypeVar
+from typing import Annotated, Any, ParamSpec, TypeVar
 
 import rich.console
 import rich.table
@@ -27,6 +27,8 @@ from taugrid.spec import errors as spec_errors
 from taugrid.spec import units
 
 __all__ = [
+    "Output",
+    "SubmitOutput",
     "age",
     "console",
     "emit_json",
@@ -35,10 +37,38 @@ __all__ = [
     "node_ids",
     "phase_tree",
     "plain",
+    "progress",
     "report",
     "sparkline",
     "table",
 ]
+
+
+def _one_of(*formats: str) -> Callable[[str], str]:
+    def check(value: str) -> str:
+        if value not in formats:
+            raise typer.BadParameter(f"{value!r} is not one of: {', '.join(formats)}")
+        return value
+
+    return check
+
+
+Output = Annotated[
+    str, typer.Option("-o", "--output", help="text or json", callback=_one_of("text", "json"))
+]
+"""``-o``/``--output`` of every command: ``text`` (a table for a person) or ``json``; any
+other value is a usage error, never a silent table."""
+
+SubmitOutput = Annotated[
+    str,
+    typer.Option(
+        "-o",
+        "--output",
+        help="text or json; yaml too with --dry-run",
+        callback=_one_of("text", "json", "yaml"),
+    ),
+]
+"""``-o`` of ``tau run``: as ``Output``, and ``yaml`` for the objects ``--dry-run`` prints."""
 
 _UNWRAPPED = 100_000  # columns of a console that is not a terminal: nothing wraps
 
@@ -140,6 +170,11 @@ def plain(text: str, style: str = "") -> rich.text.Text:
     """``text`` as it is, in ``style``: square brackets are not Rich markup (server and
     job text; a table cell of our own in a colour: ``plain("ok", "green")``)."""
     return rich.text.Text(text, style=style)
+
+
+def progress(msg: str) -> None:
+    """A progress line on stderr, dim, printed as it is (never read as markup)."""
+    err_console.print(plain(msg, "dim"))
 
 
 def node_id(node: str) -> str:

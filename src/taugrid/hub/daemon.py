@@ -19,18 +19,11 @@ from pathlib import Path
 
 import uvicorn
 
+from taugrid import private
 from taugrid.hub import app, context
 from taugrid.store import db
 
 __all__ = ["bootstrap_credentials", "main"]
-
-
-def _write_secret(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
-    os.chmod(path, 0o600)
 
 
 def bootstrap_credentials(hub: context.Hub, url: str) -> None:
@@ -40,18 +33,18 @@ def bootstrap_credentials(hub: context.Hub, url: str) -> None:
     doc = json.loads(creds.read_text()) if creds.exists() else {}
     if hub.auth.count("admin") == 0 or not doc.get("token"):
         secret, _ = hub.auth.create_token("embedded-admin", "admin", {})
-        _write_secret(creds, json.dumps({"hub_url": url, "token": secret}, indent=2))
+        private.write(creds, json.dumps({"hub_url": url, "token": secret}, indent=2))
         hub.auth.audit("system", "token.create", "embedded-admin", {"role": "admin"})
     elif doc.get("hub_url") != url and hub.auth.lookup(str(doc["token"])) is not None:
         # our own token (not one `tau login` saved for a remote hub): follow the port
-        _write_secret(creds, json.dumps({**doc, "hub_url": url}, indent=2))
+        private.write(creds, json.dumps({**doc, "hub_url": url}, indent=2))
     for cluster in (c for r in hub.platform.regions for c in r.clusters):
         path = home / "agents" / f"{cluster.name}.token"
         if not path.exists():
             secret, _ = hub.auth.create_token(
                 f"agent-{cluster.name}", "agent", {"cluster": cluster.name}
             )
-            _write_secret(path, secret)
+            private.write(path, secret)
 
 
 def main() -> None:
@@ -76,6 +69,7 @@ def main() -> None:
         help="this replica's URL as `tau admin hub status` shows it",
     )
     args = parser.parse_args()
+    private.restrict()  # hub.db, run records, logs: the owner's only
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     url = f"http://{args.host}:{args.port}"
     cfg = context.HubConfig(

@@ -16,7 +16,6 @@ Paths inside the files are absolute, so Prometheus and Grafana can run from anyw
 from __future__ import annotations
 
 import dataclasses
-import os
 import shutil
 import urllib.parse
 from pathlib import Path
@@ -24,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from taugrid import errors
+from taugrid import errors, private
 from taugrid import observability as obs
 
 __all__ = ["JOB", "Layout", "prometheus_config", "write"]
@@ -94,7 +93,7 @@ def write(
     lay = Layout(out.expanduser().resolve())
     try:
         lay.root.mkdir(parents=True, exist_ok=True)
-        _write_secret(lay.token, token + "\n")
+        private.write(lay.token, token + "\n")
         (lay.root / "rules").mkdir(exist_ok=True)
         for src, dst in zip(obs.RULE_FILES, lay.rules, strict=True):
             shutil.copyfile(obs.data_dir() / "rules" / src, dst)
@@ -110,13 +109,6 @@ def write(
 
 
 _HEADER = "# Written by `tau admin metrics setup`: Prometheus for a TauGrid platform.\n"
-
-
-def _write_secret(path: Path, text: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
-    path.chmod(0o600)
 
 
 def _write_grafana(root: Path, prometheus_url: str) -> None:

@@ -16,11 +16,10 @@ context that was current before. ``TAU_HUB_URL``/``TAU_TOKEN`` override any cont
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
-from taugrid import errors
+from taugrid import errors, private
 
 __all__ = ["LOCAL", "Context", "Contexts"]
 
@@ -61,10 +60,7 @@ class Contexts:
         return dict(doc)
 
     def _save(self, doc: dict[str, Any]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as fh:
-            fh.write(json.dumps(doc, indent=2))
+        private.write(self.path, json.dumps(doc, indent=2))
 
     def current_name(self) -> str:
         name = self._load().get("current") or LOCAL

@@ -39,7 +39,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from taugrid import errors
+from taugrid import errors, private
 from taugrid.sdk import client, contexts
 
 __all__ = [
@@ -193,9 +193,7 @@ class Daemon:
         self.pidfile.write_text(str(proc.pid))
         _STARTED[self.pidfile] = (proc, offset)
         doc = {"argv": argv, "env": env, "module": self.module, "match": list(self.match)}
-        fd = os.open(self.cmdfile, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            json.dump(doc, f)
+        private.write(self.cmdfile, json.dumps(doc))
         return proc.pid
 
     def stop(self, timeout_s: float = 30.0) -> bool:
@@ -277,6 +275,8 @@ class EmbeddedPlatform:
         for var in ("TAU_RAY_GCS_PORT", "TAU_RAY_DASHBOARD_PORT"):
             _env_port(var, _RAY_WORKER_PORTS)  # before anything starts
         deadline = time.time() + timeout_s
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.home.chmod(0o700)  # tokens, hub.db, run records: the owner's only
         if self.hub.pid() is not None and self.agent.pid() is not None:
             progress = _quiet  # already up: nothing to report
         if self.hub.pid() is None:

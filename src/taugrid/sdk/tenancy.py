@@ -10,10 +10,10 @@ accepted the token on ``/v1/whoami``.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
+from taugrid import private
 from taugrid.sdk import client
 
 __all__ = [
@@ -133,9 +133,5 @@ def login(url: str, token: str, home: Path | None = None) -> tuple[Path, Doc]:
     finally:
         c.close()
     path = (home or client.tau_home()) / "credentials.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(json.dumps({"hub_url": url.rstrip("/"), "token": token}, indent=2))
-    os.chmod(path, 0o600)
+    private.write(path, json.dumps({"hub_url": url.rstrip("/"), "token": token}, indent=2))
     return path, me
