@@ -157,3 +157,46 @@ def test_node_ids_have_one_length_and_a_marked_node_is_never_ok(
     for what, out in shown.items():  # every ID as long as the others, in every command
         ids = re.findall(NODE[:6] + r"[0-9a-f]*", out)
         assert ids and set(ids) == {NODE[:12]}, (what, out)
+
+
+RETRY = """\
+resilience:
+  max_retries: 2
+  retry_on: [exit_nonzero]
+  backoff:
+    initial: 10m
+    max: 10m
+"""
+"""Retries after a non-zero exit, the next attempt far enough away to look at the wait."""
+
+
+def test_status_names_the_loss_and_shows_a_retry_not_a_live_phase(
+    hub: HubServer, tmp_path: pathlib.Path
+) -> None:
+    with hub.http() as c:
+        run_id = _submit(c, "retried", RETRY)
+        token = _assignment(hub)["token"]
+        logged = [  # one step, in the order the job logged it: loss neither first nor last
+            {"name": "accuracy", "step": 2, "value": 0.9},
+            {"name": "loss", "step": 2, "value": 0.25},
+            {"name": "lr", "step": 2, "value": 0.001},
+        ]
+        _running(hub, token, logged)
+        live = json.loads(_tau(hub, tmp_path, "run", "status", run_id, "-o", "json"))
+        (progressing,) = [p for p in live["phases"] if p["phase"] == "progressing"]
+        assert progressing["reason"] == "step 2: loss=0.25", progressing
+        _failed(hub, token)
+        ab.wait(c, run_id, lambda r: r["state"] == "queued", "the run waiting for its retry")
+    out = _tau(hub, tmp_path, "run", "status", run_id)
+    head = out.splitlines()[:2]
+    assert "state: queued" in head[0] and "attempts: 1" in head[0], out
+    assert head[1].startswith("attempt 1 failed (exit_nonzero); retrying in 600s"), out
+    doc = json.loads(_tau(hub, tmp_path, "run", "status", run_id, "-o", "json"))
+    phases = {p["phase"]: p for p in doc["phases"]}
+    after = ("admitted", "placed", "scheduled", "gpu_healthy", "progressing")
+    assert {phases[p]["status"] for p in after if p in phases} == {"pending"}, phases
+    assert phases["progressing"]["reason"] == (
+        "attempt 1 ended at step 2 (exit_nonzero); the retry resumes from the start "
+        "(no checkpoint committed)"
+    )
+    assert "[" not in out.replace("[/INST]", ""), out  # no raw Python list anywhere

@@ -124,6 +124,15 @@ def test_explain_config(platform_file: pathlib.Path, tau_yaml: pathlib.Path) -> 
     assert doc["spec"]["priority"] == "high" and doc["total_gpus"] == 4
     assert doc["provenance"]["priority"] == f"{tau_yaml}:10"
     assert doc["provenance"]["workers"] == f"{tau_yaml}:6"
+    # the format is the file's: credited to its schema_version line, not a built-in
+    assert doc["provenance"]["spec_version"] == f"{tau_yaml}:1 (schema_version: 1)"
+    tau_yaml.write_text(TAU_YAML.replace("schema_version: 1\n", ""))
+    unversioned = _tau(
+        "run", "explain-config", "-c", str(tau_yaml), "-f", str(platform_file), "-o", "json"
+    )
+    prov = json.loads(unversioned.stdout)["provenance"]
+    assert prov["spec_version"] == "built-in default (the file has no schema_version)"
+    tau_yaml.write_text(TAU_YAML)
     text = _tau("run", "explain-config", "-c", str(tau_yaml), "-f", str(platform_file)).stdout
     assert f"{tau_yaml}:7" in text and "built-in default" in text
 

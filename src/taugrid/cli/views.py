@@ -200,8 +200,10 @@ def phase_tree(run: dict[str, Any]) -> rich.table.Table:
     head = f"run {run['id']}  state: {run['state']}  cluster: {run.get('cluster_id') or '-'}"
     head += f"  attempts: {len(run.get('attempts', []))}"
     head += f"  gpus: {gpus_text(run.get('spec') or {})}" if run.get("gpus") else ""
+    if run["state"] == "queued" and run.get("attempts") and run.get("reason"):
+        head += f"\n{run['reason']}"  # waiting for a retry: which attempt failed, and when
     t = rich.table.Table(
-        title=head, title_justify="left", box=None, show_header=False, pad_edge=False
+        title=plain(head), title_justify="left", box=None, show_header=False, pad_edge=False
     )
     for col in ("icon", "phase", "source", "reason", "time"):
         t.add_column(col, overflow="fold")

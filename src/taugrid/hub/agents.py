@@ -319,12 +319,23 @@ def _metrics(
     if fields:
         hub.runs.update_attempt(a["token"], **fields)
     if rows:
-        last = rows[-1]
+        last = _headline(rows)
         note = f"step {last['step']}: {last['name']}={last['value']:.4g}"
         rec = ph.PhaseRecord(
             ph.Phase.PROGRESSING, ph.PhaseStatus.ACTIVE, "metrics", note, time.time()
         )
         hub.runs.set_phase(run["id"], rec, quiet=True)
+
+
+def _headline(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The metric *Progressing* names, at the newest step: ``loss``, else a metric whose
+    name has "loss" in it, else the first the job logged at that step (never merely the
+    last, nor the alphabetically first)."""
+    step = rows[-1]["step"]
+    at = [r for r in rows if r["step"] == step]
+    exact = [r for r in at if r["name"] == "loss"]
+    lossy = [r for r in at if "loss" in r["name"].lower()]
+    return (exact or lossy or at)[0]
 
 
 def _transition(

@@ -138,7 +138,7 @@ def artifacts(hub: context.Hub, run: dict[str, Any]) -> None:
             ph.Phase.ARTIFACTS_SAVED,
             ph.PhaseStatus.FAILED,
             "files",
-            f"missing outputs: {missing}",
+            f"missing outputs: {', '.join(missing)} (declared in tau.yaml data.outputs)",
         )
     elif url := results.output_url(hub, run["workspace"], run["id"], run["spec"]):
         results.save(hub, run, url)
@@ -215,30 +215,41 @@ def _failed(
     lost = _lost_steps(hub, a)
     if st.is_retryable(kind, retry_on, left):
         delay = 0.0 if kind in st.HUB_STOPPED else _backoff(spec, run["attempts_used"])
+        resume = runs.latest_checkpoint(hub, run)
         hub.runs.update_run(
             run["id"],
             state=st.RunState.QUEUED.value,
             quota_held=False,
             not_before=time.time() + delay,
             reason=f"attempt {a['number']} failed ({kind.value}); retrying in {delay:.0f}s",
-            resume_from=runs.latest_checkpoint(hub, run),
+            resume_from=resume,
             event="retry",
         )
         hub.runs.add_event(run["id"], "lost_work", {"attempt": a["number"], "lost_steps": lost})
-        for p in (ph.Phase.ADMITTED, ph.Phase.PLACED):
-            hub.runs.set_phase(
-                run["id"],
-                ph.PhaseRecord(
-                    p, ph.PhaseStatus.PENDING, "hub", f"retry after {kind.value}", time.time()
-                ),
-                reset=True,
-            )
+        _phases_for_retry(hub, run["id"], a, kind, resume)
         return
     why = reasons.summary(kind.value, message, exit_code)
     _finish(hub, run, st.RunState.FAILED, ph.PhaseStatus.FAILED, why)
     runs.phase(
         hub, run["id"], ph.Phase.ARTIFACTS_SAVED, ph.PhaseStatus.SKIPPED, "files", "run failed"
     )
+
+
+def _phases_for_retry(
+    hub: context.Hub, run_id: str, a: dict[str, Any], kind: st.FailureKind, resume: str | None
+) -> None:
+    """The phases of the attempt that ended go back to pending, each saying why: a run
+    waiting for its retry shows the retry, never a live *Progressing* beside ``queued``."""
+    why = f"retry after {kind.value}"
+    fresh = hub.runs.get_attempt(a["token"]) or a
+    at = f" at step {fresh['last_step']}" if fresh.get("last_step") is not None else ""
+    start = f"checkpoint {resume}" if resume else "the start (no checkpoint committed)"
+    progress = f"attempt {a['number']} ended{at} ({kind.value}); the retry resumes from {start}"
+    retried = (ph.Phase.ADMITTED, ph.Phase.PLACED, ph.Phase.SCHEDULED, ph.Phase.GPU_HEALTHY)
+    for p in (*retried, ph.Phase.PROGRESSING):
+        note = progress if p is ph.Phase.PROGRESSING else why
+        rec = ph.PhaseRecord(p, ph.PhaseStatus.PENDING, "hub", note, time.time())
+        hub.runs.set_phase(run_id, rec, reset=True)
 
 
 def _lost_steps(hub: context.Hub, a: dict[str, Any]) -> int | None:

@@ -435,6 +435,7 @@ def resolve(
         field, message, hint = problem
         raise r.fail(field, message, hint)
     selector = _node_selector(r, spec.gpu_model)
+    r.prov["spec_version"] = _format_source(r)
     return spec.model_copy(update={"node_selector": selector, "provenance": _ordered(r.prov, spec)})
 
 
@@ -452,10 +453,17 @@ def _namespace(r: _Resolver, ws: pm.WorkspaceSpec) -> str:
     return ws.effective_namespace
 
 
+def _format_source(r: _Resolver) -> str:
+    """Where the spec's format comes from: the file's ``schema_version`` line, or the
+    built-in format when the file names none."""
+    if "schema_version" in r.config.model_fields_set:
+        return f"{r.where('schema_version')} (schema_version: {r.config.schema_version})"
+    return f"{BUILTIN} (the file has no schema_version)"
+
+
 def _ordered(prov: dict[str, str], spec: runspec.RunSpec) -> dict[str, str]:
     """Provenance in RunSpec field order, with the derived hashes accounted for."""
     prov = dict(prov)
-    prov.setdefault("spec_version", BUILTIN)
     prov.setdefault("config_hash", "tau.yaml (sha256 of the canonical config)")
     prov.setdefault("profile_hash", f"profile {spec.profile}" if spec.profile else BUILTIN)
     return {f: prov[f] for f in type(spec).model_fields if f in prov}
