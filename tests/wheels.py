@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
+
+from tests.workers import CACHE
 
 WHEELS = ("termcolor==2.4.0", "termcolor==2.3.0")
-HOUSE = Path.home() / ".cache" / "taugrid" / "wheels"
+HOUSE = CACHE / "wheels"
 
 
 def _present(pin: str) -> bool:

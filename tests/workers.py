@@ -17,10 +17,12 @@ rules keep that safe and short:
   (``TAU_RAY_START_LOCK``, ``backends._procs.start_slot``): on 2 cores, four clusters
   starting at once ran past Ray's fixed raylet registration timeout.
 - **Order.** Groups start longest first, from the seconds per group of earlier runs
-  on this checkout (``tests/durations.json``, gitignored, written by ``record`` and
-  ``write_recorded``), so the slowest modules do not start last and leave the other
-  workers idle at the end; a group no earlier run measured (a clean clone has no such
-  file) is guessed from its tests' markers (``long``, ``slow``, ``ray``).
+  on this machine (``~/.cache/taugrid/test-durations.json``, outside the checkout like
+  the builds, so CI's clean clone reads what earlier runs measured; written by
+  ``record`` and ``write_recorded``), so the slowest modules do not start last and
+  leave the other workers idle at the end; a group no earlier run measured (a fresh
+  machine has no such file) is guessed from its tests' markers (``long``, ``slow``,
+  ``ray``).
 
 PostgreSQL is reached over its Unix socket (``.ci/start-postgres.sh``), which crosses
 network namespaces.
@@ -44,7 +46,9 @@ from xdist.scheduler import LoadScopeScheduling
 from taugrid.backends import _procs
 
 WRAPPER = Path(__file__).with_name("netns-python")
-DURATIONS = Path(__file__).with_name("durations.json")
+CACHE = Path.home() / ".cache" / "taugrid"
+"""The tests' files kept across runs and clones on this machine (builds, wheels, timings)."""
+DURATIONS = CACHE / "test-durations.json"
 PYTHON_ENV = "TAU_TEST_PYTHON"
 GROUPS_ENV = "TAU_TEST_GROUPS"
 
@@ -213,4 +217,5 @@ def write_recorded() -> None:
         return
     merged = {**load_durations(), **{g: round(s, 1) for g, s in _seconds.items()}}
     ordered = dict(sorted(merged.items(), key=lambda kv: -kv[1]))
+    DURATIONS.parent.mkdir(parents=True, exist_ok=True)
     DURATIONS.write_text(json.dumps(ordered, indent=1) + "\n")
