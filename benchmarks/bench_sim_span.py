@@ -89,7 +89,8 @@ def _section(results: dict[str, Any], seeds: list[int], jobs: int, cmd: str) -> 
         + "\nThe simulator charges a span its data copies and its slowest member's GPU speed "
         'only; a real asynchronous job also pays the link on every step (see "One Ray '
         'cluster across two regions versus one region" for that, measured), so read '
-        "these as an upper bound. The live hub does not place spans yet.\n"
+        "these as an upper bound. The live hub places spans with the same core "
+        '(docs/ARCHITECTURE.md, "One Ray cluster across regions").\n'
     )
 
 

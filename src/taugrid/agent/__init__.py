@@ -1,0 +1,5 @@
+"""The per-cluster agent: syncs with the hub (long-poll; reports kept in an outbox until
+delivered), starts and watches attempts through a backend, uploads each run's record,
+checks node health, pre-warms runtimes, serves and moves data, and runs guest nodes
+of spans.
+"""

@@ -1,0 +1,5 @@
+"""The pure scheduling core, shared by the hub and the simulator: admission (Kueue
+semantics: queues, quotas, borrowing, preemption), filter-then-score placement
+plugins, GPU packing, spanning and pre-warm choices over an immutable ``Snapshot``.
+No I/O: no store, backend, Ray, SQL or HTTP (an import-linter contract says so).
+"""
