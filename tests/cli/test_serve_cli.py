@@ -246,3 +246,6 @@ def test_model_registry_best_by_aliases_lineage_and_deploy_by_alias(
     assert _classify(dep["endpoint"]) >= 18
     assert pe.tau(env, "serve", "delete", "prod").returncode == 0
     assert _released(env, dep["run_id"])["state"] == "cancelled"
+    # an output's declared name (tau.yaml: outputs: [{name: model, path: model.npz}])
+    named = register("--from-run", trained, "--artifact", "model")
+    assert named["version"] == 4 and named["source"]["artifact"] == "model.npz"

@@ -25,6 +25,7 @@ from taugrid import errors
 from taugrid.cli import app, pipeline_cmds, views
 from taugrid.sdk import client as sdk_client
 from taugrid.sdk import embedded, pipelines, usage
+from taugrid.spec import outputs
 
 __all__: list[str] = []
 
@@ -291,7 +292,7 @@ def get_cmd(
     run = _pick(cli, name)
     ref = run["id"]
     if artifact:
-        artifact = _declared_path(run, artifact)
+        artifact = outputs.artifact_path((run.get("spec") or {}).get("outputs") or [], artifact)
     prefix = path or (f"artifacts/{artifact}" if artifact else "artifacts")
     files = [
         f
@@ -314,15 +315,6 @@ def get_cmd(
         target = dest / Path(f["path"]).relative_to(base)
         _write(target, cli.download(ref, f["path"]))
         views.console.print(f"{f['path']} → {target}")
-
-
-def _declared_path(run: dict[str, Any], artifact: str) -> str:
-    """The path of the output tau.yaml declares as ``artifact`` (``data.outputs[].name``),
-    else ``artifact`` itself (a file or folder under ``artifacts/``)."""
-    for out in (run.get("spec") or {}).get("outputs") or []:
-        if out.get("name") == artifact:
-            return str(out["path"])
-    return artifact
 
 
 def _write(target: Path, data: bytes) -> None:

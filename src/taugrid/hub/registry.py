@@ -20,6 +20,7 @@ from taugrid.errors import UserError
 from taugrid.hub import context, runs
 from taugrid.lifecycle import states as st
 from taugrid.spec import models as sm
+from taugrid.spec import outputs
 from taugrid.store import checkpoints
 from taugrid.store import models as mstore
 
@@ -48,11 +49,12 @@ def model_source(
         name = _checkpoint_name(root, run["id"], checkpoint)
         return {**_where(run, local, root / name), "checkpoint": name}
     if artifact is not None:
+        artifact = outputs.artifact_path(run["spec"].get("outputs") or [], artifact)
         path = local / "artifacts" / artifact
         if ".." in Path(artifact).parts or not path.is_file():
             raise UserError(
                 f"run {run['id']} has no artifact '{artifact}'",
-                f"list its artifacts with: tau run files {run['id']} artifacts",
+                f"list its artifacts with: tau run get {run['id']} --list",
             )
         return {**_where(run, local, path), "artifact": artifact}
     if not (local / "artifacts").is_dir():

@@ -10,6 +10,7 @@ Modules:
     messages  pydantic errors → user-facing problems (what, where, how to fix)
     errors    ``Problem``, ``SpecError``, ``FieldError``
     schema    JSON Schema of tau.yaml; writes docs/tau-yaml.md via ``docgen``
+    outputs   what ``--artifact`` names: a declared output or a path under artifacts/
     workdir   what tau.yaml names on this machine: ``run.working_dir`` and the
               entrypoint's script (checked by ``tau run`` and ``tau run validate``)
 
