@@ -31,9 +31,10 @@ if os.environ.get("CI"):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
-    """xdist workers each get a network namespace of their own (tests/workers.py); the
-    wheels their pip installs need are fetched first, on the host's network."""
-    workers.isolate(config)
+    """xdist workers each get a network namespace of their own (tests/workers.py), and
+    while CI still builds weed the S3 tests' groups start last; the wheels their pip
+    installs need are fetched first, on the host's network."""
+    workers.isolate(config, late=("weed_s3",) if weed_s3_server.build_pending() else ())
     if getattr(config, "workerinput", None) is None:
         wheels.fetch()
 

@@ -51,6 +51,10 @@ CACHE = Path.home() / ".cache" / "taugrid"
 DURATIONS = CACHE / "test-durations.json"
 PYTHON_ENV = "TAU_TEST_PYTHON"
 GROUPS_ENV = "TAU_TEST_GROUPS"
+LATE_ENV = "TAU_TEST_LATE_FIXTURES"
+"""Fixtures (comma-separated) whose users' groups go last: the controller decides once,
+before the workers start (every worker must collect the same order), e.g. ``weed_s3``
+while CI still builds weed in the background."""
 
 # Session-scoped fixtures that start something expensive: all their users share a worker.
 SHARED_FIXTURES = ("ray_cluster", "control_plane")
@@ -73,8 +77,9 @@ def netns_available() -> bool:
     return res.returncode == 0
 
 
-def isolate(config: pytest.Config) -> None:
-    """Start every xdist worker in its own network namespace, or run in one process."""
+def isolate(config: pytest.Config, late: tuple[str, ...] = ()) -> None:
+    """Start every xdist worker in its own network namespace, or run in one process;
+    the groups that use one of the ``late`` fixtures start after all others."""
     tx = getattr(config.option, "tx", None)
     if not tx or getattr(config, "workerinput", None) is not None:
         return
@@ -91,6 +96,7 @@ def isolate(config: pytest.Config) -> None:
         os.close(fd)
         os.environ[_procs.START_LOCK_ENV] = lock
         os.environ[GROUPS_ENV] = f"{lock}.groups.json"
+        os.environ[LATE_ENV] = ",".join(late)
         return
     print(
         "tests/workers.py: no network namespace for xdist workers here (needs root and "
@@ -164,19 +170,24 @@ def guess(item: pytest.Item) -> float:
 
 
 def order(items: list[pytest.Item], groups: dict[str, str], durations: dict[str, float]) -> None:
-    """Sort ``items`` so that the longest groups come first (stable within a group); the
-    scheduler hands groups out in this order. A group no earlier run measured (a clean
+    """Sort ``items`` so that the longest groups come first (stable within a group), the
+    groups using a fixture named in ``$TAU_TEST_LATE_FIXTURES`` last; the scheduler hands
+    groups out in this order. A group no earlier run measured (a clean
     clone has no durations file) is guessed from its tests' markers (``GUESS_S``)."""
     first_seen: dict[str, int] = {}
     guessed: dict[str, float] = {}
+    late_fixtures = {f for f in os.environ.get(LATE_ENV, "").split(",") if f}
+    late: set[str] = set()
     for i, item in enumerate(items):
         g = groups[module_of(item.nodeid)]
         first_seen.setdefault(g, i)
         guessed[g] = guessed.get(g, 0.0) + guess(item)
+        if late_fixtures & set(getattr(item, "fixturenames", ())):
+            late.add(g)
 
-    def key(item: pytest.Item) -> tuple[float, int]:
+    def key(item: pytest.Item) -> tuple[bool, float, int]:
         g = groups[module_of(item.nodeid)]
-        return (-durations.get(g, guessed[g]), first_seen[g])
+        return (g in late, -durations.get(g, guessed[g]), first_seen[g])
 
     items.sort(key=key)
 

@@ -127,7 +127,8 @@ class Load:
                         if "x-tau-region" in r.headers:
                             self.regions.append((time.perf_counter(), r.headers["x-tau-region"]))
                     else:
-                        self.failed.append(f"{r.status_code} {r.text[:200]}")
+                        who = r.headers.get("x-tau-region", "the hub")  # or a region's proxy
+                        self.failed.append(f"{r.status_code} from {who}: {r.text[:200]}")
                 except httpx.HTTPError as exc:
                     self.failed.append(repr(exc))
                 time.sleep(0.05)
