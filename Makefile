@@ -14,6 +14,16 @@ WHAT_dev := TauGrid with its test toolchain
 
 .PHONY: install install-dev run test test-fast lint unit bench bench-quick clean down test-k8s test-long k8s-build s3-build
 
+# pytest-xdist workers, each in a network namespace of its own (tests/workers.py); their
+# seconds per group land in ~/.cache/taugrid/test-durations.json, which orders the next
+# run longest first.
+TEST_WORKERS ?= 2
+XDIST := -n $(TEST_WORKERS)
+# Each target's temporary files are its own (--basetemp, cleared when it starts again):
+# pytest's numbered directories keep the 3 newest runs, and another run beside this one
+# would delete this one's directories under it.
+PYTEST = $(BIN)/pytest -q $(XDIST) --basetemp=/tmp/tau-pytest-$@
+
 $(VENV)/.installed-%: pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	@echo "Installing $(WHAT_$*) into $(VENV): about 2 minutes the first time;"

@@ -55,3 +55,14 @@ def test_make_run_installs_the_runtime_and_make_test_the_toolchain(tmp_path: Pat
     assert dev.endswith("-e .[dev]")
     text = (ROOT / "Makefile").read_text()
     assert "run: $(RUN_STAMP)" in text and "unit: $(STAMP)" in text
+
+
+def test_make_test_runs_pytest_on_parallel_workers() -> None:
+    """``make test`` = lint + unit + bench-quick, and unit really runs pytest (a Makefile
+    edit once dropped ``PYTEST``'s definition and ``make test`` ran no test at all)."""
+    out = subprocess.run(
+        ["make", "-n", "--no-print-directory", "test"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    assert "pytest -q -n 2 --basetemp=/tmp/tau-pytest-unit" in out.stdout, out.stdout
+    assert "ruff check" in out.stdout and "benchmarks.run_all --quick" in out.stdout
