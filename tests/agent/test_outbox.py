@@ -53,6 +53,31 @@ def test_coalesced_reports_keep_every_line_in_order_and_the_newest_state() -> No
     assert one.progress_warning == "stalled: 60 s"
 
 
+def test_an_attempts_first_end_is_its_end() -> None:
+    """A submission the backend refused ends the attempt with the refusal; the next poll
+    finds no job ("Ray no longer knows this job") and must not rewrite why it failed."""
+    refused = wire.AttemptReport(
+        token=7,
+        state="failed",
+        message="submission failed: RayJobs of runs named 'x' are refused",
+        failure_kind="submit_error",
+        released=True,
+    )
+    lost = wire.AttemptReport(
+        token=7,
+        state="failed",
+        message="Ray no longer knows this job (its cluster restarted)",
+        failure_kind="node_failure",
+        released=True,
+    )
+    (one,) = outbox.coalesce([refused, lost])
+    assert (one.state, one.failure_kind, one.message) == (
+        "failed",
+        "submit_error",
+        refused.message,
+    )
+
+
 def test_a_resent_report_stores_only_what_the_hub_has_not() -> None:
     row: dict[str, Any] = {"log_offset": None, "metrics_offset": None}
     sent = _rep(

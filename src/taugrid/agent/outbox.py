@@ -3,8 +3,11 @@
 A sync that fails (the hub is down, or its answer was lost) leaves its reports here;
 the next sync sends them again, coalesced with what was observed since, one report
 per attempt: log text and metric lines are concatenated in order, the newest state
-wins, and what is said once (a submission, a stall warning, a relocation ask) is kept
-until it is delivered. Nothing is dropped while the hub is away, however long.
+wins until the attempt has ended (its first end, with its message, failure kind and
+exit code, is its end: a later observation, such as Ray no longer knowing a job that
+never reached it, does not rewrite why it failed), and what is said once (a submission,
+a stall warning, a relocation ask) is kept until it is delivered. Nothing is dropped
+while the hub is away, however long.
 
 Delivered at most once: each report says where its log text starts (``log_from``)
 and where each metric line ends (``metric_ends``), so the hub stores only what it has
@@ -16,6 +19,7 @@ not stored yet, also when a sync it applied is sent again because its answer was
 from __future__ import annotations
 
 from taugrid import payloads as wire
+from taugrid.lifecycle import states as st
 
 __all__ = ["coalesce"]
 
@@ -45,7 +49,14 @@ def _merge(old: wire.AttemptReport, new: wire.AttemptReport) -> wire.AttemptRepo
     for name in _ONCE:
         if getattr(new, name) in (None, "", [], {}):  # 0 and False are values
             setattr(out, name, getattr(old, name))
+    if old.state in _ENDED:  # the attempt's first end is its end
+        for name in ("state", *_END):
+            setattr(out, name, getattr(old, name))
     return out
+
+
+_ENDED = frozenset(s.value for s in st.AttemptState) - {s.value for s in st.ACTIVE_ATTEMPT_STATES}
+_END = ("message", "exit_code", "failure_kind")
 
 
 _ONCE = (
