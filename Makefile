@@ -59,7 +59,7 @@ test: lint unit bench-quick
 
 # The real Kubernetes control plane for tests (docs/kubernetes.md): build its binaries from
 # source modules (or reuse them from ~/.cache/taugrid/k8s/), then run tests/k8s on it.
-K8S_COMPONENTS ?= etcd kube-apiserver kwok kube-controller-manager kube-scheduler kueue kuberay helm
+K8S_COMPONENTS ?= etcd kube-apiserver kwok kube-controller-manager kube-scheduler kubelet kueue kuberay helm
 k8s-build:
 	k8s/build.sh $(K8S_COMPONENTS)
 

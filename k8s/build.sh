@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds the test control plane (etcd, kube-apiserver, kube-controller-manager,
-# kube-scheduler, kwok, Kueue, KubeRay's ray-operator) from source modules served by
-# the Go module proxy, into ~/.cache/taugrid/k8s/<versions-hash>/bin/, and reuses
-# binaries already there; `helm` (the chart tests) goes to ~/.cache/taugrid/k8s/
-# helm-<HELM_VERSION>/bin/ instead. Nothing prebuilt is downloaded.
+# kube-scheduler, kubelet for the real node, kwok, Kueue, KubeRay's ray-operator) from
+# source modules served by the Go module proxy, into
+# ~/.cache/taugrid/k8s/<versions-hash>/bin/, and reuses binaries already there; `helm`
+# (the chart tests) goes to ~/.cache/taugrid/k8s/helm-<HELM_VERSION>/bin/ instead.
+# Nothing prebuilt is downloaded.
 #
 #   k8s/build.sh                 build (or reuse) every component, one at a time
 #   k8s/build.sh etcd kwok       build (or reuse) only these
@@ -53,12 +54,12 @@ common_flags="-trimpath"
 spec() {
     case "$1" in
         etcd) echo "etcd . " ;;
-        kube-apiserver | kube-controller-manager | kube-scheduler)
+        kube-apiserver | kube-controller-manager | kube-scheduler | kubelet)
             echo "kubernetes k8s.io/kubernetes/cmd/$1 kube" ;;
         kwok) echo "kwok sigs.k8s.io/kwok/cmd/kwok " ;;
         kueue) echo "kueue sigs.k8s.io/kueue/cmd/kueue " ;;
         kuberay) echo "kuberay github.com/ray-project/kuberay/ray-operator " ;;
-        *) echo "unknown component '$1' (known: etcd kube-apiserver kube-controller-manager kube-scheduler kwok kueue kuberay helm)" >&2
+        *) echo "unknown component '$1' (known: etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kwok kueue kuberay helm)" >&2
            exit 2 ;;
     esac
 }

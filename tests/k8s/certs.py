@@ -100,6 +100,37 @@ def make_pki(directory: Path, ip: str) -> Pki:
     return pki
 
 
+def client_cert(pki: Pki, user: str, group: str, directory: Path) -> tuple[Path, Path]:
+    """A client certificate for ``user`` in ``group`` signed by the control plane's CA
+    (a kubelet's: ``system:node:<name>`` in ``system:nodes``); its cert and key paths."""
+    ca_key = serialization.load_pem_private_key(pki.ca_key.read_bytes(), None)
+    assert isinstance(ca_key, rsa.RSAPrivateKey)
+    key = _key()
+    subject = x509.Name(
+        [
+            x509.NameAttribute(oid.NameOID.ORGANIZATION_NAME, group),
+            x509.NameAttribute(oid.NameOID.COMMON_NAME, user),
+        ]
+    )
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(x509.Name([x509.NameAttribute(oid.NameOID.COMMON_NAME, "taugrid-test-ca")]))
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.ExtendedKeyUsage([oid.ExtendedKeyUsageOID.CLIENT_AUTH]), False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    directory.mkdir(parents=True, exist_ok=True)
+    crt, pem = directory / "client.crt", directory / "client.key"
+    crt.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    _write_key(key, pem)
+    return crt, pem
+
+
 def _pem(key: rsa.RSAPrivateKey) -> bytes:
     return key.private_bytes(
         serialization.Encoding.PEM,

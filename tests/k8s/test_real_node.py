@@ -1,0 +1,105 @@
+"""A real node in the test control plane runs containers (issue 31 item 1).
+
+``RealNode`` (tests/k8s/realnode.py) joins a kubelet + containerd + runc node, tainted,
+to the shared control plane for this module: a host-network pod asking for an emulated
+GPU runs there on the busybox image built here, ends ``Succeeded``, and its log comes
+back through the API server from the kubelet; a pod naming an image the node does not
+have fails to start with the kubelet's reason, not a hung phase. Nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.k8s import controlplane, oci, realnode
+
+pytestmark = pytest.mark.k8s
+
+
+@pytest.fixture(scope="module")
+def node(
+    control_plane: controlplane.ControlPlane, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[realnode.RealNode]:
+    absent = realnode.missing(control_plane.bindir)
+    if absent:
+        pytest.fail(f"a real node needs: {', '.join(absent)} (.ci/run installs and builds them)")
+    with realnode.RealNode(control_plane, Path(tmp_path_factory.mktemp("node"))) as n:
+        yield n
+
+
+def _pod(name: str, image: str, command: str) -> dict[str, Any]:
+    container = {
+        "name": "main",
+        "image": image,
+        "imagePullPolicy": "Never",
+        "command": ["sh", "-c", command],
+        "resources": {"limits": {realnode.GPU: "1"}},
+    }
+    toleration = {**realnode.TAINT, "operator": "Equal"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "nodeName": realnode.NAME,
+            "hostNetwork": True,
+            "restartPolicy": "Never",
+            "tolerations": [toleration],
+            "containers": [container],
+        },
+    }
+
+
+def _wait_pod(node: realnode.RealNode, name: str, done: Any, timeout_s: float = 120) -> Any:
+    deadline = time.monotonic() + timeout_s
+    with node.api() as c:
+        while True:
+            pod = c.get(f"/api/v1/namespaces/default/pods/{name}").json()
+            if done(pod):
+                return pod
+            assert time.monotonic() < deadline, (
+                f"{name}: {pod.get('status')}\n{node.tail('kubelet')}"
+            )
+            time.sleep(0.3)
+
+
+def test_a_gpu_pod_runs_on_the_real_node_and_its_log_comes_back(node: realnode.RealNode) -> None:
+    with node.api() as c:
+        allocatable = c.get(f"/api/v1/nodes/{realnode.NAME}").json()["status"]["allocatable"]
+        assert allocatable[realnode.GPU] == "4"  # emulated: an extended resource, no device
+        line = "hello from a real container"
+        r = c.post(
+            "/api/v1/namespaces/default/pods", json=_pod("hello", oci.BUSYBOX, f"echo {line}")
+        )
+        assert r.status_code == 201, r.text
+    pod = _wait_pod(node, "hello", lambda p: p["status"].get("phase") in ("Succeeded", "Failed"))
+    assert pod["status"]["phase"] == "Succeeded", pod["status"]
+    (state,) = pod["status"]["containerStatuses"]
+    assert state["state"]["terminated"]["exitCode"] == 0
+    with node.api() as c:
+        log = c.get("/api/v1/namespaces/default/pods/hello/log")
+        assert log.status_code == 200 and log.text.strip() == line, log.text
+        c.delete("/api/v1/namespaces/default/pods/hello")
+
+
+def test_a_pod_whose_image_the_node_lacks_says_why(node: realnode.RealNode) -> None:
+    with node.api() as c:
+        pod = _pod("no-image", "taugrid.local/missing:test", "true")
+        assert c.post("/api/v1/namespaces/default/pods", json=pod).status_code == 201
+
+    def waiting(p: dict[str, Any]) -> bool:
+        states = p["status"].get("containerStatuses") or []
+        reasons = {s["state"].get("waiting", {}).get("reason") for s in states}
+        return bool(reasons - {None, "ContainerCreating"})
+
+    pod = _wait_pod(node, "no-image", waiting)
+    (state,) = pod["status"]["containerStatuses"]
+    assert state["state"]["waiting"]["reason"] == "ErrImageNeverPull", state
+    assert "taugrid.local/missing:test" in state["state"]["waiting"]["message"]
+    with node.api() as c:
+        c.delete("/api/v1/namespaces/default/pods/no-image")
