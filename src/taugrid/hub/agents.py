@@ -423,7 +423,7 @@ def _running(
             f"workers bound to {where}",
         )
     faulty = {m["node_id"]: m["kind"] for m in hub.clusters.open_marks(a["cluster_id"])}
-    bad = [f"{n} ({faulty[n]})" for n in rep.nodes if n in faulty]
+    bad = [f"{n[:12]} ({faulty[n]})" for n in rep.nodes if n in faulty]
     unknown = nodehealth.unknown(hub, a["cluster_id"], rep.nodes)
     if bad:
         runs.phase(
@@ -432,7 +432,7 @@ def _running(
             ph.Phase.GPU_HEALTHY,
             ph.PhaseStatus.FAILED,
             "node health",
-            f"faulty: {bad}",
+            f"faulty: {', '.join(bad)}",
         )
     elif unknown:  # a crashing checker is never taken as healthy
         runs.phase(
