@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -108,12 +109,31 @@ def _hub(tmp: Path, clusters: dict[str, ray_local.LocalRayCluster]) -> Iterator[
     try:
         for agent in agents:
             agent.start()
+        _wait_reported(server)
         yield server
     finally:
         for agent in agents:
             agent.stop()
         server.stop()
         engine.dispose()
+
+
+def _wait_reported(server: HubServer, timeout_s: float = 120) -> None:
+    """Both regions ready with their nodes reported: a run submitted before ``small``
+    reported went to ``big`` at once, and nothing was left to relocate."""
+    deadline = time.monotonic() + timeout_s
+    with server.http() as c:
+        while True:
+            rows = {x["id"]: x for x in c.get("/v1/clusters").json()}
+            ready = [n for n in IPS if _reported(rows.get(n))]
+            if len(ready) == len(IPS):
+                return
+            assert time.monotonic() < deadline, f"regions not reported: {sorted(rows)}"
+            time.sleep(0.2)
+
+
+def _reported(row: dict[str, Any] | None) -> bool:
+    return bool(row and row["state"] == "ready" and (row.get("report") or {}).get("nodes"))
 
 
 def pipeline_json(record: Path) -> dict[str, Any]:
