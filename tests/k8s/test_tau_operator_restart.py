@@ -44,7 +44,7 @@ def test_an_operator_killed_mid_reconcile_converges_without_duplicates_when_rest
     tau_operator.create(kube, team)
     tau_operator.create(kube, ws)
     log = tmp_path / "operator.log"
-    fault = {reconcile.FAULT_ENV: "2"}  # Namespace and ServiceAccount, then killed
+    fault = {reconcile.FAULT_ENV: "2@op-restart"}  # its Namespace and ServiceAccount, then killed
     with tau_operator.running(control_plane.kubeconfig, log, env=fault) as proc:
         controlplane.wait_until("operator killed by the fault", lambda: proc.poll() is not None)
     assert proc.returncode == reconcile.FAULT_EXIT_CODE, log.read_text()[-3000:]

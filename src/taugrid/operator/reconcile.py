@@ -13,7 +13,8 @@ caller to retry.
 
 Fault injection (tests): ``TAU_OPERATOR_FAULT_EXIT_AFTER`` = N makes the process exit
 (status 70) right after the N-th object of a workspace pass is applied, as an operator
-killed mid-reconcile would.
+killed mid-reconcile would; ``N@WS`` only in workspace WS's pass (other workspaces on a
+shared test cluster may be reconciled first).
 """
 
 from __future__ import annotations
@@ -96,8 +97,9 @@ class Reconciler:
 
     def __init__(self, api: kube_api.KubeApi) -> None:
         self.api = api
-        fault = os.environ.get(FAULT_ENV, "")
-        self._exit_after = int(fault) if fault.isdigit() else None
+        count, _, only = os.environ.get(FAULT_ENV, "").partition("@")
+        self._exit_after = int(count) if count.isdigit() else None
+        self._fault_ws = only or None  # N@WS: only workspace WS's pass
 
     # -- teams -----------------------------------------------------------------------
 
@@ -173,7 +175,8 @@ class Reconciler:
         assert isinstance(team, pm.TeamSpec)
         for n, item in enumerate(desired.workspace_objects(ws, team, obj), start=1):
             self.api.apply(item)
-            if self._exit_after is not None and n >= self._exit_after:
+            faulty = self._fault_ws in (None, ws.name)
+            if self._exit_after is not None and faulty and n >= self._exit_after:
                 os._exit(FAULT_EXIT_CODE)  # fault injection: killed mid-reconcile
         return {
             "phase": "Ready",
