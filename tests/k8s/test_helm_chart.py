@@ -55,6 +55,25 @@ def _run(args: list[str], tmp: Path) -> str:
     return done.stdout
 
 
+def _left(api: kube_api.KubeApi, keys: list[tuple[str, str, Any]], cp: Any) -> str:
+    """What is still there and why (its deletion mark, finalizers, conditions), and
+    whether the control plane's processes still run: a failure says its cause."""
+    lines = [f"processes running: {cp.alive()}"]
+    for key in keys:
+        obj = api.get(*key)
+        if obj is not None:
+            meta, status = obj["metadata"], obj.get("status", {})
+            lines.append(
+                f"left: {key} deleting since {meta.get('deletionTimestamp')} "
+                f"finalizers={meta.get('finalizers')} spec={obj.get('spec', {}).get('finalizers')} "
+                f"conditions={status.get('conditions')}"
+            )
+    log = cp.logs / "kube-controller-manager.log"
+    text = log.read_text(errors="replace").splitlines() if log.exists() else []
+    about = [ln for ln in text if "namespace" in ln or "taugrid" in ln][-12:]
+    return "\n".join([*lines, "kube-controller-manager log:", *about, "...", *text[-5:]])
+
+
 def _objects(text: str) -> dict[tuple[str, str], dict[str, Any]]:
     docs = [d for d in yaml.safe_load_all(text) if d]
     keyed = {(d["kind"], d["metadata"]["name"]): d for d in docs}
@@ -148,11 +167,14 @@ def test_helm_install_then_uninstall_on_a_fresh_control_plane(
                 (o["kind"], o["metadata"]["name"], o["metadata"].get("namespace"))
                 for o in cluster.install_objects(cluster.InstallOptions())
             ]
-            controlplane.wait_until(
-                "nothing of the chart left",
-                lambda: all(api.get(*k) is None for k in keys),
-                timeout_s=180,
-            )
+            try:
+                controlplane.wait_until(
+                    "nothing of the chart left",
+                    lambda: all(api.get(*k) is None for k in keys),
+                    timeout_s=180,
+                )
+            except TimeoutError as e:
+                raise AssertionError(f"{e}\n{_left(api, keys, cp)}") from None
         finally:
             api.close()
     assert cp.alive() == []

@@ -4,6 +4,7 @@ Jobs API (the test and ``benchmarks/bench_span.py`` share it)."""
 from __future__ import annotations
 
 import json
+import re
 import secrets
 import subprocess
 import sys
@@ -15,6 +16,13 @@ from typing import Any
 from taugrid.backends import base, ray_local
 
 TRAIN = Path(__file__).parents[2] / "examples" / "span-data-parallel" / "train.py"
+
+
+def driver_lines(logs: str, tail: int = 60) -> str:
+    """The job's own output: Ray forwards other processes' logs (a dying raylet's stack)
+    into the driver's, prefixed by the process in parentheses or indented; drop them."""
+    own = [ln for ln in logs.splitlines() if not re.match(r"\s*(\x1b\[\d+m)?\(|\s+/", ln)]
+    return "\n".join(own[-tail:])
 
 
 def train(
@@ -35,7 +43,7 @@ def train(
         st = backend.status(job)
         if st.state.terminal:
             logs = backend.logs(job)
-            assert st.state is base.JobState.SUCCEEDED, f"{st.message}\n{logs[-3000:]}"
+            assert st.state is base.JobState.SUCCEEDED, f"{st.message}\n{driver_lines(logs)}"
             return dict(json.loads(out.read_text()))
         if during is not None and "progress shards=" in backend.logs(job):
             during()

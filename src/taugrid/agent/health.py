@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from taugrid import payloads as wire
 from taugrid.backends import base
+from taugrid.lifecycle import node_ids
 
 __all__ = ["capacity", "health", "node_rows"]
 
@@ -34,7 +35,7 @@ def health(
         return "degraded", f"{expected - alive} of {expected} Ray nodes down"
     gpu_nodes = [n for n in inv.alive_nodes if n.gpu_total > 0]
     marked = [
-        f"{n.node_id[:12]} ({(faulty or {})[n.node_id]})"
+        f"{node_ids.short(n.node_id)} ({(faulty or {})[n.node_id]})"
         for n in gpu_nodes
         if n.node_id in (faulty or {})
     ]

@@ -31,6 +31,7 @@ from taugrid.agent import hubclient
 from taugrid.backends import base
 from taugrid.health import checks, hysteresis, signals
 from taugrid.health import conditions as cd
+from taugrid.lifecycle import node_ids
 
 __all__ = ["CheckerConfig", "NodeChecker"]
 
@@ -150,7 +151,7 @@ class NodeChecker:
             conds = checks.evaluate(sample, self.cfg.limits)
         except Exception as exc:  # a checker bug is a crash too: reported, never "ok"
             why = f"health check crashed: {type(exc).__name__}: {exc}"
-            log.warning("node %s: %s", n.node_id[:12], why)
+            log.warning("node %s: %s", node_ids.short(n.node_id), why)
             conds = [cd.Condition("HealthChecker", cd.Status.UNKNOWN, why)]
         self.conditions[n.node_id], self.checked_at[n.node_id] = conds, now
         self._act(n.node_id, self.debounce.observe(n.node_id, conds))
@@ -159,12 +160,12 @@ class NodeChecker:
         try:
             if v.action is hysteresis.Action.MARK:
                 self.hub.mark_node(node_id, v.kind, v.reason, source="checker")
-                log.warning("node %s marked %s: %s", node_id[:12], v.kind, v.reason)
+                log.warning("node %s marked %s: %s", node_ids.short(node_id), v.kind, v.reason)
             elif v.action is hysteresis.Action.CLEAR:
                 self.hub.clear_node(node_id, source="checker")
-                log.info("node %s cleared: %s", node_id[:12], v.reason)
+                log.info("node %s cleared: %s", node_ids.short(node_id), v.reason)
         except errors.TauError as exc:  # try again next round
-            log.warning("node %s: %s failed: %s", node_id[:12], v.action.value, exc)
+            log.warning("node %s: %s failed: %s", node_ids.short(node_id), v.action.value, exc)
             n = self.debounce.nodes[node_id]
             if v.action is hysteresis.Action.MARK:
                 n.marked = None

@@ -43,6 +43,7 @@ from pathlib import Path
 from taugrid import errors
 from taugrid import payloads as wire
 from taugrid.backends import base, prewarm_job
+from taugrid.lifecycle import node_ids
 from taugrid.spec import units
 
 __all__ = ["Prewarmer", "RuntimeState", "failure_reason", "target_nodes"]
@@ -96,7 +97,7 @@ def failure_reason(pip: list[str], node: str, error: str) -> str:
         if culprits
         else f"pip requirements {pip}"
     )
-    where = f" on node {node[:12]}" if node else ""
+    where = f" on node {node_ids.short(node)}" if node else ""
     return (
         f"runtime preparation failed{where}: {what} could not be installed "
         f"({words.removeprefix('ERROR: ')}); fix runtime.pip in tau.yaml"

@@ -34,6 +34,7 @@ from taugrid.agent import prewarm, recordsync
 from taugrid.backends import base
 from taugrid.backends import errors as berr
 from taugrid.health import logscan, stall
+from taugrid.lifecycle import node_ids
 from taugrid.lifecycle import states as st
 
 __all__ = ["AttemptTracker"]
@@ -190,7 +191,7 @@ class AttemptTracker:
         finding = next((f for f in logscan.scan(r.log_chunk) if f.node and f.fatal), None)
         level = self.stall.level(now)
         if finding is not None and self.fault is None:
-            where = ", ".join(n[:12] for n in r.nodes) or "its node"
+            where = ", ".join(node_ids.short(n) for n in r.nodes) or "its node"
             self._stop(backend, f"log monitor: {finding.kind} on {where}: {finding.line}")
         elif level is stall.Level.RESTART and self.fault is None:
             self.fault_kind = st.FailureKind.STALL

@@ -34,6 +34,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from taugrid.lifecycle import node_ids
+
 __all__ = ["LaunchConfig", "RankWorker", "bundle", "main", "parse_args", "worker_env"]
 
 _PASSTHROUGH = ("CHECKPOINT_PATH",)
@@ -263,7 +265,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         ray.get(pg.ready(), timeout=cfg.pg_timeout_s)
     except ray.exceptions.GetTimeoutError:
-        on = f" on nodes {', '.join(n[:12] for n in cfg.nodes)}" if cfg.nodes else ""
+        on = f" on nodes {', '.join(node_ids.short(n) for n in cfg.nodes)}" if cfg.nodes else ""
         _log(f"{cfg.workers} x {need} ({strategy}){on} not placeable in {cfg.pg_timeout_s:.0f}s")
         remove_placement_group(pg)
         return 2
@@ -272,7 +274,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         places = ray.get([a.where.remote() for a in actors])
         for rank, (node_id, ip, _) in enumerate(places):
-            _log(f"rank {rank} on node {node_id[:12]} ({ip})")
+            _log(f"rank {rank} on node {node_ids.short(node_id)} ({ip})")
         envs = _envs(places)
         refs = {a.run.remote(list(cfg.command), envs[i], i): i for i, a in enumerate(actors)}
         code = _wait(refs, actors)

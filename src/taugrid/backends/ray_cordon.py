@@ -20,6 +20,7 @@ from pathlib import Path
 
 from taugrid import errors
 from taugrid.backends import base, cordon_job
+from taugrid.lifecycle import node_ids
 
 __all__ = ["GpuCordon"]
 
@@ -40,7 +41,7 @@ class GpuCordon:
         """Hold every GPU of ``node_id`` (a Ray job); raises ``TauError`` if Ray refuses."""
         if node_id in self.jobs:
             return
-        sid = f"tau-cordon-{node_id[:12]}-{uuid.uuid4().hex[:6]}"
+        sid = f"tau-cordon-{node_ids.short(node_id)}-{uuid.uuid4().hex[:6]}"
         self.backend.submit(
             base.Submission(
                 submission_id=sid,

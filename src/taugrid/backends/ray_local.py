@@ -373,6 +373,25 @@ class LocalRayCluster:
             self.wait_ready(timeout_s)
         return node.index
 
+    def heal(self, timeout_s: float = 120.0) -> None:
+        """Wait until every node not killed on purpose is ALIVE in the GCS, starting again
+        (``revive``) those whose processes died. A node the GCS declared dead while its
+        processes still run (its link cut, or its health checks starved) exits by itself
+        once it hears so, as Ray's raylet does, and is started again then."""
+        want = sum(not n.killed for n in self._nodes)
+        deadline = time.monotonic() + timeout_s
+        alive = 0
+        while time.monotonic() < deadline:
+            self.revive(timeout_s=max(1.0, deadline - time.monotonic()))
+            alive = sum(r.get("state") == "ALIVE" for r in self._node_rows())
+            if alive >= want:
+                return
+            time.sleep(0.5)
+        raise errors.LocalClusterError(
+            f"{alive} of {want} Ray nodes alive after {timeout_s:.0f}s",
+            hint=f"see the node logs under {self.state_dir}",
+        )
+
     def revive(self, timeout_s: float = 90.0) -> list[int]:
         """Start again every node whose Ray processes died on their own; their indexes.
 

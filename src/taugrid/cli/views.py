@@ -23,6 +23,7 @@ import rich.text
 import typer
 
 from taugrid import errors
+from taugrid.lifecycle import node_ids as shown_ids
 from taugrid.spec import errors as spec_errors
 from taugrid.spec import units
 
@@ -71,11 +72,6 @@ SubmitOutput = Annotated[
 """``-o`` of ``tau run``: as ``Output``, and ``yaml`` for the objects ``--dry-run`` prints."""
 
 _UNWRAPPED = 100_000  # columns of a console that is not a terminal: nothing wraps
-
-NODE_ID_CHARS = 12
-"""How much of a node ID the CLI shows, everywhere (Ray's are 56 hex digits): as long as
-the hub's and the agents' messages show (``lifecycle.failure_shapes``), and a prefix
-that ``tau admin node ...`` accepts. ``-o json`` has the whole ID."""
 
 
 def _console(stderr: bool) -> rich.console.Console:
@@ -178,8 +174,8 @@ def progress(msg: str) -> None:
 
 
 def node_id(node: str) -> str:
-    """A node ID as the CLI shows it: its first ``NODE_ID_CHARS`` characters."""
-    return str(node)[:NODE_ID_CHARS]
+    """A node ID as the CLI shows it (``lifecycle.node_ids``); ``-o json`` has it whole."""
+    return shown_ids.short(node)
 
 
 def node_ids(nodes: Sequence[str], sep: str = ",") -> str:

@@ -32,6 +32,7 @@ from taugrid.hub import (
     serving,
     util_history,
 )
+from taugrid.lifecycle import node_ids
 from taugrid.lifecycle import phases as ph
 from taugrid.lifecycle import states as st
 from taugrid.spec import units
@@ -411,7 +412,7 @@ def _running(
         hub.runs.update_attempt(a["token"], nodes=rep.nodes)
         if rep.worker_nodes:
             _binding_mismatch(hub, run, a, rep.worker_nodes)
-    where = ", ".join(n[:12] for n in rep.nodes) or "Ray"
+    where = ", ".join(node_ids.short(n) for n in rep.nodes) or "Ray"
     said = {s.get("phase") for s in rep.phases}  # the cluster's own words win (Kubernetes)
     if ph.Phase.SCHEDULED.value not in said:
         runs.phase(
@@ -423,7 +424,7 @@ def _running(
             f"workers bound to {where}",
         )
     faulty = {m["node_id"]: m["kind"] for m in hub.clusters.open_marks(a["cluster_id"])}
-    bad = [f"{n[:12]} ({faulty[n]})" for n in rep.nodes if n in faulty]
+    bad = [f"{node_ids.short(n)} ({faulty[n]})" for n in rep.nodes if n in faulty]
     unknown = nodehealth.unknown(hub, a["cluster_id"], rep.nodes)
     if bad:
         runs.phase(

@@ -24,6 +24,7 @@ from typing import Any
 
 from taugrid.health import logscan
 from taugrid.hub import context, runs
+from taugrid.lifecycle import node_ids
 from taugrid.lifecycle import phases as ph
 from taugrid.lifecycle import states as st
 
@@ -125,7 +126,7 @@ def unknown(hub: context.Hub, cluster_id: str, nodes: list[str]) -> str:
     """Why the health of ``nodes`` is unknown (their checker crashed), or ``""``."""
     rows = ((hub.clusters.get(cluster_id) or {}).get("report") or {}).get("nodes", [])
     out = [
-        f"{r['node_id'][:12]}: {c['reason']}"
+        f"{node_ids.short(r['node_id'])}: {c['reason']}"
         for r in rows
         if r.get("node_id") in nodes and r.get("health_check") == "unknown"
         for c in r.get("conditions", [])

@@ -17,6 +17,8 @@ import dataclasses
 import re
 from collections.abc import Callable
 
+from taugrid.lifecycle import node_ids
+
 __all__ = ["one_line"]
 
 _NODE = r"(?P<node>[0-9a-f]{8,})"
@@ -43,7 +45,7 @@ def _user_error(text: str) -> str:
 
 
 def _where(node: str, ip: str) -> str:
-    return f"node {node[:12]}" + (f" ({ip})" if ip else "")
+    return f"node {node_ids.short(node)}" + (f" ({ip})" if ip else "")
 
 
 def _heartbeats(m: re.Match[str], _text: str) -> str:
