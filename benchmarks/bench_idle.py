@@ -16,13 +16,12 @@ measure).
 
 from __future__ import annotations
 
-import os
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 
-from benchmarks import report
+from benchmarks import cpu_share, report
 from tests.cli import platform_env as pe
 
 __all__ = ["main"]
@@ -30,17 +29,8 @@ __all__ = ["main"]
 QUICK_SKIP = "a platform with Ray and a minute's window (about 3 min)"
 IP = "127.0.23.40"
 SETTLE_S = 20.0
-_TICK = os.sysconf("SC_CLK_TCK")
 _DAEMONS = ("hub", "agent-local", "supervisor")
-
-
-def _cpu_s(pid: int) -> float:
-    """CPU seconds (user + system) ``pid`` has used; 0 when it is gone."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / _TICK
+_cpu_s = cpu_share.cpu_s
 
 
 def _children(pid: int) -> list[int]:
