@@ -12,7 +12,7 @@ EXTRAS_dev := [dev]
 WHAT_run := TauGrid and its runtime dependencies
 WHAT_dev := TauGrid with its test toolchain
 
-.PHONY: install install-dev run test test-fast lint unit bench bench-quick clean down test-k8s test-long k8s-build s3-build
+.PHONY: install install-dev run test test-fast lint unit bench bench-quick clean down test-k8s test-long k8s-build s3-build image
 
 # pytest-xdist workers, each in a network namespace of its own (tests/workers.py); their
 # seconds per group land in ~/.cache/taugrid/test-durations.json, which orders the next
@@ -42,8 +42,8 @@ run: $(RUN_STAMP)
 	@echo "The embedded platform is still up: try '$(BIN)/tau run list'. Stop it with 'make down'."
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks examples
-	$(BIN)/ruff format --check src tests benchmarks examples
+	$(BIN)/ruff check src tests benchmarks examples deploy
+	$(BIN)/ruff format --check src tests benchmarks examples deploy
 	$(BIN)/mypy src
 	$(BIN)/lint-imports
 
@@ -63,7 +63,13 @@ K8S_COMPONENTS ?= etcd kube-apiserver kwok kube-controller-manager kube-schedule
 k8s-build:
 	k8s/build.sh $(K8S_COMPONENTS)
 
-test-k8s: $(STAMP) k8s-build
+# The project's container image (deploy/image/build.sh): a Debian root, Python, the
+# project's wheel and its dependencies, as an OCI archive in ~/.cache/taugrid/image/
+# (about 5 minutes cold; seconds when only src/ changed; nothing when nothing did).
+image:
+	deploy/image/build.sh
+
+test-k8s: $(STAMP) k8s-build image
 	k8s/build.sh --share-only kueue kuberay
 	TAU_TEST_K8S=1 $(PYTEST) -m k8s tests/k8s
 

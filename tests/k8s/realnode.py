@@ -108,10 +108,15 @@ class RealNode:
         self._hold_namespace()
         self._start_containerd()
         for archive in images:
-            self._ctr("images", "import", str(archive))
+            self.import_image(archive)
         self._make_cgroups()
         self._start_kubelet()
         self._register()
+
+    def import_image(self, archive: Path) -> None:
+        """Loads an OCI image archive into the node's containerd (pods name it with
+        ``imagePullPolicy: Never``)."""
+        self._ctr("images", "import", str(archive))
 
     def _spawn(self, name: str, argv: list[str], in_ns: bool = True) -> None:
         if in_ns:

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.k8s import controlplane, oci, realnode
+from tests.k8s import controlplane, oci, project_image, realnode
 
 pytestmark = pytest.mark.k8s
 
@@ -103,3 +103,23 @@ def test_a_pod_whose_image_the_node_lacks_says_why(node: realnode.RealNode) -> N
     assert "taugrid.local/missing:test" in state["state"]["waiting"]["message"]
     with node.api() as c:
         c.delete("/api/v1/namespaces/default/pods/no-image")
+
+
+def test_the_project_image_runs_taugrid_on_the_real_node(node: realnode.RealNode) -> None:
+    """The image ``make image`` builds (Debian root, Python, the project's wheel and its
+    dependencies) loads into the node's containerd and runs TauGrid and Ray in a pod."""
+    archive = project_image.archive()
+    node.import_image(archive)
+    check = "import ray, taugrid, sys; print('taugrid', ray.__version__, sys.version_info[:2])"
+    cmd = f'python -c "{check}" && tau --help | head -3'
+    with node.api() as c:
+        pod = _pod("tau-image", project_image.name(archive), cmd)
+        assert c.post("/api/v1/namespaces/default/pods", json=pod).status_code == 201
+    pod = _wait_pod(
+        node, "tau-image", lambda p: p["status"].get("phase") in ("Succeeded", "Failed"), 180
+    )
+    with node.api() as c:
+        log = c.get("/api/v1/namespaces/default/pods/tau-image/log").text
+        c.delete("/api/v1/namespaces/default/pods/tau-image")
+    assert pod["status"]["phase"] == "Succeeded", f"{pod['status']}\n{log}"
+    assert "taugrid 2.60.0 (3, 11)" in log and "Usage: tau" in log, log
