@@ -82,6 +82,8 @@ class RealNode:
     cp: ControlPlane
     workdir: Path
     gpus: int = 4
+    registries: tuple[str, ...] = ()
+    """``host:port`` of registries the node pulls from over plain HTTP (loopback ones)."""
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -166,6 +168,13 @@ class RealNode:
         )
         config = self.workdir / "containerd.toml"
         config.write_text(_containerd_toml(root, cni))
+        for host in self.registries:  # containerd's hosts.toml: plain HTTP to this host
+            hosts = root / "certs.d" / host / "hosts.toml"
+            hosts.parent.mkdir(parents=True, exist_ok=True)
+            hosts.write_text(
+                f'server = "http://{host}"\n[host."http://{host}"]\n'
+                '  capabilities = ["pull", "resolve"]\n'
+            )
         self._spawn("containerd", ["containerd", "--config", str(config)])
         self._wait("containerd", lambda: self._ctr_ok("version"), "containerd")
 
@@ -394,6 +403,6 @@ def _containerd_toml(root: Path, cni: Path) -> str:
           conf_dir = "{cni}/net.d"
           max_conf_num = 1
         [{cri}.registry]
-          config_path = ""
+          config_path = "{root}/certs.d"
         """
     )

@@ -16,27 +16,38 @@ from typing import Any
 
 import pytest
 
-from tests.k8s import controlplane, oci, project_image, realnode
+from tests.k8s import controlplane, oci, project_image, realnode, registry
 
 pytestmark = pytest.mark.k8s
 
 
 @pytest.fixture(scope="module")
+def images(tmp_path_factory: pytest.TempPathFactory) -> Iterator[registry.Registry]:
+    if registry.missing():
+        pytest.fail(f"the tier needs: {', '.join(registry.missing())} (.ci/run installs it)")
+    with registry.Registry(realnode.IP, Path(tmp_path_factory.mktemp("registry"))) as r:
+        yield r
+
+
+@pytest.fixture(scope="module")
 def node(
-    control_plane: controlplane.ControlPlane, tmp_path_factory: pytest.TempPathFactory
+    control_plane: controlplane.ControlPlane,
+    images: registry.Registry,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[realnode.RealNode]:
     absent = realnode.missing(control_plane.bindir)
     if absent:
         pytest.fail(f"a real node needs: {', '.join(absent)} (.ci/run installs and builds them)")
-    with realnode.RealNode(control_plane, Path(tmp_path_factory.mktemp("node"))) as n:
+    workdir = Path(tmp_path_factory.mktemp("node"))
+    with realnode.RealNode(control_plane, workdir, registries=(images.host,)) as n:
         yield n
 
 
-def _pod(name: str, image: str, command: str) -> dict[str, Any]:
+def _pod(name: str, image: str, command: str, pull: str = "Never") -> dict[str, Any]:
     container = {
         "name": "main",
         "image": image,
-        "imagePullPolicy": "Never",
+        "imagePullPolicy": pull,
         "command": ["sh", "-c", command],
         "resources": {"limits": {realnode.GPU: "1"}},
     }
@@ -105,21 +116,44 @@ def test_a_pod_whose_image_the_node_lacks_says_why(node: realnode.RealNode) -> N
         c.delete("/api/v1/namespaces/default/pods/no-image")
 
 
-def test_the_project_image_runs_taugrid_on_the_real_node(node: realnode.RealNode) -> None:
+def test_the_project_image_is_pulled_from_the_registry_and_runs_taugrid(
+    node: realnode.RealNode, images: registry.Registry
+) -> None:
     """The image ``make image`` builds (Debian root, Python, the project's wheel and its
-    dependencies) loads into the node's containerd and runs TauGrid and Ray in a pod."""
+    dependencies) is pushed to the local registry; a pod names it by reference, the
+    node pulls it over loopback and runs Ray and TauGrid from it."""
     archive = project_image.archive()
-    node.import_image(archive)
+    ref = images.push(archive, project_image.name(archive).split("/", 1)[1])
     check = "import ray, taugrid, sys; print('taugrid', ray.__version__, sys.version_info[:2])"
     cmd = f'python -c "{check}" && tau --help | head -3'
     with node.api() as c:
-        pod = _pod("tau-image", project_image.name(archive), cmd)
+        pod = _pod("tau-image", ref, cmd, pull="Always")
         assert c.post("/api/v1/namespaces/default/pods", json=pod).status_code == 201
     pod = _wait_pod(
-        node, "tau-image", lambda p: p["status"].get("phase") in ("Succeeded", "Failed"), 180
+        node, "tau-image", lambda p: p["status"].get("phase") in ("Succeeded", "Failed"), 240
     )
     with node.api() as c:
         log = c.get("/api/v1/namespaces/default/pods/tau-image/log").text
         c.delete("/api/v1/namespaces/default/pods/tau-image")
     assert pod["status"]["phase"] == "Succeeded", f"{pod['status']}\n{log}"
     assert "taugrid 2.60.0 (3, 11)" in log and "Usage: tau" in log, log
+
+
+def test_a_reference_the_registry_lacks_says_why(
+    node: realnode.RealNode, images: registry.Registry
+) -> None:
+    ref = f"{images.host}/taugrid/absent:0.0"
+    with node.api() as c:
+        pod = _pod("bad-ref", ref, "true", pull="Always")
+        assert c.post("/api/v1/namespaces/default/pods", json=pod).status_code == 201
+
+    def pull_failed(p: dict[str, Any]) -> bool:
+        states = p["status"].get("containerStatuses") or []
+        reasons = {s["state"].get("waiting", {}).get("reason") for s in states}
+        return bool(reasons & {"ErrImagePull", "ImagePullBackOff"})
+
+    pod = _wait_pod(node, "bad-ref", pull_failed)
+    (state,) = pod["status"]["containerStatuses"]
+    assert ref in state["state"]["waiting"].get("message", ""), state
+    with node.api() as c:
+        c.delete("/api/v1/namespaces/default/pods/bad-ref")
