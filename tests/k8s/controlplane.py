@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 import yaml
 
+from tests import procs
 from tests.k8s import certs
 
 REPO = Path(__file__).resolve().parents[2]
@@ -128,12 +129,7 @@ class ControlPlane:
         """Terminates kube-apiserver alone (an outage the other components ride out);
         its log is kept beside the next one's."""
         proc = next(p for p in self.procs if p.name == "kube-apiserver")
-        proc.popen.terminate()
-        try:
-            proc.popen.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.popen.kill()
-            proc.popen.wait(timeout=15)
+        procs.stop(proc.popen, grace_s=30)
         self.procs.remove(proc)
         proc.log.rename(proc.log.with_name(f"kube-apiserver.{time.time_ns()}.log"))
 

@@ -44,6 +44,7 @@ from typing import Any
 import httpx
 import yaml
 
+from tests import procs
 from tests.k8s import certs, oci
 from tests.k8s.controlplane import ADMIN_TOKEN, ControlPlane
 
@@ -311,15 +312,7 @@ class RealNode:
             return []
 
     def _stop(self, name: str) -> None:
-        proc = self.procs.pop(name, None)
-        if proc is None or proc.poll() is not None:
-            return
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+        procs.stop(self.procs.pop(name, None))
 
 
 _NODE = f"/api/v1/nodes/{NAME}"

@@ -16,6 +16,7 @@ from pathlib import Path
 import httpx
 import yaml
 
+from tests import procs
 from tests.cli import platform_env
 from tests.k8s.controlplane import free_port
 
@@ -74,13 +75,7 @@ class Registry:
             time.sleep(0.2)
 
     def __exit__(self, *exc: object) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=15)
+        procs.stop(self.proc)
 
     def log_tail(self) -> str:
         return (self.workdir / "registry.log").read_text(errors="replace")[-2000:]

@@ -14,6 +14,7 @@ from typing import Any
 from kubernetes import client
 
 from taugrid.platform import crds as tau_crds
+from tests import procs
 from tests.k8s import controlplane
 
 GROUP, VERSION = tau_crds.GROUP, tau_crds.VERSION
@@ -42,13 +43,7 @@ def running(
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=15)
+    procs.stop(proc, grace_s=30)
 
 
 def create(kube: client.ApiClient, obj: dict[str, Any]) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests import procs
 from tests.hub.harness import free_port
 
 HOST = "127.0.0.61"
@@ -93,9 +94,4 @@ def server(config: Path, workdir: Path) -> Iterator[Prometheus]:
         yield prom
     finally:
         prom.http.close()
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+        procs.stop(proc)
