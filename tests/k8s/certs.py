@@ -56,9 +56,9 @@ def _builder(
     )
 
 
-def make_pki(directory: Path, ip: str) -> Pki:
-    """Writes a CA, a serving certificate for ``ip`` (and localhost, kubernetes.default)
-    and a service-account key pair under ``directory``."""
+def make_pki(directory: Path, ip: str, *more_ips: str) -> Pki:
+    """Writes a CA, a serving certificate for ``ip`` and ``more_ips`` (and localhost,
+    kubernetes.default) and a service-account key pair under ``directory``."""
     directory.mkdir(parents=True, exist_ok=True)
     ca_key = _key()
     ca = (
@@ -68,7 +68,7 @@ def make_pki(directory: Path, ip: str) -> Pki:
     )
     srv_key = _key()
     sans: list[x509.GeneralName] = [
-        x509.IPAddress(ipaddress.ip_address(ip)),
+        *(x509.IPAddress(ipaddress.ip_address(a)) for a in (ip, *more_ips)),
         x509.DNSName("localhost"),
         x509.DNSName("kubernetes.default.svc"),
     ]

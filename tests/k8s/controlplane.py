@@ -22,6 +22,7 @@ import yaml
 
 from tests import procs
 from tests.k8s import certs
+from tests.k8s.service_proxy import ServiceProxy
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO / "k8s" / "build.sh"
@@ -83,6 +84,14 @@ class ControlPlane:
         self.kubeconfig = self.workdir / "kubeconfig"
         self.logs = self.workdir / "logs"
         self.kubelet_port = free_port(self.ip)
+        octet = self.ip.rsplit(".", 1)[1]
+        self.service_range = f"127.96.{octet}.0/24"
+        """Services' cluster IPs: loopback addresses, a range per control plane (its
+        address's last octet). No kube-proxy runs: ``ServiceProxy`` relays the
+        ``kubernetes`` Service's address (the range's first) to the API server, so a
+        host-network pod on the real node reaches it as in-cluster clients do."""
+        self.api_service_ip = f"127.96.{octet}.1"
+        self.service_proxy: ServiceProxy | None = None
         self.pod_log = self.workdir / "pod-containers.log"
         """The file kwok's "kubelet" serves as every container's log (``pods/log``)."""
 
@@ -101,9 +110,10 @@ class ControlPlane:
 
     def start(self, kwok: bool = True) -> None:
         self.logs.mkdir(parents=True, exist_ok=True)
-        self.pki = certs.make_pki(self.workdir / "pki", self.ip)
+        self.pki = certs.make_pki(self.workdir / "pki", self.ip, self.api_service_ip)
         self._start_etcd()
         self._start_apiserver()
+        self.service_proxy = ServiceProxy((self.api_service_ip, 443), (self.ip, self.port))
         self._write_kubeconfig()
         self._start_controllers()
         if kwok:
@@ -111,6 +121,9 @@ class ControlPlane:
 
     def stop(self) -> None:
         """Terminates every started process (newest first), killing any that linger."""
+        if self.service_proxy is not None:
+            self.service_proxy.close()
+            self.service_proxy = None
         for proc in reversed(self.procs):
             if proc.popen.poll() is None:
                 proc.popen.terminate()
@@ -216,7 +229,7 @@ class ControlPlane:
                 f"--service-account-key-file={pki.sa_pub}",
                 f"--service-account-signing-key-file={pki.sa_key}",
                 "--service-account-issuer=https://kubernetes.default.svc",
-                "--service-cluster-ip-range=10.96.0.0/16",
+                f"--service-cluster-ip-range={self.service_range}",
                 f"--cert-dir={self.workdir / 'apiserver-certs'}",
                 "--allow-privileged=true",
                 "--profiling=false",

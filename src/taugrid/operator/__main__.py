@@ -51,7 +51,11 @@ def main(argv: list[str] | None = None) -> int:
     def login(**kw: Any) -> kopf.ConnectionInfo | None:
         if args.kubeconfig:
             return kopf.login_with_kubeconfig(**kw)
-        return kopf.login_with_service_account(**kw)
+        # In a pod: the Kubernetes client's in-cluster login, which finds the API server
+        # at $KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT. kopf's own service-account
+        # login names https://kubernetes.default.svc, a name only cluster DNS resolves: a
+        # host-network pod, or a cluster whose DNS is down, never reaches the server.
+        return kopf.login_via_client(**kw)
 
     settings = handlers.Settings(reconciler=reconcile.Reconciler(api), resync_s=args.resync)
     try:

@@ -1,0 +1,119 @@
+"""``tau cluster install`` with the project image on a cluster that runs containers
+(issue 31 item 5, first part): the image ``make image`` builds is pushed to the tier's
+registry, ``tau cluster install --image`` names it, the real node pulls it and the
+operator runs as a pod there: in-cluster, through its service account and the
+``kubernetes`` Service (relayed to the API server as kube-proxy would,
+``tests/k8s/service_proxy.py``), it reconciles a TauWorkspace and writes its status.
+
+A control plane of its own (the shared one has the operator tests' operator running as
+a process; two operators would reconcile the same objects) with its own real node and
+registry. The only changes to what install applies are this tier's: the operator's pod
+tolerates the real node's taint and uses the host network (no CNI plugin here). Not yet
+here: the agent's pod, which needs its hub token and the platform file (it stays pending,
+never placed on the node).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client, config
+
+from taugrid.render import cluster as install_render
+from taugrid.render import naming
+from tests.cli import platform_env
+from tests.k8s import controlplane, project_image, realnode, registry, tau_operator
+
+pytestmark = pytest.mark.k8s
+
+
+@pytest.fixture(scope="module")
+def installed(
+    control_plane: controlplane.ControlPlane, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[client.ApiClient, str]]:
+    absent = realnode.missing(control_plane.bindir) + registry.missing()
+    if absent:
+        pytest.fail(f"the tier needs: {', '.join(absent)} (.ci/run installs and builds them)")
+    tmp = Path(tmp_path_factory.mktemp("install-node"))
+    archive = project_image.archive()
+    with (
+        controlplane.ControlPlane(bindir=control_plane.bindir, workdir=tmp / "cp") as cp,
+        registry.Registry(realnode.IP, tmp / "registry") as reg,
+        realnode.RealNode(cp, tmp / "node", registries=(reg.host,)) as node,
+    ):
+        ref = reg.push(archive, project_image.name(archive).split("/", 1)[1])
+        home = {**os.environ, "TAU_HOME": str(tmp / "home")}
+        kubeconfig = ["--kubeconfig", str(cp.kubeconfig)]
+        out = platform_env.tau(home, "cluster", "install", "--image", ref, *kubeconfig)
+        assert out.returncode == 0, out.stderr
+        kube = config.new_client_from_config(config_file=str(cp.kubeconfig))
+        try:
+            _onto_the_real_node(kube, install_render.OPERATOR)
+            yield kube, ref
+        finally:
+            _dump(kube, node)
+            kube.close()
+
+
+def _onto_the_real_node(kube: client.ApiClient, name: str) -> None:
+    toleration = {**realnode.TAINT, "operator": "Equal"}
+    patch = {"spec": {"template": {"spec": {"hostNetwork": True, "tolerations": [toleration]}}}}
+    client.AppsV1Api(kube).patch_namespaced_deployment(name, naming.AGENT_NAMESPACE, patch)
+
+
+def _pods(kube: client.ApiClient, name: str) -> list[Any]:
+    selector = f"app.kubernetes.io/name={name}"
+    core = client.CoreV1Api(kube)
+    return list(core.list_namespaced_pod(naming.AGENT_NAMESPACE, label_selector=selector).items)
+
+
+def _ready(pod: Any) -> bool:
+    conds = pod.status.conditions or []
+    return pod.metadata.deletion_timestamp is None and any(
+        c.type == "Ready" and c.status == "True" for c in conds
+    )
+
+
+def _dump(kube: client.ApiClient, node: realnode.RealNode) -> None:
+    """What a failure needs: the pods' states and logs (printed; pytest shows them)."""
+    core = client.CoreV1Api(kube)
+    for pod in core.list_namespaced_pod(naming.AGENT_NAMESPACE).items:
+        print(
+            pod.metadata.name, pod.spec.node_name, pod.status.phase, pod.status.container_statuses
+        )
+        try:
+            log = core.read_namespaced_pod_log(pod.metadata.name, naming.AGENT_NAMESPACE)
+            print(str(log or "(empty log)")[-3000:])
+        except client.ApiException as exc:
+            print(f"(no log: {exc.reason})")
+    print(node.tail("kubelet"))
+
+
+def test_the_operator_runs_from_the_pulled_image_and_reconciles_in_cluster(
+    installed: tuple[client.ApiClient, str],
+) -> None:
+    kube, ref = installed
+
+    def operator_ready() -> Any:
+        pods = [p for p in _pods(kube, install_render.OPERATOR) if _ready(p)]
+        return pods[0] if pods else None
+
+    pod = controlplane.wait_until("the operator pod Ready", operator_ready, timeout_s=240)
+    assert pod.spec.node_name == realnode.NAME
+    (status,) = pod.status.container_statuses
+    assert status.image == ref  # pulled from the registry, by reference
+    ws = {
+        "apiVersion": f"{tau_operator.GROUP}/{tau_operator.VERSION}",
+        "kind": "TauWorkspace",
+        "metadata": {"name": "in-cluster"},
+        "spec": {"team": "nobody-yet"},
+    }
+    tau_operator.create(kube, ws)
+    status_doc = tau_operator.phase(kube, "TauWorkspace", "in-cluster", want="Failed")
+    assert "team nobody-yet does not exist" in status_doc["message"]
+    log = client.CoreV1Api(kube).read_namespaced_pod_log(pod.metadata.name, naming.AGENT_NAMESPACE)
+    assert "Creation is processed: 1 succeeded" in log, log[-3000:]  # kopf, in the pod
