@@ -32,6 +32,7 @@ the holder, removes the cgroups, and deletes the Node object.
 
 from __future__ import annotations
 
+import os
 import shutil
 import ssl
 import subprocess
@@ -89,7 +90,9 @@ class RealNode:
 
     def __post_init__(self) -> None:
         self.sock = self.workdir / "containerd" / "containerd.sock"
-        self.cgroup_root = f"taugrid-test-{self.workdir.name}"
+        # cgroups are one tree for the whole machine: two xdist workers' nodes (each in
+        # its own network namespace, perhaps with the same directory name) must not share
+        self.cgroup_root = f"taugrid-test-{self.workdir.name}-{os.getpid()}"
         self.logs = self.workdir / "logs"
 
     def __enter__(self) -> RealNode:
