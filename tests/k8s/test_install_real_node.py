@@ -7,10 +7,11 @@ operator runs as a pod there: in-cluster, through its service account and the
 
 A control plane of its own (the shared one has the operator tests' operator running as
 a process; two operators would reconcile the same objects) with its own real node and
-registry. The only changes to what install applies are this tier's: the operator's pod
-tolerates the real node's taint and uses the host network (no CNI plugin here). Not yet
-here: the agent's pod, which needs its hub token and the platform file (it stays pending,
-never placed on the node).
+registry. The agent's pod gets its hub token and the platform file from what install
+applies (``--agent-token-file``, ``--platform``: a Secret and a ConfigMap), reaches a real
+hub on the worker's loopback and reports its cluster. The only changes to what install
+applies are this tier's: the pods tolerate the real node's taint and use the host
+network (no CNI plugin here).
 """
 
 from __future__ import annotations
@@ -25,8 +26,18 @@ from kubernetes import client, config
 
 from taugrid.render import cluster as install_render
 from taugrid.render import naming
+from taugrid.store import db
 from tests.cli import platform_env
-from tests.k8s import controlplane, project_image, realnode, registry, tau_operator
+from tests.hub import harness
+from tests.k8s import (
+    controlplane,
+    crds,
+    kube_region,
+    project_image,
+    realnode,
+    registry,
+    tau_operator,
+)
 
 pytestmark = pytest.mark.k8s
 
@@ -34,29 +45,48 @@ pytestmark = pytest.mark.k8s
 @pytest.fixture(scope="module")
 def installed(
     control_plane: controlplane.ControlPlane, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[client.ApiClient, str]]:
+) -> Iterator[tuple[client.ApiClient, str, harness.HubServer]]:
     absent = realnode.missing(control_plane.bindir) + registry.missing()
     if absent:
         pytest.fail(f"the tier needs: {', '.join(absent)} (.ci/run installs and builds them)")
     tmp = Path(tmp_path_factory.mktemp("install-node"))
     archive = project_image.archive()
+    engine = db.create_engine(f"sqlite:///{tmp / 'hub.db'}")
+    db.migrate(engine)
     with (
         controlplane.ControlPlane(bindir=control_plane.bindir, workdir=tmp / "cp") as cp,
         registry.Registry(realnode.IP, tmp / "registry") as reg,
         realnode.RealNode(cp, tmp / "node", registries=(reg.host,)) as node,
+        harness.platform_hub(engine, tmp / "hub", _in_cluster_platform(cp)) as hub,
     ):
-        ref = reg.push(archive, project_image.name(archive).split("/", 1)[1])
-        home = {**os.environ, "TAU_HOME": str(tmp / "home")}
-        kubeconfig = ["--kubeconfig", str(cp.kubeconfig)]
-        out = platform_env.tau(home, "cluster", "install", "--image", ref, *kubeconfig)
-        assert out.returncode == 0, out.stderr
         kube = config.new_client_from_config(config_file=str(cp.kubeconfig))
         try:
-            _onto_the_real_node(kube, install_render.OPERATOR)
-            yield kube, ref
+            for name in ("kueue", "kuberay"):  # what the agent reports on besides nodes
+                crds.install(kube, crds.crd_dir(control_plane.bindir, name))
+            ref = reg.push(archive, project_image.name(archive).split("/", 1)[1])
+            token = tmp / "agent.token"
+            token.write_text(hub.agent_token(kube_region.CLUSTER))
+            home = {**os.environ, "TAU_HOME": str(tmp / "home")}
+            args = ["--image", ref, "--hub-url", hub.url, "--cluster", kube_region.CLUSTER]
+            args += ["--agent-token-file", str(token), "-f", str(tmp / "hub" / "platform.yaml")]
+            out = platform_env.tau(
+                home, "cluster", "install", *args, "--kubeconfig", str(cp.kubeconfig)
+            )
+            assert out.returncode == 0, out.stderr
+            for name in (install_render.OPERATOR, naming.AGENT_SERVICE_ACCOUNT):
+                _onto_the_real_node(kube, name)
+            yield kube, ref, hub
         finally:
             _dump(kube, node)
             kube.close()
+    engine.dispose()
+
+
+def _in_cluster_platform(cp: controlplane.ControlPlane) -> str:
+    """The tier's kubernetes region, as an agent in the cluster reads it: no kubeconfig
+    (it uses its service account)."""
+    text = kube_region.platform_yaml(cp.kubeconfig)
+    return "\n".join(ln for ln in text.splitlines() if "kubeconfig:" not in ln) + "\n"
 
 
 def _onto_the_real_node(kube: client.ApiClient, name: str) -> None:
@@ -94,9 +124,9 @@ def _dump(kube: client.ApiClient, node: realnode.RealNode) -> None:
 
 
 def test_the_operator_runs_from_the_pulled_image_and_reconciles_in_cluster(
-    installed: tuple[client.ApiClient, str],
+    installed: tuple[client.ApiClient, str, harness.HubServer],
 ) -> None:
-    kube, ref = installed
+    kube, ref, _ = installed
 
     def operator_ready() -> Any:
         pods = [p for p in _pods(kube, install_render.OPERATOR) if _ready(p)]
@@ -117,3 +147,29 @@ def test_the_operator_runs_from_the_pulled_image_and_reconciles_in_cluster(
     assert "team nobody-yet does not exist" in status_doc["message"]
     log = client.CoreV1Api(kube).read_namespaced_pod_log(pod.metadata.name, naming.AGENT_NAMESPACE)
     assert "Creation is processed: 1 succeeded" in log, log[-3000:]  # kopf, in the pod
+
+
+def test_the_agent_runs_from_the_image_with_its_token_and_platform_and_reports_to_the_hub(
+    installed: tuple[client.ApiClient, str, harness.HubServer],
+) -> None:
+    """The agent's pod mounts the hub token (Secret) and the platform file (ConfigMap)
+    that install applied, reaches the hub and reports its cluster: the real node is
+    among the nodes the hub sees."""
+    kube, ref, hub = installed
+
+    def agent_ready() -> Any:
+        pods = [p for p in _pods(kube, naming.AGENT_SERVICE_ACCOUNT) if _ready(p)]
+        return pods[0] if pods else None
+
+    pod = controlplane.wait_until("the agent pod Ready", agent_ready, timeout_s=240)
+    assert pod.spec.node_name == realnode.NAME and pod.status.container_statuses[0].image == ref
+    with hub.http() as c:
+
+        def reported() -> Any:
+            rows = c.get("/v1/clusters").json()
+            row = next((r for r in rows if r["id"] == kube_region.CLUSTER), None)
+            nodes = {n["node_id"] for n in ((row or {}).get("report") or {}).get("nodes", [])}
+            return row if realnode.NAME in nodes else None
+
+        row = controlplane.wait_until("the agent's report at the hub", reported, timeout_s=180)
+    assert row["report"]["nodes"]

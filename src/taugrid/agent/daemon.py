@@ -133,6 +133,12 @@ def _args() -> argparse.Namespace:
         help="only stop the Ray cluster a killed agent of --cluster left running, then exit",
     )
     p.add_argument("--cluster", default="local")
+    p.add_argument(
+        "--token-file",
+        type=Path,
+        default=os.environ.get("TAU_AGENT_TOKEN_FILE"),
+        help="the agent's hub token (default: $TAU_HOME/agents/<cluster>.token)",
+    )
     p.add_argument("--platform", type=Path, default=os.environ.get("TAU_PLATFORM_FILE"))
     p.add_argument("--start-ray", action="store_true")
     p.add_argument("--ray-ip", default="127.0.0.2")
@@ -183,7 +189,15 @@ def _serve(args: argparse.Namespace) -> None:
     )
     region, spec = _cluster_spec(platform, args.cluster)
     state_dir = args.home / "agents" / args.cluster
-    token = (args.home / "agents" / f"{args.cluster}.token").read_text().strip()
+    token_file = args.token_file or args.home / "agents" / f"{args.cluster}.token"
+    try:
+        token = token_file.read_text().strip()
+    except OSError as exc:
+        raise SystemExit(
+            f"cannot read the agent's hub token at {token_file}: {exc.strerror}; the hub "
+            f"writes it to its own $TAU_HOME/agents/{args.cluster}.token: copy it here or "
+            "pass --token-file"
+        ) from None
     cluster = None
     if spec.backend == "kubernetes":
         _serve_kubernetes(args, platform, region, spec, state_dir, token)

@@ -44,6 +44,8 @@ _TAU = crds.API_VERSION
 _RESOURCES: dict[str, Resource] = {
     "Namespace": Resource("v1", "namespaces", namespaced=False),
     "ServiceAccount": Resource("v1", "serviceaccounts"),
+    "Secret": Resource("v1", "secrets"),
+    "ConfigMap": Resource("v1", "configmaps"),
     "PersistentVolumeClaim": Resource("v1", "persistentvolumeclaims"),
     "Pod": Resource("v1", "pods"),
     "Node": Resource("v1", "nodes", namespaced=False),

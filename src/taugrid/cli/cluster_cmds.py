@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from taugrid import errors
 from taugrid.cli import app, views
 
 if TYPE_CHECKING:
@@ -66,6 +67,12 @@ def install_command(
     image: str = typer.Option(DEFAULT_IMAGE, help="TauGrid image."),
     hub_url: str = typer.Option(DEFAULT_HUB_URL, help="The agent's hub."),
     cluster: str = typer.Option("kubernetes", help="The agent's cluster name (platform.yaml)."),
+    agent_token_file: pathlib.Path | None = typer.Option(
+        None, help="The agent's hub token (the hub's $TAU_HOME/agents/<cluster>.token)."
+    ),
+    platform: pathlib.Path | None = typer.Option(
+        None, "--platform", "-f", help="The platform file the agent reads (platform.yaml)."
+    ),
 ) -> None:
     """Install TauGrid's CRDs, operator, agent and their RBAC on a cluster."""
     from taugrid.operator import install
@@ -76,13 +83,47 @@ def install_command(
     if dry_run:
         sys.stdout.write(plan.to_yaml(cluster_render.install_objects(opts)))
         return
+    credentials = _agent_credentials(agent_token_file, platform, cluster)
     api = _api(kubeconfig, context)
     try:
-        for line in install.install(api, opts):
+        for line in install.install(api, opts, credentials=credentials):
             typer.echo(f"applied {line}")
     finally:
         api.close()
     typer.echo(f"installed on {api.server}; check with: tau cluster validate installation")
+
+
+def _agent_credentials(
+    token_file: pathlib.Path | None, platform: pathlib.Path | None, cluster: str
+) -> tuple[str, str] | None:
+    """(token, platform text) for the agent's Secret and ConfigMap, checked before
+    anything is applied: both or neither, the token readable, the platform file valid
+    and naming ``cluster``."""
+    from taugrid.platform import load as platform_load
+
+    if token_file is None and platform is None:
+        return None
+    if token_file is None or platform is None:
+        raise errors.UserError(
+            "--agent-token-file and --platform go together: the agent needs both",
+            hint="pass both, or neither (then create the Secret "
+            "taugrid-agent-token and the ConfigMap taugrid-platform yourself)",
+        )
+    try:
+        token = token_file.read_text().strip()
+    except OSError as exc:
+        raise errors.UserError(
+            f"cannot read {token_file}: {exc.strerror}",
+            hint="the hub writes each agent's token to its $TAU_HOME/agents/<cluster>.token",
+        ) from None
+    spec = platform_load.load_platform(platform)
+    names = [c.name for r in spec.regions for c in r.clusters]
+    if cluster not in names:
+        raise errors.UserError(
+            f"cluster {cluster} is not in {platform} (it has: {', '.join(names) or 'none'})",
+            hint="pass --cluster with the name platform.yaml gives this cluster",
+        )
+    return token, platform.read_text()
 
 
 @app.cluster_app.command("uninstall")

@@ -75,11 +75,19 @@ def _established(api: kube_api.KubeApi, name: str) -> bool:
 
 
 def install(
-    api: kube_api.KubeApi, opts: cluster.InstallOptions, timeout_s: float = 60
+    api: kube_api.KubeApi,
+    opts: cluster.InstallOptions,
+    timeout_s: float = 60,
+    credentials: tuple[str, str] | None = None,
 ) -> list[str]:
-    """Applies every object; returns ``Kind name`` of each once the CRDs are served."""
+    """Applies every object (and, given ``credentials`` = (the agent's hub token, the
+    platform file's text), the Secret and ConfigMap the agent mounts); returns ``Kind
+    name`` of each once the CRDs are served."""
     done = []
-    for obj in cluster.install_objects(opts):
+    objs = cluster.install_objects(opts)
+    if credentials is not None:
+        objs[-1:-1] = cluster.agent_credentials(*credentials)  # before the agent starts
+    for obj in objs:
         api.apply(obj)
         done.append(f"{obj['kind']} {obj['metadata']['name']}")
     names = [d.split(" ", 1)[1] for d in done if d.startswith("CustomResourceDefinition ")]
@@ -99,7 +107,9 @@ def _key(obj: dict[str, Any]) -> tuple[str, str, str | None]:
 
 def uninstall(api: kube_api.KubeApi, timeout_s: float = 180) -> list[str]:
     """Deletes what ``install`` applies (newest first); returns what was there."""
-    keys = [_key(o) for o in cluster.install_objects(cluster.InstallOptions())]
+    objs = cluster.install_objects(cluster.InstallOptions())
+    objs[-1:-1] = cluster.agent_credentials("", "")
+    keys = [_key(o) for o in objs]
     deleted = [f"{k} {n}" for k, n, ns in reversed(keys) if api.delete(k, n, ns)]
     deadline = time.monotonic() + timeout_s
     while left := [k for k in keys if api.get(k[0], k[1], k[2]) is not None]:

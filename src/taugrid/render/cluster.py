@@ -131,22 +131,51 @@ def agent_rbac() -> list[dict[str, Any]]:
     return [system_namespace(), *_account(naming.AGENT_SERVICE_ACCOUNT, _AGENT_RULES)]
 
 
-def _deployment(name: str, image: str, args: list[str], env: dict[str, str]) -> dict[str, Any]:
+AGENT_HOME = "/var/lib/taugrid"
+"""The installed agent's ``TAU_HOME`` (an emptyDir: its state is the hub's to keep)."""
+AGENT_TOKEN_FILE = "/var/run/taugrid/token/token"
+AGENT_PLATFORM_FILE = "/etc/taugrid/platform.yaml"
+_AGENT_VOLUMES: list[tuple[str, str, dict[str, Any]]] = [
+    ("home", AGENT_HOME, {"emptyDir": {}}),
+    (
+        "token",
+        AGENT_TOKEN_FILE.rsplit("/", 1)[0],
+        {"secret": {"secretName": naming.AGENT_TOKEN_SECRET}},
+    ),
+    (
+        "platform",
+        AGENT_PLATFORM_FILE.rsplit("/", 1)[0],
+        {"configMap": {"name": naming.PLATFORM_CONFIGMAP}},
+    ),
+]
+
+
+def _deployment(
+    name: str,
+    image: str,
+    args: list[str],
+    env: dict[str, str],
+    volumes: list[tuple[str, str, dict[str, Any]]] | None = None,
+) -> dict[str, Any]:
     labels = {"app.kubernetes.io/name": name, **PART_OF}
-    container = {
+    container: dict[str, Any] = {
         "name": name,
         "image": image,
         "command": args,
         "env": [{"name": k, "value": v} for k, v in env.items()],
         "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}},
     }
+    pod: dict[str, Any] = {"serviceAccountName": name, "containers": [container]}
+    if volumes:
+        container["volumeMounts"] = [
+            {"name": v, "mountPath": path, "readOnly": "emptyDir" not in src}
+            for v, path, src in volumes
+        ]
+        pod["volumes"] = [{"name": v, **src} for v, _, src in volumes]
     spec = {
         "replicas": 1,
         "selector": {"matchLabels": {"app.kubernetes.io/name": name}},
-        "template": {
-            "metadata": {"labels": labels},
-            "spec": {"serviceAccountName": name, "containers": [container]},
-        },
+        "template": {"metadata": {"labels": labels}, "spec": pod},
     }
     obj = _obj("apps/v1", "Deployment", name, naming.AGENT_NAMESPACE, spec=spec)
     obj["metadata"]["labels"]["app.kubernetes.io/name"] = name
@@ -163,5 +192,24 @@ def install_objects(opts: InstallOptions) -> list[dict[str, Any]]:
     objs.append(_deployment(OPERATOR, opts.image, ["python", "-m", "taugrid.operator"], {}))
     args = ["python", "-m", "taugrid.agent.daemon", "--hub", opts.hub_url]
     args += ["--cluster", opts.cluster]
-    objs.append(_deployment(naming.AGENT_SERVICE_ACCOUNT, opts.image, args, {}))
+    env = {
+        "TAU_HOME": AGENT_HOME,
+        "TAU_AGENT_TOKEN_FILE": AGENT_TOKEN_FILE,
+        "TAU_PLATFORM_FILE": AGENT_PLATFORM_FILE,
+    }
+    agent = _deployment(naming.AGENT_SERVICE_ACCOUNT, opts.image, args, env, _AGENT_VOLUMES)
+    objs.append(agent)
     return objs
+
+
+def agent_credentials(token: str, platform_yaml: str) -> list[dict[str, Any]]:
+    """The Secret with the agent's hub token and the ConfigMap with the platform file
+    that the agent's Deployment mounts. Applied by ``tau cluster install
+    --agent-token-file --platform``; never part of ``install_objects`` (nor of the Helm
+    chart or ``--dry-run``), which print no credential."""
+    ns = naming.AGENT_NAMESPACE
+    secret = _obj("v1", "Secret", naming.AGENT_TOKEN_SECRET, ns, type="Opaque")
+    secret["stringData"] = {"token": token}
+    config = _obj("v1", "ConfigMap", naming.PLATFORM_CONFIGMAP, ns)
+    config["data"] = {"platform.yaml": platform_yaml}
+    return [secret, config]

@@ -66,6 +66,10 @@ WORKLOAD_SERVICE_ACCOUNT = "tau-workload"
 AGENT_SERVICE_ACCOUNT = "taugrid-agent"
 AGENT_NAMESPACE = "taugrid-system"
 AGENT_ROLE = "taugrid-agent"
+AGENT_TOKEN_SECRET = "taugrid-agent-token"
+"""The Secret (key ``token``) holding the installed agent's hub token."""
+PLATFORM_CONFIGMAP = "taugrid-platform"
+"""The ConfigMap (key ``platform.yaml``) holding the platform file the agent reads."""
 
 MAX_NAME = 47  # KubeRay rejects RayJob/RayService names longer than this
 _INVALID = re.compile(r"[^a-z0-9-]+")

@@ -1,0 +1,51 @@
+"""``tau cluster install --agent-token-file --platform``, refused before any cluster is
+contacted when what the agent would mount is wrong: the two go together, the token must
+be readable, and the platform file must name ``--cluster``. The kubeconfig named does not
+exist, so an error about it would mean the check came too late."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from tests.cli import platform_env
+from tests.k8s import kube_region
+
+
+def _install(tmp_path: Path, *args: str) -> tuple[int, str]:
+    env = {**os.environ, "TAU_HOME": str(tmp_path / "home")}
+    kubeconfig = ["--kubeconfig", str(tmp_path / "no-such-kubeconfig")]
+    done = platform_env.tau(env, "cluster", "install", *kubeconfig, *args)
+    return done.returncode, done.stdout + done.stderr
+
+
+def _files(tmp_path: Path) -> tuple[Path, Path]:
+    token = tmp_path / "agent.token"
+    token.write_text("t0k3n\n")
+    platform = tmp_path / "platform.yaml"
+    platform.write_text(kube_region.platform_yaml(tmp_path / "kubeconfig"))
+    return token, platform
+
+
+def test_a_token_without_a_platform_file_is_refused(tmp_path: Path) -> None:
+    token, _ = _files(tmp_path)
+    rc, out = _install(tmp_path, "--agent-token-file", str(token))
+    assert rc == 2 and "--agent-token-file and --platform go together" in out, out
+    assert "t0k3n" not in out
+
+
+def test_a_platform_file_without_the_cluster_is_refused_naming_what_it_has(
+    tmp_path: Path,
+) -> None:
+    token, platform = _files(tmp_path)
+    args = ["--agent-token-file", str(token), "-f", str(platform), "--cluster", "gke-west"]
+    rc, out = _install(tmp_path, *args)
+    assert rc == 2 and f"cluster gke-west is not in {platform}" in out, out
+    assert kube_region.CLUSTER in out  # what it has
+
+
+def test_an_unreadable_token_file_is_refused(tmp_path: Path) -> None:
+    _, platform = _files(tmp_path)
+    args = ["--agent-token-file", str(tmp_path / "absent"), "-f", str(platform)]
+    rc, out = _install(tmp_path, *args, "--cluster", kube_region.CLUSTER)
+    assert rc == 2 and "cannot read" in out and "absent" in out, out
