@@ -85,7 +85,7 @@ def test_validate_installation_says_kueue_and_kuberay_are_missing_and_how_to_fix
 
 
 def test_install_then_validate_installation_passes(
-    fresh: tuple[controlplane.ControlPlane, client.ApiClient],
+    fresh: tuple[controlplane.ControlPlane, client.ApiClient], tmp_path: Path
 ) -> None:
     cp, api = fresh
     for name in ("kueue", "kuberay"):
@@ -110,6 +110,22 @@ def test_install_then_validate_installation_passes(
     done = _tau(cp, "cluster", "install")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "applied ClusterRole taugrid-agent" in done.stdout
+    # without the agent's token and platform file its pod cannot start: validate says so
+    done = _tau(cp, "cluster", "validate", "installation")
+    assert done.returncode == 1
+    assert (
+        "FAIL  TauGrid: Secret taugrid-system/taugrid-agent-token missing: "
+        "the agent's pod cannot start" in done.stdout
+    ), done.stdout
+    assert "kubectl -n taugrid-system create configmap taugrid-platform" in done.stdout
+    token, platform = tmp_path / "agent.token", tmp_path / "platform.yaml"
+    token.write_text("a-token")
+    platform.write_text(PLATFORM)
+    creds = ["--agent-token-file", str(token), "--platform", str(platform)]
+    done = _tau(cp, "cluster", "install", *creds, "--cluster", "mf-k8s")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "applied Secret taugrid-agent-token" in done.stdout
+    assert "a-token" not in done.stdout + done.stderr
 
     seen: list[subprocess.CompletedProcess[str]] = []
 
@@ -126,6 +142,7 @@ def test_install_then_validate_installation_passes(
         pytest.fail(f"{seen[-1].stdout}\npods: {states}")
     ok = seen[-1]
     assert "FAIL" not in ok.stdout
+    assert "ok    TauGrid: Secret taugrid-system/taugrid-agent-token has token" in ok.stdout
     assert "ok    Kueue: admission webhook answers" in ok.stdout
     assert "Deployment taugrid-system/taugrid-operator available" in ok.stdout
     assert "warn  KubeRay: no kuberay-operator Deployment seen" in ok.stdout

@@ -215,6 +215,7 @@ def validate_installation(api: kube_api.KubeApi) -> list[Finding]:
                 "fail", "TauGrid", f"ClusterRole {role} or its binding missing", install_fix
             )
         )
+    found += _agent_credentials(api)
     for name in (cluster.OPERATOR, naming.AGENT_SERVICE_ACCOUNT):
         dep = api.get("Deployment", name, naming.AGENT_NAMESPACE)
         found.append(_deployment(api, "TauGrid", dep, install_fix))
@@ -222,6 +223,33 @@ def validate_installation(api: kube_api.KubeApi) -> list[Finding]:
     found += kueue + ([_kueue_webhook(api)] if kueue[0].level == "ok" else [])
     ray = _crd_findings(api, "KubeRay", "ray.io", KUBERAY_CRDS, KUBERAY_FIX)
     found += ray + ([_kuberay_operator(api)] if ray[0].level == "ok" else [])
+    return found
+
+
+def _agent_credentials(api: kube_api.KubeApi) -> list[Finding]:
+    """The Secret and ConfigMap the agent's pod mounts: without them it never starts."""
+    ns = naming.AGENT_NAMESPACE
+    wanted = [
+        ("Secret", naming.AGENT_TOKEN_SECRET, "token", "--from-file=token=AGENT_TOKEN"),
+        ("ConfigMap", naming.PLATFORM_CONFIGMAP, "platform.yaml", "--from-file=platform.yaml"),
+    ]
+    found = []
+    for kind, name, key, source in wanted:
+        obj = api.get(kind, name, ns)
+        if obj is not None and key in (obj.get("data") or {}):
+            found.append(Finding("ok", "TauGrid", f"{kind} {ns}/{name} has {key}"))
+            continue
+        create = "secret generic" if kind == "Secret" else "configmap"
+        found.append(
+            Finding(
+                "fail",
+                "TauGrid",
+                f"{kind} {ns}/{name} {'lacks ' + key if obj else 'missing'}: "
+                "the agent's pod cannot start",
+                f"tau cluster install --agent-token-file FILE --platform platform.yaml, or "
+                f"kubectl -n {ns} create {create} {name} {source}",
+            )
+        )
     return found
 
 
