@@ -14,6 +14,7 @@ import httpx
 import sqlalchemy as sa
 import uvicorn
 
+from taugrid import home as tau_home
 from taugrid.hub import app, context, daemon
 
 
@@ -57,7 +58,7 @@ class HubServer:
         self.thread.join(timeout=20)
 
     def agent_token(self, cluster: str = "local") -> str:
-        return (self.hub.config.tau_home / "agents" / f"{cluster}.token").read_text().strip()
+        return tau_home.agent_token(self.hub.config.tau_home, cluster).read_text().strip()
 
     def http(self, token: str | None = None) -> httpx.Client:
         tok = self.admin_token if token is None else token

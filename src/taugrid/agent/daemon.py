@@ -29,6 +29,7 @@ import threading
 from pathlib import Path
 from types import FrameType
 
+from taugrid import home as tau_home
 from taugrid import private
 from taugrid.agent import agent, datasync, guests, hubclient
 from taugrid.backends import errors, ray_cordon, ray_jobs, ray_local
@@ -73,7 +74,7 @@ def _env_port(name: str) -> int | None:
 
 def use_ray_token(home: Path, cluster_id: str) -> Path:
     """Create (once) the cluster's Ray auth token and make this process present it."""
-    path = ray_local.write_auth_token(home / "agents" / f"{cluster_id}.ray-token")
+    path = ray_local.write_auth_token(tau_home.agent_ray_token(home, cluster_id))
     os.environ["RAY_AUTH_MODE"] = "token"
     os.environ["RAY_AUTH_TOKEN_PATH"] = str(path)
     os.environ.pop("RAY_AUTH_TOKEN", None)
@@ -160,7 +161,7 @@ def _args() -> argparse.Namespace:
 
 def stop_leftover(home: Path, cluster_id: str) -> str | None:
     """Stop the Ray cluster left under ``home`` for ``cluster_id``; its GCS address."""
-    left = ray_local.LocalRayCluster.attach(home / "agents" / cluster_id / "ray")
+    left = ray_local.LocalRayCluster.attach(tau_home.agent_ray(home, cluster_id))
     if left is None:
         return None
     left.stop(grace_s=1)
@@ -188,8 +189,8 @@ def _serve(args: argparse.Namespace) -> None:
         else platform_load.default_platform()
     )
     region, spec = _cluster_spec(platform, args.cluster)
-    state_dir = args.home / "agents" / args.cluster
-    token_file = args.token_file or args.home / "agents" / f"{args.cluster}.token"
+    state_dir = tau_home.agent_state(args.home, args.cluster)
+    token_file = args.token_file or tau_home.agent_token(args.home, args.cluster)
     try:
         token = token_file.read_text().strip()
     except OSError as exc:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import uvicorn
 
+from taugrid import home as tau_home
 from taugrid import private
 from taugrid.hub import app, context
 from taugrid.store import db
@@ -39,7 +40,7 @@ def bootstrap_credentials(hub: context.Hub, url: str) -> None:
         # our own token (not one `tau login` saved for a remote hub): follow the port
         private.write(creds, json.dumps({**doc, "hub_url": url}, indent=2))
     for cluster in (c for r in hub.platform.regions for c in r.clusters):
-        path = home / "agents" / f"{cluster.name}.token"
+        path = tau_home.agent_token(home, cluster.name)
         if not path.exists():
             secret, _ = hub.auth.create_token(
                 f"agent-{cluster.name}", "agent", {"cluster": cluster.name}

@@ -42,6 +42,7 @@ import httpx
 import yaml
 
 from taugrid import errors
+from taugrid import home as tau_home
 from taugrid.backends import ray_local
 from taugrid.lab import net, roots, topology
 from taugrid.sdk import client, contexts, embedded
@@ -284,7 +285,7 @@ class Lab:
             root = self.roots.region(region)
             if self._daemon(f"agent-{region}", root).stop(timeout_s=30):
                 progress(f"region {region}: agent stopped")
-            leftover = ray_local.LocalRayCluster.attach(root / "agents" / region / "ray")
+            leftover = ray_local.LocalRayCluster.attach(tau_home.agent_ray(root, region))
             if leftover is not None:
                 leftover.stop()
         if self._daemon("hub").stop(timeout_s=15):

@@ -26,6 +26,8 @@ import shlex
 import shutil
 from pathlib import Path
 
+from taugrid import home as tau_home
+
 __all__ = ["HIDDEN_FS", "Roots", "confine"]
 
 HIDDEN_FS = "tau-lab-hidden"
@@ -49,7 +51,7 @@ class Roots:
             path.mkdir(parents=True, exist_ok=True)
         for r in regions:
             (self.region(r) / "tmp").mkdir(exist_ok=True)
-            (self.region(r) / "agents").mkdir(exist_ok=True)
+            tau_home.agents(self.region(r)).mkdir(exist_ok=True)
 
     def hidden_from_hub(self, regions: list[str]) -> list[Path]:
         return [self.region(r) for r in regions]
@@ -61,8 +63,9 @@ class Roots:
         """Give region ``name`` its own copies of what its agent reads at start (as one
         would copy them to another machine); returns its platform file."""
         root = self.region(name)
-        shutil.copyfile(self.hub / "agents" / f"{name}.token", root / "agents" / f"{name}.token")
-        (root / "agents" / f"{name}.token").chmod(0o600)
+        token = tau_home.agent_token(root, name)
+        shutil.copyfile(tau_home.agent_token(self.hub, name), token)
+        token.chmod(0o600)
         shutil.copyfile(data_token, root / "data.token")
         (root / "data.token").chmod(0o600)
         shutil.copyfile(platform, root / "platform.yaml")

@@ -40,6 +40,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from taugrid import errors, private
+from taugrid import home as tau_home
 from taugrid.sdk import client, contexts
 
 __all__ = [
@@ -240,7 +241,7 @@ class EmbeddedPlatform:
 
     @property
     def ray_state_dir(self) -> Path:
-        return self.home / "agents" / "local" / "ray"
+        return tau_home.agent_ray(self.home, "local")
 
     def _ports_file(self) -> Path:
         return self.home / "run" / "ports.json"
