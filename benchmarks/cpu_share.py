@@ -34,18 +34,19 @@ _KINDS = [
     ("Ray task/actor workers", r"^ray::|\0ray::|default_worker\.py"),
     ("Ray GCS", r"^gcs_server"),
     ("Ray raylets", r"^raylet"),
-    ("Ray dashboards and agents", r"dashboard|runtime_env/agent|ray_client_server"),
-    ("Ray monitors and `ray start`", r"log_monitor|monitor\.py|ray start|/bin/ray\b"),
-    ("pytest (workers, in-process hubs and clients)", r"pytest|xdist|execnet"),
-    ("hubs and agents (own processes)", r"taugrid\.(hub|agent)|tau (hub|agent)|\0(hub|agent)\0"),
-    ("tau CLI", r"/bin/tau\0|-m\0taugrid\.cli"),
     ("PostgreSQL", r"^postgres"),
     ("SeaweedFS", r"^weed"),
     ("Chromium", r"^(chrom|headless)"),
     ("Prometheus", r"^(prometheus|promtool)"),
-    ("Kubernetes components", r"^(etcd|kube|kwok|kueue|kuberay|containerd|runc|helm)"),
+    ("Kubernetes components", r"^(etcd|kube|kwok|kueue|kuberay|containerd|runc|helm|pause)"),
     ("builds (Go, C)", r"^(go|compile|link|asm|cgo|vet|cc1|gcc|ld|as|collect2)$|^(go|compile)\0"),
-    ("pip", r"pip"),
+    ("Ray dashboards and agents", r"dashboard|runtime_env/agent|ray_client_server"),
+    ("Ray monitors and `ray start`", r"log_monitor|monitor\.py|ray start|/bin/ray\0"),
+    # by the program run, not by paths in its arguments (test directories say "pytest")
+    ("pytest (workers, in-process hubs and clients)", r"/pytest\0|exec\(eval\(sys\.stdin"),
+    ("hubs and agents (own processes)", r"-m\0taugrid\.(hub|agent)|/tau\0(hub|agent)\0"),
+    ("tau CLI", r"/bin/tau\0|-m\0taugrid\.cli"),
+    ("pip", r"(^|/)pip3?(\.\d+)?\0|\0-m\0pip\0"),
     ("other Python (job drivers, scripts)", r"^python"),
 ]
 
@@ -101,10 +102,27 @@ class _Sampler:
     def _reaped(self, pid: str, kind: str, kids_delta: float, now: Mapping[str, object]) -> None:
         """What children that ended since the last sample used after it: the parent's
         ``cutime`` growth less what they had been counted for already."""
-        gone = [v for p, v in self.seen.items() if p not in now and v[1] == pid]
+        gone = self._gone_below(pid, now)
+        # each ended process's CPU reached this one's cutime through its ended parents;
+        # what was counted of the whole ended subtree is subtracted, so none counts twice
         counted = sum(v[2] + v[3] for v in gone)
         if kids_delta > counted:
             self.by_kind[kind if not gone else gone[0][0]] += kids_delta - counted
+
+    def _gone_below(
+        self, pid: str, now: Mapping[str, object]
+    ) -> list[tuple[str, str, float, float]]:
+        """The ended processes below ``pid``: its ended children, theirs, and so on."""
+        ended: dict[str, list[str]] = {}
+        for p, v in self.seen.items():
+            if p not in now:
+                ended.setdefault(v[1], []).append(p)
+        out, todo = [], [pid]
+        while todo:
+            for child in ended.get(todo.pop(), []):
+                out.append(self.seen[child])
+                todo.append(child)
+        return out
 
 
 def table(by_kind: Mapping[str, float], wall_s: float) -> str:

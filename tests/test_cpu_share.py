@@ -65,3 +65,9 @@ def test_the_kinds_name_the_processes_the_suite_runs() -> None:
         "Kubernetes components"
     )
     assert cpu_share.kind_of("zsh", "zsh") == "other: zsh"
+    # a path under pytest's directories names no kind: the program run does
+    apiserver = "/x/kube-apiserver\0--cert-dir=/tmp/tau-pytest-test-k8s/cp"
+    assert cpu_share.kind_of("kube-apiserver", apiserver) == "Kubernetes components"
+    assert cpu_share.kind_of("python", "python\0/tmp/tau-pytest-unit/pipeline.py") == (
+        "other Python (job drivers, scripts)"
+    )
