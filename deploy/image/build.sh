@@ -23,7 +23,8 @@ NAME="${TAU_IMAGE_NAME:-taugrid.local/taugrid:$VERSION}"
 
 hash_files() { sha256sum "$@" | sha256sum | cut -c1-16; }
 base_key="$(hash_files deploy/image/build.sh pyproject.toml)"
-app_key="$(echo "$base_key $(find src -type f ! -name '*.pyc' -print0 | sort -z | xargs -0 sha256sum | sha256sum)" | sha256sum | cut -c1-16)"
+# src/ as the sources say: pip's egg-info under src/ changes with every build
+app_key="$(echo "$base_key $(find src -type f ! -name '*.pyc' ! -path '*.egg-info/*' -print0 | sort -z | xargs -0 sha256sum | sha256sum)" | sha256sum | cut -c1-16)"
 base="$CACHE/base-$base_key"
 archive="$CACHE/taugrid-$app_key.oci.tar"
 if [ "${1:-}" = "--print-archive" ]; then echo "$archive"; exit 0; fi

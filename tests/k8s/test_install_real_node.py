@@ -51,6 +51,7 @@ def installed(
         pytest.fail(f"the tier needs: {', '.join(absent)} (.ci/run installs and builds them)")
     tmp = Path(tmp_path_factory.mktemp("install-node"))
     archive = project_image.archive()
+    (tmp / "hub").mkdir()
     engine = db.create_engine(f"sqlite:///{tmp / 'hub.db'}")
     db.migrate(engine)
     with (
