@@ -1,5 +1,6 @@
 """A TCP forwarder a test can cut: the network seam for "X cannot reach Y" (a region
-that loses its object store or its hub) while both sides keep running."""
+that loses its object store or its hub) while both sides keep running. The Kubernetes
+tier also uses it as kube-proxy for the ``kubernetes`` Service (``tests/k8s/controlplane``)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,9 @@ import threading
 class Proxy:
     """A TCP forwarder the test can cut (closes every connection, refuses new ones)."""
 
-    def __init__(self, ip: str, target: tuple[str, int]) -> None:
+    def __init__(self, ip: str, target: tuple[str, int], port: int = 0) -> None:
         self.ip, self.target = ip, target
-        self.sock = socket.create_server((ip, 0))
+        self.sock = socket.create_server((ip, port))
         self.port = self.sock.getsockname()[1]
         self.open = threading.Event()
         self.open.set()
@@ -33,7 +34,12 @@ class Proxy:
             if not self.open.is_set():
                 client.close()
                 continue
-            upstream = socket.create_connection(self.target)
+            try:
+                upstream = socket.create_connection(self.target, timeout=10)
+            except OSError:  # the target is down (an API server restarting): refuse this one
+                client.close()
+                continue
+            upstream.settimeout(None)
             self._conns += [client, upstream]
             for a, b in ((client, upstream), (upstream, client)):
                 threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()

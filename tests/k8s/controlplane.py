@@ -21,8 +21,8 @@ import httpx
 import yaml
 
 from tests import procs
+from tests.hub import cut_proxy
 from tests.k8s import certs
-from tests.k8s.service_proxy import ServiceProxy
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO / "k8s" / "build.sh"
@@ -87,11 +87,11 @@ class ControlPlane:
         octet = self.ip.rsplit(".", 1)[1]
         self.service_range = f"127.96.{octet}.0/24"
         """Services' cluster IPs: loopback addresses, a range per control plane (its
-        address's last octet). No kube-proxy runs: ``ServiceProxy`` relays the
+        address's last octet). No kube-proxy runs: a ``cut_proxy.Proxy`` relays the
         ``kubernetes`` Service's address (the range's first) to the API server, so a
         host-network pod on the real node reaches it as in-cluster clients do."""
         self.api_service_ip = f"127.96.{octet}.1"
-        self.service_proxy: ServiceProxy | None = None
+        self.service_proxy: cut_proxy.Proxy | None = None
         self.pod_log = self.workdir / "pod-containers.log"
         """The file kwok's "kubelet" serves as every container's log (``pods/log``)."""
 
@@ -113,7 +113,7 @@ class ControlPlane:
         self.pki = certs.make_pki(self.workdir / "pki", self.ip, self.api_service_ip)
         self._start_etcd()
         self._start_apiserver()
-        self.service_proxy = ServiceProxy((self.api_service_ip, 443), (self.ip, self.port))
+        self.service_proxy = cut_proxy.Proxy(self.api_service_ip, (self.ip, self.port), 443)
         self._write_kubeconfig()
         self._start_controllers()
         if kwok:

@@ -3,7 +3,7 @@
 registry, ``tau cluster install --image`` names it, the real node pulls it and the
 operator runs as a pod there: in-cluster, through its service account and the
 ``kubernetes`` Service (relayed to the API server as kube-proxy would,
-``tests/k8s/service_proxy.py``), it reconciles a TauWorkspace and writes its status.
+``tests/hub/cut_proxy.py``), it reconciles a TauWorkspace and writes its status.
 
 A control plane of its own (the shared one has the operator tests' operator running as
 a process; two operators would reconcile the same objects) with its own real node and

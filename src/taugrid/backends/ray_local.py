@@ -43,6 +43,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -378,19 +379,7 @@ class LocalRayCluster:
         (``revive``) those whose processes died. A node the GCS declared dead while its
         processes still run (its link cut, or its health checks starved) exits by itself
         once it hears so, as Ray's raylet does, and is started again then."""
-        want = sum(not n.killed for n in self._nodes)
-        deadline = time.monotonic() + timeout_s
-        alive = 0
-        while time.monotonic() < deadline:
-            self.revive(timeout_s=max(1.0, deadline - time.monotonic()))
-            alive = sum(r.get("state") == "ALIVE" for r in self._node_rows())
-            if alive >= want:
-                return
-            time.sleep(0.5)
-        raise errors.LocalClusterError(
-            f"{alive} of {want} Ray nodes alive after {timeout_s:.0f}s",
-            hint=f"see the node logs under {self.state_dir}",
-        )
+        self._wait_alive(timeout_s, lambda left: self.revive(timeout_s=max(1.0, left)))
 
     def revive(self, timeout_s: float = 90.0) -> list[int]:
         """Start again every node whose Ray processes died on their own; their indexes.
@@ -486,11 +475,16 @@ class LocalRayCluster:
 
     def wait_ready(self, timeout_s: float = 60.0) -> None:
         """Block until every node not killed is ALIVE in Ray's view."""
+        self._wait_alive(timeout_s, lambda _left: self._check_processes())
+
+    def _wait_alive(self, timeout_s: float, each_round: Callable[[float], object]) -> None:
+        """Until every node not killed is ALIVE: ``each_round(seconds left)`` first, then
+        Ray's view; raises naming how many were alive when ``timeout_s`` ran out."""
         deadline = time.monotonic() + timeout_s
         want = sum(1 for n in self._nodes if not n.killed)
         alive = 0
         while time.monotonic() < deadline:
-            self._check_processes()
+            each_round(deadline - time.monotonic())
             try:
                 alive = sum(1 for r in self._node_rows() if r.get("state") == "ALIVE")
             except (httpx.HTTPError, KeyError, ValueError):
