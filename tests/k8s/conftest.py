@@ -14,7 +14,7 @@ import pytest
 from kubernetes import client, config
 
 from tests.hub import harness
-from tests.k8s import controlplane, crds, kube_region, nodes, operators
+from tests.k8s import controlplane, crds, kube_region, nodes, operators, realnode, registry
 
 
 @pytest.fixture(scope="session")
@@ -133,3 +133,28 @@ def tau_crds(kube: client.ApiClient) -> list[str]:
     from taugrid.platform import crds as tau_crds
 
     return crds.create(kube, tau_crds.crd_definitions())
+
+
+@pytest.fixture(scope="module")
+def images(tmp_path_factory: pytest.TempPathFactory) -> Iterator[registry.Registry]:
+    """The tier's image registry (Debian's docker-registry) on the real node's address."""
+    if registry.missing():
+        pytest.fail(f"the tier needs: {', '.join(registry.missing())} (.ci/run installs it)")
+    with registry.Registry(realnode.IP, Path(tmp_path_factory.mktemp("registry"))) as r:
+        yield r
+
+
+@pytest.fixture(scope="module")
+def node(
+    control_plane: controlplane.ControlPlane,
+    images: registry.Registry,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[realnode.RealNode]:
+    """A real node (kubelet, containerd, runc) joined to the session's control plane for
+    one module; it pulls from ``images``."""
+    absent = realnode.missing(control_plane.bindir)
+    if absent:
+        pytest.fail(f"a real node needs: {', '.join(absent)} (.ci/run installs and builds them)")
+    workdir = Path(tmp_path_factory.mktemp("node"))
+    with realnode.RealNode(control_plane, workdir, registries=(images.host,)) as n:
+        yield n

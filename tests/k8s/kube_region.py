@@ -109,7 +109,7 @@ class KubeAgent:
     def __init__(self, server: harness.HubServer, platform_file: Path, state_dir: Path) -> None:
         platform = platform_load.load_platform(platform_file)
         spec = next(c for r in platform.regions for c in r.clusters if c.name == CLUSTER)
-        self.backend = kbackend.KubernetesBackend(platform, spec.kubeconfig, spec.context)
+        self.backend = kbackend.KubernetesBackend(platform, spec)
         self.hub = hubclient.HubClient(server.url, server.agent_token(CLUSTER), CLUSTER)
         cfg = agent.AgentConfig(
             CLUSTER, "k8s-east", state_dir, sync_s=0.3, report_s=1.0, prewarm=False
@@ -148,10 +148,16 @@ RAY_PLURALS = ("rayjobs", "rayservices", "rayclusters")
 
 
 def sweep(kube: client.ApiClient) -> None:
-    """Delete the Ray objects a failed test left in the workspace and wait for their pods
+    """Delete the Ray objects and Jobs a failed test left in the workspace and wait for their pods
     and Kueue admissions to go, so the next module starts on free nodes and quota (one
     failure must not fail every later test on the session's control plane)."""
     custom = client.CustomObjectsApi(kube)
+    batch = client.BatchV1Api(kube)
+    for job in batch.list_namespaced_job(WORKSPACE, label_selector=naming.LABEL_RUN_ID).items:
+        with contextlib.suppress(client.ApiException):
+            batch.delete_namespaced_job(
+                job.metadata.name, WORKSPACE, propagation_policy="Background"
+            )
     for plural in RAY_PLURALS:
         for obj in custom.list_namespaced_custom_object("ray.io", "v1", WORKSPACE, plural)["items"]:
             with contextlib.suppress(client.ApiException):

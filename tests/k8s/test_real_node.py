@@ -10,37 +10,13 @@ have fails to start with the kubelet's reason, not a hung phase. Nothing is down
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.k8s import controlplane, oci, project_image, realnode, registry
+from tests.k8s import oci, project_image, realnode, registry
 
 pytestmark = pytest.mark.k8s
-
-
-@pytest.fixture(scope="module")
-def images(tmp_path_factory: pytest.TempPathFactory) -> Iterator[registry.Registry]:
-    if registry.missing():
-        pytest.fail(f"the tier needs: {', '.join(registry.missing())} (.ci/run installs it)")
-    with registry.Registry(realnode.IP, Path(tmp_path_factory.mktemp("registry"))) as r:
-        yield r
-
-
-@pytest.fixture(scope="module")
-def node(
-    control_plane: controlplane.ControlPlane,
-    images: registry.Registry,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[realnode.RealNode]:
-    absent = realnode.missing(control_plane.bindir)
-    if absent:
-        pytest.fail(f"a real node needs: {', '.join(absent)} (.ci/run installs and builds them)")
-    workdir = Path(tmp_path_factory.mktemp("node"))
-    with realnode.RealNode(control_plane, workdir, registries=(images.host,)) as n:
-        yield n
 
 
 def _pod(name: str, image: str, command: str, pull: str = "Never") -> dict[str, Any]:

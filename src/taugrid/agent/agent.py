@@ -47,6 +47,7 @@ from taugrid.agent import (
     hubclient,
     nodecheck,
     outbox,
+    podsync,
     prewarm,
     recordsync,
     strays,
@@ -253,21 +254,29 @@ class Agent:
                 del self.trackers[tok]
                 if t.sync is not None:
                     t.sync.stop()
-                    shutil.rmtree(t.sync.scratch, ignore_errors=True)
+                if t.sync is not None or t.mirror is not None:
+                    shutil.rmtree(t.run_dir, ignore_errors=True)
                 self._reaped.pop(tok, None)
                 (self._attempts_dir / f"{tok}.json").unlink(missing_ok=True)
 
     # -- actions ----------------------------------------------------------------
     def _start(self, a: wire.Assignment) -> None:
         sid = a.submission_id or rayjobs.submission_id(a.run_id, a.attempt)
-        # a Kubernetes job (RUN_SPEC) writes the mounted data root itself: no scratch
+        # a Kubernetes attempt's pods store their outputs themselves (podsync): the
+        # agent mirrors what they stored; no scratch of its own
         own = self.backend.supports(base.Capability.RUN_SPEC)
-        sync = (
-            None
-            if own
-            else recordsync.for_assignment(a, self.config.state_dir, self.config.store_endpoint)
+        endpoint = self.config.store_endpoint
+        sync = None if own else recordsync.for_assignment(a, self.config.state_dir, endpoint)
+        mirror = (
+            recordsync.Mirror(
+                a,
+                recordsync.scratch_dir(self.config.state_dir, a),
+                recordsync.open_for(a, endpoint),
+            )
+            if own and self._pod(a) is not None
+            else None
         )
-        t = tracker.AttemptTracker(a, sid, sync)
+        t = tracker.AttemptTracker(a, sid, sync, mirror)
         self.trackers[a.token] = t
         if a.submission_id:
             t.restore(self._attempts_dir)
@@ -307,7 +316,7 @@ class Agent:
         a, sid = t.a, t.submission_id
         try:
             if self.backend.supports(base.Capability.RUN_SPEC):
-                self.backend.submit_run(a.spec, a.run_id, sid)
+                self.backend.submit_run(a.spec, a.run_id, sid, self._pod(a))
                 return
             if t.sync is not None:
                 t.sync.stage()  # the resume checkpoint into scratch, before the job starts
@@ -375,6 +384,12 @@ class Agent:
         root = self.config.data_root or (self.sidecar.cfg.data_root if self.sidecar else None)
         sub = sub.with_env(rayjobs.input_env(a.inputs, str(root) if root else None))
         return sub.with_fencing_token(str(a.token)).model_copy(update={"submission_id": sid})
+
+    def _pod(self, a: wire.Assignment) -> base.PodAttempt | None:
+        """What the attempt's pods need to store their own outputs, where they can."""
+        if not self.backend.pods_store_records(a.spec):
+            return None
+        return podsync.pod_attempt(a, self.config.store_endpoint)
 
     def _code_dir(self, a: wire.Assignment) -> Path:
         target = self.config.state_dir / "code" / f"{a.run_id}-a{a.attempt}"

@@ -261,7 +261,7 @@ def _serve_kubernetes(
     and a taint (``backends.kube_marks``)."""
     from taugrid.backends import kube_marks, kubernetes
 
-    backend = kubernetes.KubernetesBackend(platform, spec.kubeconfig, spec.context)
+    backend = kubernetes.KubernetesBackend(platform, spec)
     hub = hubclient.HubClient(args.hub, token, args.cluster)
     cfg = agent.AgentConfig(
         args.cluster, region, state_dir, sync_s=args.sync, report_s=args.report, prewarm=False

@@ -59,6 +59,7 @@ __all__ = [
     "BACKOFF_MAX_S",
     "UPLOAD_S",
     "Fenced",
+    "Mirror",
     "RecordSync",
     "for_assignment",
     "open_for",
@@ -108,6 +109,29 @@ def for_assignment(a: wire.Assignment, state_dir: Path, endpoint: str | None) ->
     if not a.records or not a.record_key:
         return None
     return RecordSync(a, scratch_dir(state_dir, a), open_for(a, endpoint))
+
+
+class Mirror:
+    """The agent's copy of what an attempt's pods store (``agent.podsync`` uploads from
+    the pod): its metrics file and latest checkpoint name, pulled from the record store
+    into a directory the tracker reads as it reads a Ray job's scratch."""
+
+    def __init__(self, a: wire.Assignment, scratch: Path, store: recordstore.RecordStore) -> None:
+        self.a, self.scratch, self.store = a, scratch, store
+        self.error = ""
+
+    def pull(self) -> None:
+        """Fetch what changed; a store that does not answer leaves the copy as it is."""
+        try:
+            self.store.get_file(f"{self.a.record_key}/{METRICS}", self.scratch / METRICS)
+            latest = self.store.read(f"{self.a.record_key}/checkpoints/latest")
+            if latest:
+                (self.scratch / "checkpoints").mkdir(parents=True, exist_ok=True)
+                (self.scratch / "checkpoints" / "latest").write_bytes(latest)
+            self.error = ""
+        except (errors.TauError, OSError) as exc:
+            self.error = str(exc)
+            log.info("mirror of attempt %s: %s", self.a.token, self.error)
 
 
 def _sha256(path: Path) -> str:

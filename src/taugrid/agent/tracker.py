@@ -62,6 +62,10 @@ LOGS_EVERY_S = 1.0
 """How often a running job's log is read; a state change reads it at once."""
 
 
+_BACKEND_KINDS = (st.FailureKind.PREEMPTION.value, st.FailureKind.SUBMIT_ERROR.value)
+"""Failure kinds a backend names itself (``JobStatus.error_type``)."""
+
+
 class AttemptTracker:
     """State the agent keeps per attempt (by fencing token).
 
@@ -75,10 +79,12 @@ class AttemptTracker:
         assignment: wire.Assignment,
         submission_id: str,
         sync: recordsync.RecordSync | None = None,
+        mirror: recordsync.Mirror | None = None,
     ) -> None:
         self.a = assignment
         self.submission_id = submission_id
         self.sync = sync
+        self.mirror = mirror
         self.log_offset = 0
         self.metrics_offset = 0
         self.last_step: int | None = None
@@ -122,8 +128,11 @@ class AttemptTracker:
 
     @property
     def run_dir(self) -> Path:
-        """Where the job writes: its scratch (``recordsync``), else the record itself."""
-        return self.sync.scratch if self.sync is not None else Path(self.a.run_dir)
+        """Where the job's files are seen: its scratch (``recordsync``), the copy of what
+        its pods stored (``recordsync.Mirror``), else the record itself."""
+        if self.sync is not None:
+            return self.sync.scratch
+        return self.mirror.scratch if self.mirror is not None else Path(self.a.run_dir)
 
     def poll(self, backend: base.Backend, faulty: dict[str, str]) -> wire.AttemptReport:
         """Observe the job once and build the report of what changed."""
@@ -144,6 +153,8 @@ class AttemptTracker:
         due = changed or time.monotonic() - self._logs_at >= LOGS_EVERY_S
         log_from = self.log_offset
         log_chunk = self._logs(backend) if due else ""
+        if due and self.mirror is not None:
+            self.mirror.pull()
         metrics, ends = self._metrics()
         report = wire.AttemptReport(
             token=self.a.token,
@@ -234,8 +245,8 @@ class AttemptTracker:
         r.message = self.fault or status.message or ""
         if self.fault:
             r.failure_kind = self.fault_kind.value
-        elif status.error_type == st.FailureKind.PREEMPTION.value:  # the cluster's queue
-            r.failure_kind = st.FailureKind.PREEMPTION.value
+        elif status.error_type in _BACKEND_KINDS:  # the cluster's queue, a pod that cannot start
+            r.failure_kind = status.error_type
         elif status.state is base.JobState.FAILED and status.error_type == RAY_RUNTIME_ENV_FAILED:
             # Ray built the runtime itself (the pre-warm did not run or did not finish):
             # the same reason as a failed pre-warm, naming the requirement and pip's words

@@ -53,6 +53,7 @@ __all__ = [
     "LogChunk",
     "NodeInventory",
     "PhaseSignal",
+    "PodAttempt",
     "Submission",
 ]
 
@@ -104,6 +105,18 @@ _NEXT: dict[JobState, frozenset[JobState]] = {
 
 class _Value(pydantic.BaseModel):
     model_config = pydantic.ConfigDict(extra="forbid", frozen=True)
+
+
+class PodAttempt(_Value):
+    """What an attempt's pods need to fetch their code and store their outputs
+    themselves (``agent.podsync``, which wraps the run's command): the wrapper's argv,
+    its environment, the values it reads from a Secret (the record store's credentials,
+    by variable name) and where its scratch volume is mounted."""
+
+    command: tuple[str, ...]
+    env: dict[str, str]
+    secret_env: dict[str, str] = pydantic.Field(default_factory=dict)
+    root: str
 
 
 class Submission(_Value):
@@ -323,11 +336,23 @@ class Backend(abc.ABC):
     def status(self, job_id: str) -> JobStatus:
         """The job's current state, message, exit code and times."""
 
-    def submit_run(self, spec: Mapping[str, Any], run_id: str, submission_id: str) -> str:
+    def submit_run(
+        self,
+        spec: Mapping[str, Any],
+        run_id: str,
+        submission_id: str,
+        pod: PodAttempt | None = None,
+    ) -> str:
         """Start attempt ``submission_id`` of run ``run_id`` from its run spec (a
         ``render.runspec.RunSpec`` dump), rendering what the cluster needs
-        (``Capability.RUN_SPEC``); returns the job id."""
+        (``Capability.RUN_SPEC``); with ``pod``, the run's pods fetch their code and
+        store their outputs through it; returns the job id."""
         raise NotImplementedError(f"{self.name} backend takes submissions, not run specs")
+
+    def pods_store_records(self, spec: Mapping[str, Any]) -> bool:
+        """Whether a run of ``spec`` here stores its outputs from its own pods, given a
+        ``PodAttempt`` at ``submit_run`` (else the agent's machine holds them)."""
+        return False
 
     def queue_usage(self) -> list[dict[str, Any]]:
         """The cluster's own queues: usage and pending work (``Capability.QUEUES``)."""

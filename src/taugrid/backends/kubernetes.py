@@ -42,9 +42,10 @@ import threading
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from taugrid.backends import base, kube_api, kube_logs, kube_serve
+from taugrid.backends import base, kube_api, kube_logs, kube_pods, kube_serve
 from taugrid.backends import errors as berr
 from taugrid.lifecycle import phases as ph
+from taugrid.lifecycle import states as st
 from taugrid.platform import models as pm
 from taugrid.render import kueue, naming, plan, runspec
 from taugrid.spec import units
@@ -55,8 +56,11 @@ LABEL_SUBMISSION = "taugrid.io/submission"
 _JOB_UID = "kueue.x-k8s.io/job-uid"
 _RAY_NODE_TYPE = "ray.io/node-type"
 _BAD_TAINT_EFFECTS = ("NoSchedule", "NoExecute")
-PREEMPTED = "preemption"
+PREEMPTED = st.FailureKind.PREEMPTION.value
 """``JobStatus.error_type`` of an attempt Kueue evicted (the agent's failure kind)."""
+SUBMIT_ERROR = st.FailureKind.SUBMIT_ERROR.value
+"""``JobStatus.error_type`` of an attempt whose pods cannot start (a bad image, a
+missing Secret, a crash loop): the agent's failure kind."""
 
 
 def _labels(obj: dict[str, Any]) -> dict[str, str]:
@@ -76,22 +80,11 @@ def _true(obj: dict[str, Any], kind: str) -> bool:
 
 
 def _stamp(obj: dict[str, Any], label: str) -> None:
-    """``label`` on ``obj`` and on each pod template that already has the run-id label."""
+    """``label`` on ``obj`` and on each of its pod templates."""
     key, value = label.split("=", 1)
     obj["metadata"].setdefault("labels", {})[key] = value
-
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            labels = node.get("metadata", {}).get("labels") if "spec" in node else None
-            if isinstance(labels, dict) and naming.LABEL_RUN_ID in labels:
-                labels[key] = value
-            for child in node.values():
-                walk(child)
-        elif isinstance(node, list):
-            for child in node:
-                walk(child)
-
-    walk(obj["spec"])
+    for template in kube_pods.pod_templates(obj):
+        template["metadata"]["labels"][key] = value
 
 
 class KubernetesBackend(base.Backend):
@@ -110,16 +103,17 @@ class KubernetesBackend(base.Backend):
         }
     )
 
-    def __init__(
-        self, platform: pm.Platform, kubeconfig: str | None = None, context: str | None = None
-    ) -> None:
+    def __init__(self, platform: pm.Platform, cluster: pm.ClusterSpec) -> None:
         self.platform = platform
-        self.api = kube_api.KubeApi(kubeconfig, context)
+        self.pods = cluster.pods
+        self.api = kube_api.KubeApi(cluster.kubeconfig, cluster.context)
         self._lock = threading.Lock()
         self._platform_applied = False
         self._where: dict[str, tuple[str, str, str]] = {}  # sid -> (kind, namespace, name)
         self._stopped: set[str] = set()
-        self._preempted: dict[str, str] = {}  # sid -> Kueue's eviction message
+        # sid -> why the agent deleted its object, and the failure kind: Kueue's eviction
+        # (preemption) or a pod that cannot start (submit_error)
+        self._ended: dict[str, tuple[str, str]] = {}
         self._final: dict[str, tuple[base.JobState, str]] = {}  # sid -> how it ended
         self._uids: dict[str, str] = {}  # sid -> uid of its run object
         self._queued_uids: dict[str, str] = {}  # sid -> uid of what its Workload is of
@@ -148,15 +142,25 @@ class KubernetesBackend(base.Backend):
                 self.api.apply(obj)
             self._platform_applied = True
 
-    def submit_run(self, spec: Mapping[str, Any], run_id: str, submission_id: str) -> str:
+    def submit_run(
+        self,
+        spec: Mapping[str, Any],
+        run_id: str,
+        submission_id: str,
+        pod: base.PodAttempt | None = None,
+    ) -> str:
         rs = runspec.read(spec)
         objs = plan.render_manifests(rs, run_id)
         for obj in objs:
             _stamp(obj, f"{LABEL_SUBMISSION}={naming.label_value(submission_id)}")
+            kube_pods.settle(obj, self.pods)
         self.apply_platform()
         if self._find(submission_id) is not None:
             raise berr.DuplicateSubmission(submission_id)
         self._clear_earlier(objs[-1])
+        if pod is not None and kube_pods.wrap(objs[-1], pod) and pod.secret_env:
+            ns = objs[-1]["metadata"]["namespace"]
+            self.api.apply(kube_pods.records_secret(ns, pod.secret_env))
         applied: list[dict[str, Any]] = []
         try:
             for obj in objs:
@@ -171,6 +175,9 @@ class KubernetesBackend(base.Backend):
         meta = run_obj["metadata"]
         self._where[submission_id] = (run_obj["kind"], meta["namespace"], meta["name"])
         return submission_id
+
+    def pods_store_records(self, spec: Mapping[str, Any]) -> bool:
+        return kube_pods.wraps(runspec.read(spec).workload_kind)
 
     def _current(self, sid: str) -> tuple[str, str, str, dict[str, Any] | None] | None:
         """Where attempt ``sid``'s object is, and the object when it is still this
@@ -232,10 +239,12 @@ class KubernetesBackend(base.Backend):
         wl = self._workload(ns, self._queued_uids[job_id])
         evicted = _preempted(wl)
         if evicted:  # Kueue took its quota back: TauGrid requeues the run itself
-            self._preempted[job_id] = f"preempted by Kueue (Workload {ns}/{_name(wl)}): {evicted}"
-            self.api.delete(kind, name, ns, obj["metadata"].get("uid"))
-            return self._gone(job_id)
+            why = f"preempted by Kueue (Workload {ns}/{_name(wl)}): {evicted}"
+            return self._end(job_id, (kind, ns, name, obj), why, PREEMPTED)
         pods = [p for p in self._pods(ns, job_id) if not p["metadata"].get("deletionTimestamp")]
+        stuck = _stuck(pods)
+        if stuck:  # a pod that cannot start never will by waiting: fail with its reason
+            return self._end(job_id, (kind, ns, name, obj), stuck, SUBMIT_ERROR)
         missing = _missing_pods(kind, obj, pods)
         signals = [*_admission(wl, ns), *_scheduling(wl, pods, ns, (kind, name, missing))]
         bound = sorted({p["spec"]["nodeName"] for p in pods if p["spec"].get("nodeName")})
@@ -266,16 +275,23 @@ class KubernetesBackend(base.Backend):
             serve=kube_serve.serve_doc(obj, pods) if kind == "RayService" else None,
         )
 
+    def _end(
+        self, job_id: str, where: tuple[str, str, str, dict[str, Any]], why: str, kind: str
+    ) -> base.JobStatus:
+        """Delete the attempt's object (its pods go with it) and end it with ``why``."""
+        self._ended[job_id] = (why, kind)
+        obj_kind, ns, name, obj = where
+        self.api.delete(obj_kind, name, ns, obj["metadata"].get("uid"))
+        return self._gone(job_id)
+
     def _gone(self, job_id: str) -> base.JobStatus:
         if job_id in self._final:  # ended, then deleted by ``release_check``
             state, message = self._final[job_id]
             return base.JobStatus(job_id=job_id, state=state, message=message)
-        if job_id in self._preempted:
+        if job_id in self._ended:
+            why, kind = self._ended[job_id]
             return base.JobStatus(
-                job_id=job_id,
-                state=base.JobState.FAILED,
-                message=self._preempted[job_id],
-                error_type=PREEMPTED,
+                job_id=job_id, state=base.JobState.FAILED, message=why, error_type=kind
             )
         if job_id in self._stopped:
             return base.JobStatus(
@@ -289,7 +305,7 @@ class KubernetesBackend(base.Backend):
         problems = []
         for name in node_names:
             node = self.api.get("Node", name)
-            why = _node_problem(node) if node is not None else "node deleted"
+            why = _node_problem(node, self.pods) if node is not None else "node deleted"
             if why:
                 problems.append(f"{name}: {why}")
         source = f"Node {', '.join(node_names)}"
@@ -368,14 +384,15 @@ class KubernetesBackend(base.Backend):
             node = pod["spec"].get("nodeName")
             if node and pod.get("status", {}).get("phase") not in ("Succeeded", "Failed"):
                 held[node] = held.get(node, 0.0) + _pod_gpus(pod)
-        out = [self._node(n, held.get(n["metadata"]["name"], 0.0)) for n in nodes]
+        ours = [n for n in nodes if kube_pods.selects(self.pods, n)]
+        out = [self._node(n, held.get(n["metadata"]["name"], 0.0)) for n in ours]
         return base.ClusterInventory(nodes=out, remote_nodes=True, taken_at=dt.datetime.now(dt.UTC))
 
     def _node(self, node: dict[str, Any], gpus_held: float) -> base.NodeInventory:
         meta, alloc = node["metadata"], node.get("status", {}).get("allocatable", {})
         labels = dict(meta.get("labels") or {})
         gpus = float(alloc.get(naming.GPU_RESOURCE, 0))
-        problem = _node_problem(node)
+        problem = _node_problem(node, self.pods)
         ips = [a["address"] for a in node.get("status", {}).get("addresses", []) or []]
         model = next((m for (k, v), m in self._models.items() if labels.get(k) == v), None)
         return base.NodeInventory(
@@ -423,6 +440,34 @@ def _signal(phase: ph.Phase, status: ph.PhaseStatus, source: str, reason: str) -
 
 def _name(obj: dict[str, Any] | None) -> str:
     return str((obj or {}).get("metadata", {}).get("name", "?"))
+
+
+_CANNOT_START = (
+    "ImagePullBackOff",
+    "InvalidImageName",
+    "ErrImageNeverPull",
+    "CreateContainerConfigError",
+    "CreateContainerError",
+    "CrashLoopBackOff",
+)
+"""Container waiting reasons that waiting does not cure (the kubelet's own words)."""
+
+
+def _stuck(pods: list[dict[str, Any]]) -> str:
+    """The first container of ``pods`` that cannot start, as "<reason>: <message> (pod
+    <ns>/<name>, container <c>)"; "" when none."""
+    for pod in pods:
+        status = pod.get("status") or {}
+        for c in [
+            *(status.get("initContainerStatuses") or []),
+            *(status.get("containerStatuses") or []),
+        ]:
+            waiting = (c.get("state") or {}).get("waiting") or {}
+            if waiting.get("reason") in _CANNOT_START:
+                meta = pod["metadata"]
+                where = f"pod {meta['namespace']}/{meta['name']}, container {c.get('name')}"
+                return f"{waiting['reason']}: {waiting.get('message') or 'no message'} ({where})"
+    return ""
 
 
 def _preempted(wl: dict[str, Any] | None) -> str:
@@ -521,10 +566,11 @@ def _time(obj: dict[str, Any], key: str) -> dt.datetime | None:
     return dt.datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None
 
 
-def _node_problem(node: dict[str, Any]) -> str:
+def _node_problem(node: dict[str, Any], pods: pm.PodSettings) -> str:
     """What keeps new GPU pods off ``node``: Ready not True (the kubelet's, or the node
     lifecycle controller's, condition: "not Ready (NodeStatusUnknown: Kubelet stopped
-    posting node status.)") and its NoSchedule/NoExecute taints; "" when none."""
+    posting node status.)") and its NoSchedule/NoExecute taints that the cluster's
+    ``pods`` settings do not tolerate; "" when none."""
     problems = []
     if not _true(node, "Ready"):
         ready = _cond(node, "Ready") or {}
@@ -533,7 +579,7 @@ def _node_problem(node: dict[str, Any]) -> str:
     taints = [
         f"{t['key']}={t.get('value', '')}:{t['effect']}"
         for t in node.get("spec", {}).get("taints") or []
-        if t.get("effect") in _BAD_TAINT_EFFECTS
+        if t.get("effect") in _BAD_TAINT_EFFECTS and not kube_pods.tolerated(pods, t)
     ]
     if taints:
         problems.append(f"tainted {', '.join(taints)}")

@@ -220,5 +220,5 @@ def agent_code(
     run = hub.runs.get_run(run_id)
     if run is None or run["cluster_id"] != cluster_id:
         raise runs.NotFound(f"run {run_id} is not assigned to cluster {cluster_id}")
-    code = runs.record_of(hub, run).read_bytes("rendered/code.zip")
+    code = runs.record_of(hub, run).read_bytes(record.CODE_ARCHIVE)
     return fastapi.Response(code or b"", media_type="application/zip")

@@ -95,7 +95,7 @@ def submit(
     rec = record.RunRecord(store, spec.workspace, run_id)
     rec.create(req.tau_yaml)
     if code:
-        rec.write_bytes("rendered/code.zip", code)
+        rec.write_bytes(record.CODE_ARCHIVE, code)
     row = {
         "id": run_id,
         "name": spec.name,

@@ -47,6 +47,7 @@ from taugrid.lifecycle import states as st
 from taugrid.render import naming, runspec
 from taugrid.spec import models as sm
 from taugrid.store import deployments as dstore
+from taugrid.store import record
 
 __all__ = ["delete", "deploy", "find", "list_views", "region_views", "scale", "update", "view"]
 
@@ -208,7 +209,7 @@ def scale(
     _refuse_multi(dep, "scale")
     run = hub.runs.get_run(dep["run_id"])
     assert run is not None
-    code = runs.record_of(hub, run).read_bytes("rendered/code.zip") or b""
+    code = runs.record_of(hub, run).read_bytes(record.CODE_ARCHIVE) or b""
     submit = wire.SubmitRequest(
         tau_yaml=run["config_yaml"],
         workspace=run["workspace"],

@@ -27,6 +27,7 @@ __all__ = [
     "GpuType",
     "NodePool",
     "Platform",
+    "PodSettings",
     "PriorityClass",
     "ProfileSpec",
     "QueueingStrategy",
@@ -87,6 +88,31 @@ class NodePool(_Model):
         return self
 
 
+class Toleration(_Model):
+    """A Kubernetes toleration every pod of a run gets (a taint of dedicated nodes)."""
+
+    key: str
+    operator: str = pydantic.Field(default="Equal", pattern=r"^(Equal|Exists)$")
+    value: str = ""
+    effect: str = pydantic.Field(default="", pattern=r"^(NoSchedule|PreferNoSchedule|NoExecute|)$")
+
+
+class PodSettings(_Model):
+    """backend kubernetes: what every pod of a run gets besides the run's own shape."""
+
+    host_network: bool = pydantic.Field(
+        default=False,
+        description="Pods use their node's network (clusters without a pod network, or "
+        "RDMA fabrics that need the host's interfaces); one Ray cluster per node then.",
+    )
+    tolerations: list[Toleration] = pydantic.Field(
+        default_factory=list, description="Taints of the nodes runs may use (dedicated pools)."
+    )
+    node_selector: dict[str, str] = pydantic.Field(
+        default_factory=dict, description="Labels every run's pods select nodes by."
+    )
+
+
 class ClusterSpec(_Model):
     """A member cluster (TauCluster): a Ray cluster or a Kubernetes cluster with an agent."""
 
@@ -100,6 +126,10 @@ class ClusterSpec(_Model):
     )
     context: str | None = pydantic.Field(
         default=None, description="backend kubernetes: the kubeconfig context (default: current)."
+    )
+    pods: PodSettings = pydantic.Field(
+        default_factory=PodSettings,
+        description="backend kubernetes: network, tolerations and node selector of runs' pods.",
     )
     node_pools: list[NodePool] = pydantic.Field(default_factory=list)
     emulated_gpus: bool = pydantic.Field(

@@ -22,9 +22,11 @@ from typing import Any, Protocol
 
 from taugrid.errors import UserError
 
-__all__ = ["RunRecord", "Store", "resolve_inside"]
+__all__ = ["CODE_ARCHIVE", "RunRecord", "Store", "resolve_inside"]
 
 SUBDIRS = ("rendered", "logs", "metrics", "checkpoints", "artifacts")
+CODE_ARCHIVE = "rendered/code.zip"
+"""The run's code as submitted (a zip), which agents and pods unpack to run it."""
 
 
 def resolve_inside(root: Path, rel: str) -> Path:

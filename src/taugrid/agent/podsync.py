@@ -1,0 +1,171 @@
+"""The agent's record sync inside a Kubernetes pod: the entrypoint of a run's pod.
+
+On a Ray region the agent runs beside the job and copies its scratch into the record
+store (``recordsync``). A pod runs on another machine, so the same work runs in the pod,
+as its main process: ``python -m taugrid.agent.podsync -- <the run's command>``.
+
+1. The attempt (``ATTEMPT_ENV``: the agent's ``payloads.Assignment`` as JSON; the store's
+   credentials come from a Secret as the environment variables the platform names)
+   says where the run's record is; the code the hub stored there (``CODE_ARCHIVE``) is
+   unpacked into ``<root>/code`` (``root``: the pod's ``ROOT_ENV`` emptyDir).
+2. ``RecordSync.stage``: the run's latest complete checkpoint and its metrics file are
+   downloaded into ``<root>/out`` (the job's ``TAU_OUTPUT_DIR``), so a retried or
+   requeued attempt resumes from its checkpoint, wherever it was written.
+3. The command runs in the code directory with the attempt's environment; its output is
+   the pod's log (the agent reads it through the API server). SIGTERM (Kubernetes
+   deleting the pod: a cancel, a preemption) is passed on to it.
+4. While it runs and once it ended, ``RecordSync`` uploads metrics, committed
+   checkpoints and (on success) artifacts, fenced by the record's ``FENCE``. The pod
+   exits with the command's status once the final round is stored; when the store did
+   not take it within ``SETTLE_S``, with ``EXIT_NOT_STORED`` and the reason on stderr.
+
+A store that does not answer before the command starts: retried ``STAGE_TRIES`` times,
+then the pod exits ``EXIT_NOT_STORED`` saying which store and why (the run fails with
+that line in its log; nothing ran).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+from types import FrameType
+
+from taugrid import errors
+from taugrid import payloads as wire
+from taugrid.agent import recordsync
+from taugrid.backends import base
+from taugrid.dataplane import recordstore
+from taugrid.platform import models as pm
+from taugrid.render import rayjobs
+from taugrid.store import record
+
+__all__ = [
+    "ATTEMPT_ENV",
+    "ENDPOINT_ENV",
+    "EXIT_NOT_STORED",
+    "ROOT",
+    "ROOT_ENV",
+    "main",
+    "pod_attempt",
+]
+
+ATTEMPT_ENV = "TAU_POD_ATTEMPT"
+ENDPOINT_ENV = "TAU_POD_STORE_ENDPOINT"
+"""How the pod reaches an S3 record store when not by the platform's ``endpoint_url``."""
+ROOT_ENV = "TAU_POD_ROOT"
+ROOT = "/tau"
+"""Where the pod's scratch volume is mounted (code in ``code/``, outputs in ``out/``)."""
+EXIT_NOT_STORED = 75
+"""The command's outputs could not be stored (EX_TEMPFAIL)."""
+SETTLE_S = 300.0
+STAGE_TRIES = 5
+
+
+def pod_attempt(a: wire.Assignment, endpoint: str | None) -> base.PodAttempt | None:
+    """What the agent gives the pods of attempt ``a`` so that they run this program;
+    None when its record store is not an object store (a pod cannot reach a directory
+    on the agent's machine). ``endpoint``: how the region reaches the store."""
+    if not a.records or not a.record_key:
+        return None
+    spec = pm.RecordStoreSpec.model_validate(a.records)
+    if not (spec.url or "").startswith("s3://"):
+        return None
+    env = {ATTEMPT_ENV: a.model_dump_json(), ROOT_ENV: ROOT}
+    if endpoint:
+        env[ENDPOINT_ENV] = endpoint
+    names = (spec.access_key_env, spec.secret_key_env)
+    secret = {n: os.environ[n] for n in names if os.environ.get(n)}
+    argv = ("python", "-m", __name__)
+    return base.PodAttempt(command=argv, env=env, secret_env=secret, root=ROOT)
+
+
+def _say(message: str) -> None:
+    print(f"tau podsync: {message}", file=sys.stderr, flush=True)
+
+
+def _unpack_code(store: recordstore.RecordStore, a: wire.Assignment, dest: Path) -> None:
+    dest.mkdir(parents=True, exist_ok=True)
+    blob = store.read(f"{a.record_key}/{record.CODE_ARCHIVE}")
+    if blob:
+        with zipfile.ZipFile(io.BytesIO(blob)) as zf:
+            zf.extractall(dest)
+
+
+def _stage(sync: recordsync.RecordSync, store: recordstore.RecordStore, code: Path) -> None:
+    """Code and resume state into the pod, retrying a store that does not answer."""
+    for n in range(STAGE_TRIES):
+        try:
+            _unpack_code(store, sync.a, code)
+            sync.stage()
+            return
+        except recordstore.RecordStoreError as exc:
+            if n == STAGE_TRIES - 1:
+                raise
+            _say(f"{exc.message}; trying again in {2**n} s")
+            time.sleep(2**n)
+
+
+def job_env(a: wire.Assignment, out: Path) -> dict[str, str]:
+    """The command's environment: the pod's, with this attempt's outputs in ``out``."""
+    env = dict(os.environ)
+    env.pop(ATTEMPT_ENV, None)
+    own_output = a.spec.get("output_dir")
+    if not own_output or "://" in str(own_output):
+        env["TAU_OUTPUT_DIR"] = str(out)
+    if not a.spec.get("checkpoint_path"):
+        env["CHECKPOINT_PATH"] = str(out / "checkpoints")
+    env["TAU_ATTEMPT"] = str(a.attempt)
+    env[rayjobs.FENCING_TOKEN_ENV] = str(a.token)
+    return env
+
+
+def _run(cmd: list[str], cwd: Path, env: dict[str, str]) -> int:
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env)
+
+    def forward(signum: int, _frame: FrameType | None) -> None:
+        proc.send_signal(signum)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, forward)
+    return proc.wait()
+
+
+def _settle(sync: recordsync.RecordSync, rc: int) -> int:
+    sync.finish(rc == 0)
+    if not sync.settled.wait(SETTLE_S):
+        sync.pending = sync.pending or f"the final upload did not end within {SETTLE_S:g} s"
+    sync.stop()
+    if sync.pending:
+        _say(f"outputs not stored in the record: {sync.pending}")
+        return rc or EXIT_NOT_STORED
+    return rc
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    cmd = args[args.index("--") + 1 :] if "--" in args else args
+    if not cmd or ATTEMPT_ENV not in os.environ:
+        _say(f"usage: {ATTEMPT_ENV}=<assignment JSON> python -m {__name__} -- COMMAND ...")
+        return 2
+    a = wire.Assignment.model_validate_json(os.environ[ATTEMPT_ENV])
+    root = Path(os.environ.get(ROOT_ENV) or ROOT)
+    store = recordsync.open_for(a, os.environ.get(ENDPOINT_ENV) or None)
+    sync = recordsync.RecordSync(a, root / "out", store)
+    try:
+        _stage(sync, store, root / "code")
+    except (errors.TauError, OSError) as exc:
+        _say(f"cannot prepare the attempt: {exc}")
+        return EXIT_NOT_STORED
+    sync.start()
+    rc = _run(cmd, root / "code", job_env(a, sync.scratch))
+    return _settle(sync, rc)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,130 @@
+"""``python -m taugrid.agent.podsync``, the main process of a Kubernetes run's pods, run
+here as the pod would run it (a real process, the quickstart as its command) against a
+real record store (a directory: the same code as S3, ``dataplane.recordstore``):
+
+- the code comes from the record's ``rendered/code.zip``; the job's metrics,
+  checkpoints and artifacts go into the record; the command's status is the pod's;
+- a second attempt starts from the first's latest checkpoint, found in the record;
+- a command that fails keeps its checkpoints and stores no artifacts;
+- an attempt the record has fenced stores nothing and says why;
+- SIGTERM (Kubernetes deleting the pod) reaches the command, and what it had committed
+  is stored before the pod exits.
+
+The Kubernetes tier runs the same program in pods on the real node
+(``tests/k8s/test_run_in_pods.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from taugrid import payloads as wire
+from taugrid.agent import podsync
+from taugrid.dataplane import recordstore
+from taugrid.sdk import submit
+from taugrid.store import record
+
+QUICKSTART = Path(__file__).resolve().parents[2] / "examples" / "quickstart"
+KEY = "ml/runs/r-pod"
+
+
+def _store(tmp: Path) -> recordstore.LocalRecordStore:
+    store = recordstore.LocalRecordStore(tmp / "records")
+    store.write(f"{KEY}/{record.CODE_ARCHIVE}", submit.zip_dir(QUICKSTART, []))
+    return store
+
+
+def _attempt(tmp: Path, attempt: int, token: int) -> wire.Assignment:
+    return wire.Assignment(
+        token=token,
+        run_id="r-pod",
+        attempt=attempt,
+        workspace="ml",
+        spec={},
+        run_dir="",
+        records={"url": str(tmp / "records")},
+        record_key=KEY,
+    )
+
+
+def _start(
+    tmp: Path, a: wire.Assignment, *args: str, fence: int | None = None
+) -> subprocess.Popen[str]:
+    store = recordstore.LocalRecordStore(tmp / "records")
+    store.write(f"{KEY}/FENCE", str(a.token if fence is None else fence).encode())
+    env = {
+        **os.environ,
+        podsync.ATTEMPT_ENV: a.model_dump_json(),
+        podsync.ROOT_ENV: str(tmp / f"pod-{a.attempt}"),
+    }
+    cmd = [sys.executable, "-m", "taugrid.agent.podsync", "--", sys.executable, "train.py"]
+    return subprocess.Popen(
+        [*cmd, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+
+
+def _run(tmp: Path, a: wire.Assignment, *args: str) -> tuple[int, str]:
+    proc = _start(tmp, a, *args)
+    out, _ = proc.communicate(timeout=240)
+    return proc.returncode, out
+
+
+def _steps(store: recordstore.RecordStore, attempt: int) -> list[int]:
+    raw = store.read(f"{KEY}/metrics/metrics.jsonl") or b""
+    lines = [json.loads(x) for x in raw.decode().splitlines()]
+    return [m["step"] for m in lines if m["attempt"] == attempt and m["name"] == "loss"]
+
+
+def test_the_pod_runs_the_records_code_and_stores_its_outputs_there(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    rc, out = _run(tmp_path, _attempt(tmp_path, 1, 7), "--steps", "30", "--checkpoint-every", "10")
+    assert rc == 0, out
+    assert _steps(store, 1) == list(range(1, 31))
+    assert store.read(f"{KEY}/checkpoints/latest") == b"step-00000030\n"
+    assert store.exists(f"{KEY}/checkpoints/step-00000030/_CHECKPOINT.json")
+    assert store.exists(f"{KEY}/artifacts/model.npz"), out
+    assert store.exists(f"{KEY}/artifacts/MANIFEST.json")
+
+
+def test_a_second_attempt_resumes_from_the_checkpoint_in_the_record(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    args = ("--steps", "40", "--checkpoint-every", "10", "--fail-at-step", "25")
+    rc, out = _run(tmp_path, _attempt(tmp_path, 1, 3), *args, "--fail-attempts", "1")
+    assert rc == 3, out  # the quickstart's crash on purpose, passed on as the pod's status
+    assert store.read(f"{KEY}/checkpoints/latest") == b"step-00000020\n"
+    assert not store.exists(f"{KEY}/artifacts/MANIFEST.json")  # a failed attempt's: none
+    rc, out = _run(tmp_path, _attempt(tmp_path, 2, 4), *args, "--fail-attempts", "1")
+    assert rc == 0, out
+    assert min(_steps(store, 2)) == 21  # from the first attempt's checkpoint, not step 1
+    assert store.exists(f"{KEY}/artifacts/MANIFEST.json")
+
+
+def test_a_fenced_attempt_runs_nothing_and_says_why(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    proc = _start(tmp_path, _attempt(tmp_path, 1, 5), "--steps", "5", fence=6)
+    out, _ = proc.communicate(timeout=240)  # the hub revoked it: another attempt took over
+    assert proc.returncode == podsync.EXIT_NOT_STORED, out
+    assert "is fenced" in out and "step" not in out, out
+    assert store.read(f"{KEY}/metrics/metrics.jsonl") is None
+
+
+def test_sigterm_reaches_the_command_and_its_checkpoint_is_stored(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    args = ("--steps", "100000", "--checkpoint-every", "5", "--step-sleep", "0.05")
+    proc = _start(tmp_path, _attempt(tmp_path, 1, 9), *args)
+    deadline = time.monotonic() + 120
+    while store.read(f"{KEY}/checkpoints/latest") is None:
+        assert time.monotonic() < deadline and proc.poll() is None, "no checkpoint stored"
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode != 0, out
+    latest = (store.read(f"{KEY}/checkpoints/latest") or b"").decode().strip()
+    assert store.exists(f"{KEY}/checkpoints/{latest}/_CHECKPOINT.json")
+    assert not store.exists(f"{KEY}/artifacts/MANIFEST.json")

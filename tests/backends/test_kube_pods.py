@@ -1,0 +1,89 @@
+"""``backends.kube_pods``: what the agent adds to a run's pods at submission — the
+cluster's ``pods:`` settings on every pod template, podsync around a batch Job's
+command, the record store's Secret — and how the cluster's tolerations and node
+selector decide which Nodes are the region's (the real node tier runs it end to end:
+``tests/k8s/test_run_in_pods.py``)."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from taugrid.backends import base, kube_pods
+from taugrid.platform import models as pm
+from taugrid.render import naming
+from taugrid.spec import models as sm
+
+TAINT = {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}
+
+
+def _job() -> dict[str, Any]:
+    container = {"name": "main", "command": ["python", "train.py"], "workingDir": "/data/x"}
+    template = {
+        "metadata": {"labels": {naming.LABEL_RUN_ID: "r-1"}},
+        "spec": {"containers": [container], "volumes": [{"name": "data"}]},
+    }
+    return {"kind": "Job", "metadata": {"name": "r-1"}, "spec": {"template": template}}
+
+
+def _pods(**kw: Any) -> pm.PodSettings:
+    return pm.PodSettings.model_validate(kw)
+
+
+def test_settings_reach_every_pod_template() -> None:
+    job = _job()
+    pods = _pods(host_network=True, tolerations=[TAINT], node_selector={"pool": "a3"})
+    kube_pods.settle(job, pods)
+    (spec,) = kube_pods.pod_specs(job)
+    assert spec["hostNetwork"] is True and spec["dnsPolicy"] == "ClusterFirstWithHostNet"
+    assert spec["tolerations"] == [{**TAINT, "operator": "Equal"}]
+    assert spec["nodeSelector"] == {"pool": "a3"}
+
+
+def test_default_settings_change_nothing() -> None:
+    job = _job()
+    kube_pods.settle(job, pm.PodSettings())
+    assert job == _job()
+
+
+def test_a_job_is_wrapped_by_podsync_with_its_secret_and_scratch() -> None:
+    job = _job()
+    pod = base.PodAttempt(
+        command=("python", "-m", "podsync"),
+        env={"TAU_POD_ATTEMPT": "{}"},
+        secret_env={"S3_KEY": "k"},
+        root="/tau",
+    )
+    assert kube_pods.wraps(sm.WorkloadKind.JOB) and not kube_pods.wraps(sm.WorkloadKind.RAYJOB)
+    assert kube_pods.wrap(job, pod)
+    (spec,) = kube_pods.pod_specs(job)
+    (c,) = spec["containers"]
+    assert c["command"] == ["python", "-m", "podsync", "--", "python", "train.py"]
+    assert "workingDir" not in c  # the code comes from the record, not the data volume
+    secret_ref = {"secretKeyRef": {"name": kube_pods.RECORDS_SECRET, "key": "S3_KEY"}}
+    assert c["env"] == [
+        {"name": "TAU_POD_ATTEMPT", "value": "{}"},
+        {"name": "S3_KEY", "valueFrom": secret_ref},
+    ]
+    assert {"name": kube_pods.SCRATCH_VOLUME, "mountPath": "/tau"} in c["volumeMounts"]
+    assert {"name": kube_pods.SCRATCH_VOLUME, "emptyDir": {}} in spec["volumes"]
+    secret = kube_pods.records_secret("ml", {"S3_KEY": "k"})
+    assert base64.b64decode(secret["data"]["S3_KEY"]) == b"k"
+
+
+def test_a_ray_object_is_left_as_rendered() -> None:
+    obj = {**_job(), "kind": "RayJob"}
+    pod = base.PodAttempt(command=("x",), env={}, root="/tau")
+    assert not kube_pods.wrap(obj, pod) and obj == {**_job(), "kind": "RayJob"}
+
+
+def test_tolerated_taints_and_selected_nodes() -> None:
+    pods = _pods(tolerations=[TAINT], node_selector={"pool": "a3"})
+    assert kube_pods.tolerated(pods, TAINT)
+    assert not kube_pods.tolerated(pods, {**TAINT, "value": "cpu"})
+    assert not kube_pods.tolerated(pm.PodSettings(), TAINT)
+    anything = _pods(tolerations=[{"key": "dedicated", "operator": "Exists"}])
+    assert kube_pods.tolerated(anything, {**TAINT, "effect": "NoExecute"})
+    assert kube_pods.selects(pods, {"metadata": {"labels": {"pool": "a3", "x": "y"}}})
+    assert not kube_pods.selects(pods, {"metadata": {"labels": {"pool": "b"}}})
+    assert kube_pods.selects(pm.PodSettings(), {"metadata": {}})
