@@ -21,8 +21,6 @@ Skipped (exit 0, a message) when the control-plane binaries are not built, and w
 
 from __future__ import annotations
 
-import argparse
-import os
 import statistics
 import tempfile
 import time
@@ -166,20 +164,15 @@ def _section(tau: list[float], hand: list[float]) -> str:
     )
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true")
-    p.add_argument("--reps", type=int, default=5)
-    p.add_argument("--no-write", action="store_true")
-    args = p.parse_args()
+def _missing() -> list[str]:
     from tests.k8s import controlplane
 
-    if args.quick and os.environ.get("TAU_TEST_K8S") != "1":
-        print("skipped: --quick starts no control plane unless TAU_TEST_K8S=1")
-        return
-    absent = controlplane.missing(controlplane.bin_dir(), (*controlplane.CORE, "kueue", "kuberay"))
-    if absent:
-        print(f"skipped: {', '.join(absent)} not built (k8s/build.sh)")
+    return controlplane.missing(controlplane.bin_dir(), (*controlplane.CORE, "kueue", "kuberay"))
+
+
+def main() -> None:
+    args = report.k8s_args(__doc__ or "", _missing)
+    if args is None:
         return
     tau, hand = _measure(1 if args.quick else args.reps)
     section = _section(tau, hand)

@@ -7,11 +7,12 @@ heading matches the first line of ``section`` (or appends it), leaving the rest 
 from __future__ import annotations
 
 import argparse
+import os
 import pathlib
 import re
 from collections.abc import Callable
 
-__all__ = ["DOC", "sized_main", "write_section"]
+__all__ = ["DOC", "k8s_args", "sized_main", "write_section"]
 
 DOC = pathlib.Path(__file__).resolve().parents[1] / "docs" / "BENCHMARKS.md"
 
@@ -59,3 +60,23 @@ def sized_main(
     if not args.no_write:
         write_section(section)
     return 0
+
+
+def k8s_args(doc: str, missing: Callable[[], list[str]]) -> argparse.Namespace | None:
+    """``--quick``, ``--reps N`` and ``--no-write`` of a benchmark on the test control
+    plane; None, after saying why, when it is skipped: ``--quick`` without
+    ``TAU_TEST_K8S=1`` (the control plane takes minutes to start), or ``missing()`` names
+    what is not built."""
+    p = argparse.ArgumentParser(description=doc.splitlines()[0])
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--reps", type=int, default=5)
+    p.add_argument("--no-write", action="store_true")
+    args = p.parse_args()
+    if args.quick and os.environ.get("TAU_TEST_K8S") != "1":
+        print("skipped: --quick starts no control plane unless TAU_TEST_K8S=1")
+        return None
+    absent = missing()
+    if absent:
+        print(f"skipped: {', '.join(sorted(set(absent)))} not built")
+        return None
+    return args

@@ -34,6 +34,9 @@ from tests.backends import backend_helpers as bh
 IP = "127.0.20.1"
 KEY = "tau-test-key"
 SECRET = "tau-test-secret-0123456789"
+KEY_ENV = "TAU_TEST_S3_KEY"
+SECRET_ENV = "TAU_TEST_S3_SECRET"
+"""The variables platform files in tests name for ``KEY`` and ``SECRET``."""
 GRACE_S = 3.0
 READY_TIMEOUT_S = 120.0
 BUILD_WAIT_S = 270.0
@@ -125,6 +128,14 @@ class WeedS3:
             "secret": secret,
             "client_kwargs": {"region_name": "us-east-1"},
         }
+
+    def records_yaml(self, url: str) -> str:
+        """platform.yaml's ``records:`` block for a store at ``url`` on this server, its
+        credentials named by ``KEY_ENV``/``SECRET_ENV`` (set them to ``KEY``/``SECRET``)."""
+        return (
+            f"records:\n  url: {url}\n  endpoint_url: {self.endpoint}\n  region: us-east-1\n"
+            f"  access_key_env: {KEY_ENV}\n  secret_key_env: {SECRET_ENV}\n"
+        )
 
     def filesystem(self) -> Any:
         import s3fs

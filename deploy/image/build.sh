@@ -28,7 +28,7 @@ app_key="$(echo "$base_key $(find src -type f ! -name '*.pyc' ! -path '*.egg-inf
 base="$CACHE/base-$base_key"
 archive="$CACHE/taugrid-$app_key.oci.tar"
 if [ "${1:-}" = "--print-archive" ]; then echo "$archive"; exit 0; fi
-if [ -f "$archive" ]; then echo "reuse $archive" >&2; echo "$archive"; exit 0; fi
+if [ -f "$archive" ]; then touch "$archive"; echo "reuse $archive" >&2; echo "$archive"; exit 0; fi
 
 command -v mmdebstrap >/dev/null || { echo "needs mmdebstrap: apt-get install mmdebstrap" >&2; exit 1; }
 mkdir -p "$CACHE"
@@ -94,4 +94,8 @@ cat >"$app/config.json" <<EOF
 EOF
 python3 deploy/image/oci_archive.py "$archive" "$NAME" "$app/config.json" "$base/base.tar" "$app/app.tar" >/dev/null
 echo "image $NAME: $(du -h "$archive" | cut -f1) in $((SECONDS - t0)) s" >&2
+# each archive holds the base layer (1.3 GB): keep this one and the one before it (another
+# checkout's), and the two newest bases, so that the cache does not fill the disk
+ls -t "$CACHE"/taugrid-*.oci.tar | tail -n +3 | xargs -r rm -f
+ls -dt "$CACHE"/base-* | tail -n +3 | xargs -r rm -rf
 echo "$archive"

@@ -59,13 +59,7 @@ teams: [{{name: research, quotas: [{{gpu_model: A100-80G, nominal: 8}}]}}]
 workspaces: [{{name: default, team: research, defaults: {{priority: normal, profile: default}}}}]
 default_workspace: default
 scheduling: {{default_objective: cost}}
-records:
-  url: {url}
-  endpoint_url: {server.endpoint}
-  region: us-east-1
-  access_key_env: TAU_TEST_S3_KEY
-  secret_key_env: TAU_TEST_S3_SECRET
-"""
+{server.records_yaml(url)}"""
 
 
 @pytest.fixture(scope="module")
@@ -117,8 +111,8 @@ def _on_east_with_checkpoint(run: dict[str, object]) -> bool:
 @pytest.fixture
 def creds(weed_s3: ws.WeedS3, monkeypatch: pytest.MonkeyPatch) -> ws.WeedS3:
     weed_s3.make_bucket(BUCKET)
-    monkeypatch.setenv("TAU_TEST_S3_KEY", ws.KEY)
-    monkeypatch.setenv("TAU_TEST_S3_SECRET", ws.SECRET)
+    monkeypatch.setenv(ws.KEY_ENV, ws.KEY)
+    monkeypatch.setenv(ws.SECRET_ENV, ws.SECRET)
     return weed_s3
 
 

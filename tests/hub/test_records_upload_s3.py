@@ -50,10 +50,7 @@ DEFAULT = Path(__file__).resolve().parents[2] / "src/taugrid/platform/default_lo
 
 def platform_yaml(server: ws.WeedS3, url: str) -> str:
     text = DEFAULT.read_text().replace("nodes: 2", "nodes: 1")
-    return text + (
-        f"records:\n  url: {url}\n  endpoint_url: {server.endpoint}\n  region: us-east-1\n"
-        "  access_key_env: TAU_TEST_S3_KEY\n  secret_key_env: TAU_TEST_S3_SECRET\n"
-    )
+    return text + server.records_yaml(url)
 
 
 @pytest.fixture(scope="module")

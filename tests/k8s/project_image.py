@@ -14,17 +14,23 @@ import pytest
 
 from tests.cli import platform_env
 
-__all__ = ["archive", "name"]
+__all__ = ["archive", "archive_path", "name"]
 
 BUILD = platform_env.ROOT / "deploy" / "image" / "build.sh"
 
 
-def archive() -> Path:
-    """The archive built for this tree's sources; fails the test when it is not built."""
+def archive_path() -> Path | None:
+    """Where the archive for this tree's sources is, or None when it is not built."""
     out = subprocess.run([str(BUILD), "--print-archive"], capture_output=True, text=True)
     path = Path(out.stdout.strip())
-    if out.returncode != 0 or not path.is_file():
-        pytest.fail(f"no project image at {path or '?'} ({out.stderr.strip()}); run `make image`")
+    return path if out.returncode == 0 and path.is_file() else None
+
+
+def archive() -> Path:
+    """The archive built for this tree's sources; fails the test when it is not built."""
+    path = archive_path()
+    if path is None:
+        pytest.fail("no project image built for this tree's sources; run `make image`")
     return path
 
 

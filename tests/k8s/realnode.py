@@ -304,6 +304,7 @@ class RealNode:
         self._stop("holder")  # the mount namespace and every mount in it go with it
         for hierarchy in _hierarchies():
             _rmtree_cgroup(hierarchy / self.cgroup_root)
+        shutil.rmtree(self.workdir / "containerd" / "root", ignore_errors=True)  # image layers
         if getattr(self.cp, "pki", None) is not None and self.cp.alive():
             with self.api() as c:
                 c.delete(_NODE)

@@ -76,6 +76,7 @@ class Registry:
 
     def __exit__(self, *exc: object) -> None:
         procs.stop(self.proc)
+        shutil.rmtree(self.workdir / "data", ignore_errors=True)  # the images: GBs of disk
 
     def log_tail(self) -> str:
         return (self.workdir / "registry.log").read_text(errors="replace")[-2000:]

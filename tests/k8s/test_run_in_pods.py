@@ -12,6 +12,11 @@ run of the quickstart, on the project image pulled from the tier's registry:
   on purpose after its checkpoint at step 20, the retry resumes from it (a new pod);
   ``tau run logs`` shows the pod's log, the metrics the hub reports come from the
   record (the agent's mirror), the run ends succeeded with its artifacts saved;
+- a pod killed mid-run (deleted with no grace, as a lost node would take it) fails its
+  attempt; the retry resumes in a new pod from the checkpoint the first stored;
+- a higher-priority run preempts a running one (the hub's admission decides, with Kueue's
+  semantics, before the cluster's Kueue would): its Job is deleted, the run is requeued,
+  and once the other has finished it resumes in a new pod from its checkpoint;
 - a cancel deletes the Job: its pod and Kueue's admission go, the run is cancelled;
 - an image the registry does not have fails the run with the kubelet's reason
   (``ImagePullBackOff: …``), not a hung phase.
@@ -22,7 +27,6 @@ GPUs are emulated: ``nvidia.com/gpu`` is an extended resource of the real node.
 from __future__ import annotations
 
 import json
-import secrets
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,117 +36,26 @@ import pytest
 from kubernetes import client
 
 from taugrid.render import naming
-from taugrid.store import db
 from tests import weed_s3 as ws
-from tests.hub import harness
 from tests.hub import region as rg
-from tests.k8s import controlplane, kube_region, project_image, realnode, registry
+from tests.k8s import controlplane, kube_region, pod_region, realnode, registry
 
 pytestmark = pytest.mark.k8s
-
-BUCKET = "pod-runs"
-PRODUCT = "emulated-gpu"
-
-
-def _platform(kubeconfig: Path, server: ws.WeedS3, url: str) -> str:
-    return f"""\
-schema_version: 1
-gpu_types:
-  - {{name: EMU, node_label_value: {PRODUCT}}}
-regions:
-  - name: k8s-east
-    clusters:
-      - name: {kube_region.CLUSTER}
-        backend: kubernetes
-        kubeconfig: {kubeconfig}
-        pods:
-          host_network: true
-          tolerations: [{{key: {realnode.TAINT["key"]}, value: "true", effect: NoSchedule}}]
-          node_selector: {{kubernetes.io/hostname: {realnode.NAME}}}
-        node_pools:
-          - {{name: real, gpu_model: EMU, gpus_per_node: 4, cpus_per_node: 2,
-             memory_per_node: 8Gi, nodes: 1}}
-teams:
-  - name: {kube_region.TEAM}
-    cpu_quota: 8
-    memory_quota: 32Gi
-    quotas: [{{gpu_model: EMU, nominal: 4}}]
-workspaces:
-  - name: {kube_region.WORKSPACE}
-    team: {kube_region.TEAM}
-    data: {{size: 10Gi}}
-default_workspace: {kube_region.WORKSPACE}
-records:
-  url: {url}
-  endpoint_url: {server.endpoint}
-  region: us-east-1
-  access_key_env: TAU_TEST_S3_KEY
-  secret_key_env: TAU_TEST_S3_SECRET
-"""
-
-
-def _tau_yaml(image: str, args: str, retries: int = 0) -> str:
-    retry = "\n  retry_on: [exit_nonzero]" if retries else ""
-    return f"""\
-schema_version: 1
-name: pods-quickstart
-run:
-  entrypoint: train.py
-  workload_kind: job
-  args: {args.split()!r}
-runtime:
-  image: {image}
-compute:
-  gpus: 1
-  gpu_model: EMU
-  workers: 1
-  cpus: 1
-  memory: 2Gi
-resilience:
-  max_retries: {retries}{retry}
-  backoff: {{initial: 1s}}
-data:
-  outputs:
-    - {{name: model, path: model.npz}}
-""".replace("'", '"')
 
 
 @pytest.fixture(scope="module")
 def region(
-    control_plane: controlplane.ControlPlane,
     kube: client.ApiClient,
     kueue: controlplane.ControlPlane,
     images: registry.Registry,
     node: realnode.RealNode,
     weed_s3: ws.WeedS3,
     tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[tuple[harness.HubServer, str, str]]:
-    """The hub, its agent, the image's reference in the registry and the record prefix."""
-    archive = project_image.archive()
-    ref = images.push(archive, project_image.name(archive).split("/", 1)[1])
-    labels = {"metadata": {"labels": {"nvidia.com/gpu.product": PRODUCT}}}
-    client.CoreV1Api(kube).patch_node(realnode.NAME, labels)
-    kube_region.data_volume(kube)
-    Path(f"/tmp/taugrid-test-pv-{kube_region.WORKSPACE}").mkdir(exist_ok=True)
-    weed_s3.make_bucket(BUCKET)
-    prefix = f"{BUCKET}/{secrets.token_hex(4)}"
+) -> Iterator[pod_region.PodRegion]:
+    """The region on the real node (``node``: joined for this module)."""
     tmp = Path(tmp_path_factory.mktemp("pods-hub"))
-    engine = db.create_engine(f"sqlite:///{tmp / 'hub.db'}")
-    db.migrate(engine)
-    text = _platform(kueue.kubeconfig, weed_s3, f"s3://{prefix}")
-    with (
-        pytest.MonkeyPatch.context() as mp,
-        harness.platform_hub(engine, tmp, text) as server,
-    ):
-        mp.setenv("TAU_TEST_S3_KEY", ws.KEY)
-        mp.setenv("TAU_TEST_S3_SECRET", ws.SECRET)
-        agent = kube_region.KubeAgent(server, tmp / "platform.yaml", tmp / "agent")
-        try:
-            yield server, ref, prefix
-        finally:
-            agent.stop()
-            kube_region.sweep(kube)
-    engine.dispose()
+    with pod_region.pod_region(kube, kueue.kubeconfig, images, weed_s3, tmp) as r:
+        yield r
 
 
 def _wait(c: httpx.Client, run_id: str, pred: Any) -> dict[str, Any]:
@@ -150,12 +63,12 @@ def _wait(c: httpx.Client, run_id: str, pred: Any) -> dict[str, Any]:
 
 
 def test_a_job_runs_in_a_pod_resumes_in_a_new_one_and_its_outputs_come_back(
-    region: tuple[harness.HubServer, str, str], weed_s3: ws.WeedS3
+    region: pod_region.PodRegion, weed_s3: ws.WeedS3
 ) -> None:
-    server, ref, prefix = region
+    server, ref, prefix = region.server, region.ref, region.prefix
     args = "--steps 40 --checkpoint-every 10 --fail-at-step 25 --fail-attempts 1"
     with server.http() as c:
-        run = rg.submit_run(c, _tau_yaml(ref, args, retries=1))
+        run = rg.submit_run(c, pod_region.tau_yaml(ref, args, retries=1))
         done = _wait(c, run["id"], rg.finished)
         metrics = c.get(f"/v1/runs/{run['id']}/metrics").json()
         log = c.get(f"/v1/runs/{run['id']}/logs").json()["text"]
@@ -176,12 +89,12 @@ def test_a_job_runs_in_a_pod_resumes_in_a_new_one_and_its_outputs_come_back(
 
 
 def test_cancel_deletes_the_pod_and_kueue_releases(
-    region: tuple[harness.HubServer, str, str], kube: client.ApiClient
+    region: pod_region.PodRegion, kube: client.ApiClient
 ) -> None:
-    server, ref, _prefix = region
+    server, ref = region.server, region.ref
     args = "--steps 100000 --checkpoint-every 50 --step-sleep 0.2"
     with server.http() as c:
-        run = rg.submit_run(c, _tau_yaml(ref, args))
+        run = rg.submit_run(c, pod_region.tau_yaml(ref, args))
 
         def stepping(r: dict[str, Any]) -> bool:
             got = c.get(f"/v1/runs/{run['id']}/metrics").json()
@@ -201,12 +114,63 @@ def test_cancel_deletes_the_pod_and_kueue_releases(
 
 
 def test_an_image_the_registry_lacks_fails_the_run_with_the_kubelets_reason(
-    region: tuple[harness.HubServer, str, str], images: registry.Registry
+    region: pod_region.PodRegion, images: registry.Registry
 ) -> None:
-    server, _ref, _prefix = region
+    server = region.server
     absent = f"{images.host}/taugrid/absent:0.0"
     with server.http() as c:
-        run = rg.submit_run(c, _tau_yaml(absent, "--steps 5"))
+        run = rg.submit_run(c, pod_region.tau_yaml(absent, "--steps 5"))
         done = _wait(c, run["id"], rg.finished)
     assert done["state"] == "failed"
     assert "ImagePullBackOff" in done["reason"] and absent in done["reason"], done["reason"]
+
+
+def _pods_of(kube: client.ApiClient, run_id: str) -> list[Any]:
+    label = f"{naming.LABEL_RUN_ID}={naming.label_value(run_id)}"
+    core = client.CoreV1Api(kube)
+    return list(core.list_namespaced_pod(kube_region.WORKSPACE, label_selector=label).items)
+
+
+def _checkpointed(r: dict[str, Any]) -> bool:
+    attempts = r["attempts"]
+    return bool(attempts) and (attempts[-1]["checkpoint_step"] or 0) >= 10
+
+
+def test_a_pod_killed_mid_run_is_retried_and_resumes_from_its_checkpoint(
+    region: pod_region.PodRegion, kube: client.ApiClient
+) -> None:
+    server, ref = region.server, region.ref
+    args = "--steps 60 --checkpoint-every 10 --step-sleep 0.2"
+    with server.http() as c:
+        run = rg.submit_run(c, pod_region.tau_yaml(ref, args, retries=1))
+        _wait(c, run["id"], _checkpointed)
+        for pod in _pods_of(kube, run["id"]):
+            client.CoreV1Api(kube).delete_namespaced_pod(
+                pod.metadata.name, kube_region.WORKSPACE, grace_period_seconds=0
+            )
+        done = _wait(c, run["id"], rg.finished)
+    assert done["state"] == "succeeded", (done["reason"], done["attempts"])
+    first, second = done["attempts"]
+    assert first["state"] == "failed", first
+    assert int((second["resumed_from"] or "-0").rsplit("-", 1)[1]) >= 10, second
+
+
+def test_a_preempted_run_is_requeued_and_resumes_from_its_checkpoint(
+    region: pod_region.PodRegion,
+) -> None:
+    server, ref = region.server, region.ref
+    args = "--steps 60 --checkpoint-every 10 --step-sleep 0.2"
+    with server.http() as c:
+        low = rg.submit_run(c, pod_region.tau_yaml(ref, args, gpus=4))
+        _wait(c, low["id"], _checkpointed)
+        high = rg.submit_run(c, pod_region.tau_yaml(ref, "--steps 10", gpus=4, priority="high"))
+        done_high = _wait(c, high["id"], rg.finished)
+        done_low = _wait(c, low["id"], rg.finished)
+    assert done_high["state"] == "succeeded", done_high["reason"]
+    assert done_low["state"] == "succeeded", (done_low["reason"], done_low["attempts"])
+    first, second = done_low["attempts"]
+    # the hub's admission (Kueue's semantics, across regions) preempts before the
+    # cluster's Kueue would: the agent stops the Job, its pod gets SIGTERM
+    assert first["failure_kind"] == "preemption", first
+    assert first["reason"].startswith("Preempted: quota for " + high["id"]), first
+    assert int((second["resumed_from"] or "-0").rsplit("-", 1)[1]) >= 10, second

@@ -1,0 +1,136 @@
+"""A hub whose ``backend: kubernetes`` region runs its pods on the real node, with an S3
+record store (the real SeaweedFS): the setting of ``tests/k8s/test_run_in_pods.py`` and
+``benchmarks/bench_k8s_first_log.py``.
+
+``pod_region`` pushes the project image to the tier's registry, labels the real node
+with the emulated GPU model, makes the workspace's data volume and a bucket prefix of its
+own, starts a real hub (SQLite) and the region's agent in a thread (outside the cluster,
+as a platform team may run it), with the store's credentials in the environment; after,
+it stops the agent and sweeps what the runs left in the workspace. The region's pods use
+the host network, tolerate the real node's taint and select it (platform.yaml ``pods:``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from unittest import mock
+
+from kubernetes import client
+
+from taugrid.store import db
+from tests import weed_s3 as ws
+from tests.hub import harness
+from tests.k8s import kube_region, project_image, realnode, registry
+
+__all__ = ["PodRegion", "platform_yaml", "pod_region", "tau_yaml"]
+
+BUCKET = "pod-runs"
+PRODUCT = "emulated-gpu"
+
+
+def platform_yaml(kubeconfig: Path, server: ws.WeedS3, url: str) -> str:
+    return f"""\
+schema_version: 1
+gpu_types:
+  - {{name: EMU, node_label_value: {PRODUCT}}}
+regions:
+  - name: k8s-east
+    clusters:
+      - name: {kube_region.CLUSTER}
+        backend: kubernetes
+        kubeconfig: {kubeconfig}
+        pods:
+          host_network: true
+          tolerations: [{{key: {realnode.TAINT["key"]}, value: "true", effect: NoSchedule}}]
+          node_selector: {{kubernetes.io/hostname: {realnode.NAME}}}
+        node_pools:
+          - {{name: real, gpu_model: EMU, gpus_per_node: 4, cpus_per_node: 2,
+             memory_per_node: 8Gi, nodes: 1}}
+priority_classes: [{{name: low, value: 100}}, {{name: high, value: 10000}}]
+teams:
+  - name: {kube_region.TEAM}
+    cpu_quota: 8
+    memory_quota: 32Gi
+    quotas: [{{gpu_model: EMU, nominal: 4}}]
+workspaces:
+  - name: {kube_region.WORKSPACE}
+    team: {kube_region.TEAM}
+    data: {{size: 10Gi}}
+default_workspace: {kube_region.WORKSPACE}
+{server.records_yaml(url)}"""
+
+
+def tau_yaml(image: str, args: str, retries: int = 0, gpus: int = 1, priority: str = "low") -> str:
+    retry = "\n  retry_on: [exit_nonzero]" if retries else ""
+    return f"""\
+schema_version: 1
+name: pods-quickstart
+policy: {{priority: {priority}}}
+run:
+  entrypoint: train.py
+  workload_kind: job
+  args: {args.split()!r}
+runtime:
+  image: {image}
+compute:
+  gpus: {gpus}
+  gpu_model: EMU
+  workers: 1
+  cpus: 1
+  memory: 2Gi
+resilience:
+  max_retries: {retries}{retry}
+  backoff: {{initial: 1s}}
+data:
+  outputs:
+    - {{name: model, path: model.npz}}
+""".replace("'", '"')
+
+
+@dataclass(frozen=True)
+class PodRegion:
+    """The running hub, the image's reference in the registry and the record prefix."""
+
+    server: harness.HubServer
+    ref: str
+    prefix: str
+
+
+@contextlib.contextmanager
+def pod_region(
+    kube: client.ApiClient,
+    kubeconfig: Path,
+    images: registry.Registry,
+    weed: ws.WeedS3,
+    tmp: Path,
+) -> Iterator[PodRegion]:
+    """The hub and agent of the region (see the module docstring); stopped after."""
+    archive = project_image.archive()
+    ref = images.push(archive, project_image.name(archive).split("/", 1)[1])
+    labels = {"metadata": {"labels": {"nvidia.com/gpu.product": PRODUCT}}}
+    client.CoreV1Api(kube).patch_node(realnode.NAME, labels)
+    kube_region.data_volume(kube)
+    Path(f"/tmp/taugrid-test-pv-{kube_region.WORKSPACE}").mkdir(exist_ok=True)
+    weed.make_bucket(BUCKET)
+    prefix = f"{BUCKET}/{secrets.token_hex(4)}"
+    engine = db.create_engine(f"sqlite:///{tmp / 'hub.db'}")
+    db.migrate(engine)
+    creds = {ws.KEY_ENV: ws.KEY, ws.SECRET_ENV: ws.SECRET}
+    with (
+        mock.patch.dict(os.environ, creds),
+        harness.platform_hub(
+            engine, tmp, platform_yaml(kubeconfig, weed, f"s3://{prefix}")
+        ) as server,
+    ):
+        agent = kube_region.KubeAgent(server, tmp / "platform.yaml", tmp / "agent")
+        try:
+            yield PodRegion(server, ref, prefix)
+        finally:
+            agent.stop()
+            kube_region.sweep(kube)
+    engine.dispose()
