@@ -8,7 +8,9 @@ takes the traffic; east's agent is then stopped past its lease and the traffic m
 to ``west`` under the same URL with no failed request; with both regions lost the
 endpoint answers 503 at once. Then, on a fresh hub: a replica SIGKILLed under load
 is restarted by Serve, and a delete under load, both with every answer a 200 or a
-503 and none hanging.
+503 and none hanging, except the request the killed replica was handling when it died:
+Ray Serve answers that one 500 (it never resends a request that may have run, as the
+hub does not), so the one-at-a-time load may see at most one 500, from east.
 """
 
 from __future__ import annotations
@@ -139,7 +141,10 @@ def test_a_crashed_replica_and_a_delete_under_load_answer_200_or_503_never_hang(
                 while len(load.regions) < served + 5:  # answered again after the restart
                     assert time.time() < deadline, load.failed[-3:]
                     time.sleep(0.5)
-            assert set(load.codes) <= {200, 503}, load.failed
+            # the request in flight at the SIGKILL, if any, is Ray Serve's 500
+            assert load.codes.count(500) <= 1, load.failed
+            assert all(f.startswith(("500 from east", "503")) for f in load.failed), load.failed
+            assert set(load.codes) <= {200, 500, 503}, load.failed
             loads = [sr.Load(url, hub.admin_token) for _ in range(3)]
             for each in loads:
                 each.__enter__()

@@ -12,8 +12,10 @@ questions the rest of the hub asks:
   database stops leading *before* any standby may take over, even if its heartbeat is
   stuck in a network call.
 - ``write_refusal()``: the reason this replica refuses writes, or None. A replica that
-  has not reached the database for a lease period says so (503) rather than accept
-  writes it cannot store; API reads and writes otherwise go to the database as usual.
+  has not reached the database for a lease period, and whose last heartbeat failed (or
+  none completed for three lease periods: a connect that hangs), says so (503) rather
+  than accept writes it cannot store; a heartbeat that is merely late (a loaded machine)
+  refuses nothing. API reads and writes otherwise go to the database as usual.
 - ``schema_error``: another replica migrated the database past this code's schema;
   this replica refuses to serve until it is upgraded.
 
@@ -57,6 +59,7 @@ class Replica:
         self.schema_error: str | None = None
         self._leader_until = float("inf") if self.single else 0.0
         self._db_ok_at = time.monotonic()
+        self._db_failed_at = 0.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="tau-replica", daemon=True)
 
@@ -83,7 +86,10 @@ class Replica:
         if self.schema_error is not None:
             return self.schema_error
         since = time.monotonic() - self._db_ok_at
-        if since > self.lease_s:
+        # a late heartbeat on a loaded machine is no outage: refuse once one failed, or
+        # when none has completed for three lease periods (a connect that hangs)
+        failing = self._db_failed_at > self._db_ok_at
+        if since > self.lease_s and (failing or since > 3 * self.lease_s):
             return (
                 f"this hub replica has not reached its database for {since:.0f} s; it "
                 "refuses writes until the database answers again (nothing was stored)"
@@ -97,6 +103,7 @@ class Replica:
             revision = self.store.heartbeat(self.id, self.url, self.started_at, self.revision)
             lease = None if self.single else self._renew()
         except Exception as exc:  # the database is unreachable: keep trying, lead no more
+            self._db_failed_at = time.monotonic()
             log.warning("replica %s: database unreachable (%s)", self.id, exc)
             return
         self._db_ok_at = started
