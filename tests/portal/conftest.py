@@ -71,7 +71,17 @@ def hub(sqlite_engine: sa.Engine, tmp_path: Path) -> Iterator[HubServer]:
 def login(page: Any, url: str, token: str) -> None:
     page.goto(f"{url}/ui/login")
     page.fill("#token", token)
-    page.click("button[type=submit]")
+    follow(page, "button[type=submit]")
+
+
+def follow(page: Any, selector: str) -> None:
+    """Click what ``selector`` names and wait until the page it leads to has loaded.
+
+    Playwright's click returns once a navigation is committed, while the new page may
+    still be parsing; ``locator.count()`` does not wait, so under load it counted the
+    elements of a half-parsed page (CI at d190f2f: 0 of 2 chart lines)."""
+    page.click(selector)
+    page.wait_for_load_state("load")
 
 
 def shot(page: Any, name: str) -> None:

@@ -9,7 +9,7 @@ import httpx
 
 from tests.hub import tenancy_builders as tb
 from tests.hub.harness import HubServer
-from tests.portal.conftest import csrf_of, login, shot
+from tests.portal.conftest import csrf_of, follow, login, shot
 
 
 def _two_workspaces(hub: HubServer) -> tuple[str, dict[str, Any], dict[str, Any]]:
@@ -45,7 +45,7 @@ def test_filters_and_sort(hub: HubServer, page: Any) -> None:
             tb.ok(tb.submit(admin, name=name), 201)
     login(page, hub.url, hub.admin_token)
     page.fill("input[name=q]", "beta")
-    page.click("form.filters button[type=submit]")
+    follow(page, "form.filters button[type=submit]")
     table = page.inner_text("table.runs")
     assert "beta-run" in table and "alpha-run" not in table
     page.goto(f"{hub.url}/ui/runs?sort=name")
@@ -94,17 +94,17 @@ def test_admin_approves_quota_request_and_html_is_text(hub: HubServer, page: Any
         body = {"gpu_model": "A100-80G", "gpus": 16, "reason": reason}
         req = tb.ok(c.post("/v1/workspaces/default/quota-requests", json=body), 201)
     login(page, hub.url, hub.admin_token)
-    page.click("nav >> text=Quota requests")
+    follow(page, "nav >> text=Quota requests")
     assert reason in page.inner_text("table")  # shown as text ...
     assert page.locator("#bold").count() == 0  # ... never as markup
     assert page.title() != "pwned"
     shot(page, "quota")
-    page.click(f"form[action='/ui/admin/quota/{req['id']}/approve'] button")
+    follow(page, f"form[action='/ui/admin/quota/{req['id']}/approve'] button")
     assert "approved" in page.inner_text("table")
     with hub.http() as admin:
         (row,) = tb.ok(admin.get("/v1/quota-requests"))
         assert row["state"] == "approved" and row["decided_by"] == "embedded-admin"
-    page.click("nav >> text=Audit")
+    follow(page, "nav >> text=Audit")
     assert "quota.approve" in page.inner_text("table")
 
 
@@ -131,7 +131,7 @@ def test_post_without_csrf_or_from_another_origin_is_refused(hub: HubServer, pag
     with hub.http() as admin:
         state = tb.ok(admin.get(f"/v1/runs/{run['id']}"))["state"]
         assert state in ("queued", "admitted")
-    page.click("text=Cancel run")  # the page's own form (token + same origin) works
+    follow(page, "text=Cancel run")  # the page's own form (token + same origin) works
     assert "cancelled" in page.inner_text("#run-head")
 
 
@@ -151,7 +151,7 @@ def test_compare_overlays_runs_metrics(hub: HubServer, page: Any) -> None:
     login(page, hub.url, hub.admin_token)
     for run_id in ids:
         page.check(f"input[name=run][value='{run_id}']")
-    page.click("text=Compare selected")
+    follow(page, "text=Compare selected")
     assert page.locator("figure[data-metric='loss'] polyline").count() == 2
     assert evil in page.inner_text(".charts") and page.locator("#evil").count() == 0
     legend = page.inner_text("ul.legend")

@@ -18,7 +18,7 @@ from taugrid.sdk import submit
 from tests.hub import region as rg
 from tests.hub import tenancy_builders as tb
 from tests.hub.harness import HubServer, make_hub
-from tests.portal.conftest import login, shot
+from tests.portal.conftest import follow, login, shot
 from tests.portal.test_portal_submit import upload
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
@@ -133,7 +133,7 @@ def _attempts_checkpoints_logs_and_cost(
     assert len(full.splitlines()) > len(lines)
     head = page.inner_text("#run-cost")
     assert f"${cost['total']:,.2f}" in head and "\u00d7 $2.50" in head  # the local pool's price
-    page.click("nav >> text=Cost")
+    follow(page, "nav >> text=Cost")
     row = page.locator("table.cost tbody tr", has_text="default").inner_text()
     assert f"${cost['total']:,.2f}" in row
     shot(page, "cost")
@@ -153,7 +153,7 @@ def test_log_html_is_text_and_cancel_from_the_page(
     until("() => document.getElementById('log').textContent.includes('<b id=logbold>')")
     assert page.locator("#logbold").count() == 0 and page.title() != "pwned"
     until("() => document.querySelector('#run-head .state').textContent === 'running'")
-    page.click("text=Cancel run")
+    follow(page, "text=Cancel run")
     until("() => document.querySelector('#run-head .state').textContent === 'cancelled'")
     with platform.http() as c:
         assert tb.ok(c.get(f"/v1/runs/{run['id']}"))["state"] == "cancelled"
@@ -163,16 +163,16 @@ def test_admin_marks_and_clears_a_node(platform: HubServer, page: Any) -> None:
     with platform.http() as c:
         tb.wait_for(lambda: any(x["report"].get("nodes") for x in tb.ok(c.get("/v1/clusters"))))
     login(page, platform.url, platform.admin_token)
-    page.click("nav >> text=Platform")
+    follow(page, "nav >> text=Platform")
     assert "A100-80G" in page.inner_text("main")  # capacity by GPU model
     shot(page, "platform")
     page.fill("table.nodes input[name=reason]", "flaky NVLink")
-    page.click("table.nodes button:has-text('Mark faulty')")
+    follow(page, "table.nodes button:has-text('Mark faulty')")
     assert "marked" in page.inner_text("table.nodes")
     with platform.http() as c:
         (cluster,) = tb.ok(c.get("/v1/clusters"))
         assert [m["reason"] for m in cluster["faulty_nodes"]] == ["flaky NVLink"]
-    page.click("table.nodes button:has-text('Clear mark')")
+    follow(page, "table.nodes button:has-text('Clear mark')")
     assert "marked" not in page.inner_text("table.nodes")
     with platform.http() as c:
         (cluster,) = tb.ok(c.get("/v1/clusters"))

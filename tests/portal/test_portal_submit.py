@@ -10,7 +10,7 @@ from typing import Any
 from taugrid.portal import submit_views
 from tests.hub import tenancy_builders as tb
 from tests.hub.harness import HubServer
-from tests.portal.conftest import login, shot
+from tests.portal.conftest import follow, login, shot
 
 
 def _zip(files: dict[str, str]) -> bytes:
@@ -23,13 +23,13 @@ def _zip(files: dict[str, str]) -> bytes:
 
 def upload(page: Any, yaml_text: str, code: bytes | None) -> None:
     """Submit ``yaml_text`` (and a zip of code) through the portal's Submit page."""
-    page.click("nav >> text=Submit")
+    follow(page, "nav >> text=Submit")
     yaml_file = {"name": "tau.yaml", "mimeType": "text/yaml", "buffer": yaml_text.encode()}
     page.set_input_files("#tau_yaml", files=[yaml_file])
     if code is not None:
         zip_file = {"name": "code.zip", "mimeType": "application/zip", "buffer": code}
         page.set_input_files("#code", files=[zip_file])
-    page.click("form.submit button[type=submit]")
+    follow(page, "form.submit button[type=submit]")
 
 
 def test_invalid_tau_yaml_shows_file_line_errors(hub: HubServer, page: Any) -> None:

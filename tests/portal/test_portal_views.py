@@ -18,7 +18,7 @@ from tests.hub import agent_builders as ab
 from tests.hub import platform_builders as pb
 from tests.hub import tenancy_builders as tb
 from tests.hub.harness import HubServer, platform_hub
-from tests.portal.conftest import login, shot
+from tests.portal.conftest import follow, login, shot
 
 PLATFORM = pb.platform(
     {"east": 2.0, "west": 1.5},
@@ -85,7 +85,7 @@ def test_links_utilisation_quotas_and_cost_views(lab: HubServer, page: Any) -> N
         tb.ok(tb.submit(admin, "vision", "borrower", gpus=3), 201)
         tb.wait_for(lambda: "borrowing" in tb.ok(admin.get("/v1/runs"))[0]["reason"], 30)
     login(page, lab.url, lab.admin_token)
-    page.click("nav >> text=Platform")
+    follow(page, "nav >> text=Platform")
     links = page.inner_text("table.links")
     assert "940 Mbit/s" in links and "12.5 ms" in links  # both directions measured
     assert page.locator("table.links td", has_text="Mbit/s").count() == 2
@@ -93,13 +93,13 @@ def test_links_utilisation_quotas_and_cost_views(lab: HubServer, page: Any) -> N
     assert chart.locator("polyline").count() == 2  # one line per region
     assert "allocation" in page.inner_text("#utilisation + p")
     shot(page, "platform-links")
-    page.click("nav >> text=Quotas")
+    follow(page, "nav >> text=Quotas")
     text = page.inner_text("main")
     assert "Cohort lab" in text and "Teams without a cohort" in text
     row = page.locator("table.quotas tr", has_text="vision-team").inner_text()
     assert row.split("\t")[2:5] == ["1", "3", "2"]  # nominal 1, holds 3, borrows 2
     shot(page, "quotas")
-    page.click("nav >> text=Cost")
+    follow(page, "nav >> text=Cost")
     assert [r.split("\t")[0] for r in _rows(page, "table.cost")] == ["lone", "speech", "vision"]
     _narrow_and_keyboard(page)
 
@@ -111,7 +111,7 @@ def _rows(page: Any, table: str) -> list[str]:
 def test_researcher_cost_view_is_scoped(lab: HubServer, page: Any) -> None:
     secret = tb.token(lab, "ana", workspaces=["speech"])
     login(page, lab.url, secret)
-    page.click("nav >> text=Cost")
+    follow(page, "nav >> text=Cost")
     assert [r.split("\t")[0] for r in _rows(page, "table.cost")] == ["speech"]
     assert [r.split("\t")[0] for r in _rows(page, "table.cost-teams")] == ["speech-team"]
     for admin_page in ("platform", "quotas"):
