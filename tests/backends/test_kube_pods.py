@@ -1,8 +1,8 @@
-"""``backends.kube_pods``: what the agent adds to a run's pods at submission — the
-cluster's ``pods:`` settings on every pod template, podsync around a batch Job's
-command, the record store's Secret — and how the cluster's tolerations and node
-selector decide which Nodes are the region's (the real node tier runs it end to end:
-``tests/k8s/test_run_in_pods.py``)."""
+"""What the agent adds to a run's pods at submission: the cluster's ``pods:`` settings
+on every pod template (``render.pods``, which also decides which Nodes are the region's
+by the cluster's tolerations and node selector), and podsync around a batch Job's command
+with the record store's Secret (``backends.kube_pods``). The real node tier runs it end to
+end: ``tests/k8s/test_run_in_pods.py``."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import Any
 from taugrid.backends import base, kube_pods
 from taugrid.platform import models as pm
 from taugrid.render import naming
+from taugrid.render import pods as render_pods
 from taugrid.spec import models as sm
 
 TAINT = {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}
@@ -33,8 +34,8 @@ def _pods(**kw: Any) -> pm.PodSettings:
 def test_settings_reach_every_pod_template() -> None:
     job = _job()
     pods = _pods(host_network=True, tolerations=[TAINT], node_selector={"pool": "a3"})
-    kube_pods.settle(job, pods)
-    (spec,) = kube_pods.pod_specs(job)
+    render_pods.settle(job, pods)
+    (spec,) = render_pods.pod_specs(job)
     assert spec["hostNetwork"] is True and spec["dnsPolicy"] == "ClusterFirstWithHostNet"
     assert spec["tolerations"] == [{**TAINT, "operator": "Equal"}]
     assert spec["nodeSelector"] == {"pool": "a3"}
@@ -42,7 +43,7 @@ def test_settings_reach_every_pod_template() -> None:
 
 def test_default_settings_change_nothing() -> None:
     job = _job()
-    kube_pods.settle(job, pm.PodSettings())
+    render_pods.settle(job, pm.PodSettings())
     assert job == _job()
 
 
@@ -56,7 +57,7 @@ def test_a_job_is_wrapped_by_podsync_with_its_secret_and_scratch() -> None:
     )
     assert kube_pods.wraps(sm.WorkloadKind.JOB) and not kube_pods.wraps(sm.WorkloadKind.RAYJOB)
     assert kube_pods.wrap(job, pod)
-    (spec,) = kube_pods.pod_specs(job)
+    (spec,) = render_pods.pod_specs(job)
     (c,) = spec["containers"]
     assert c["command"] == ["python", "-m", "podsync", "--", "python", "train.py"]
     assert "workingDir" not in c  # the code comes from the record, not the data volume
@@ -79,11 +80,11 @@ def test_a_ray_object_is_left_as_rendered() -> None:
 
 def test_tolerated_taints_and_selected_nodes() -> None:
     pods = _pods(tolerations=[TAINT], node_selector={"pool": "a3"})
-    assert kube_pods.tolerated(pods, TAINT)
-    assert not kube_pods.tolerated(pods, {**TAINT, "value": "cpu"})
-    assert not kube_pods.tolerated(pm.PodSettings(), TAINT)
+    assert render_pods.tolerated(pods, TAINT)
+    assert not render_pods.tolerated(pods, {**TAINT, "value": "cpu"})
+    assert not render_pods.tolerated(pm.PodSettings(), TAINT)
     anything = _pods(tolerations=[{"key": "dedicated", "operator": "Exists"}])
-    assert kube_pods.tolerated(anything, {**TAINT, "effect": "NoExecute"})
-    assert kube_pods.selects(pods, {"metadata": {"labels": {"pool": "a3", "x": "y"}}})
-    assert not kube_pods.selects(pods, {"metadata": {"labels": {"pool": "b"}}})
-    assert kube_pods.selects(pm.PodSettings(), {"metadata": {}})
+    assert render_pods.tolerated(anything, {**TAINT, "effect": "NoExecute"})
+    assert render_pods.selects(pods, {"metadata": {"labels": {"pool": "a3", "x": "y"}}})
+    assert not render_pods.selects(pods, {"metadata": {"labels": {"pool": "b"}}})
+    assert render_pods.selects(pm.PodSettings(), {"metadata": {}})

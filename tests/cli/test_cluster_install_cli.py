@@ -1,12 +1,15 @@
 """``tau cluster install --agent-token-file --platform``, refused before any cluster is
 contacted when what the agent would mount is wrong: the two go together, the token must
 be readable, and the platform file must name ``--cluster``. The kubeconfig named does not
-exist, so an error about it would mean the check came too late."""
+exist, so an error about it would mean the check came too late. The cluster's ``pods:``
+settings in that file reach the operator's and agent's pods (``--dry-run`` prints them)."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+
+import yaml
 
 from tests.cli import platform_env
 from tests.k8s import kube_region
@@ -49,3 +52,24 @@ def test_an_unreadable_token_file_is_refused(tmp_path: Path) -> None:
     args = ["--agent-token-file", str(tmp_path / "absent"), "-f", str(platform)]
     rc, out = _install(tmp_path, *args, "--cluster", kube_region.CLUSTER)
     assert rc == 2 and "cannot read" in out and "absent" in out, out
+
+
+def test_the_clusters_pod_settings_reach_taugrids_own_pods(tmp_path: Path) -> None:
+    _, platform = _files(tmp_path)
+    pods = "        pods: {host_network: true, tolerations: [{key: dedicated, value: gpu}]}\n"
+    text = platform.read_text().replace(
+        "        backend: kubernetes\n", "        backend: kubernetes\n" + pods
+    )
+    platform.write_text(text)
+    args = ["--dry-run", "-f", str(platform), "--cluster", kube_region.CLUSTER]
+    rc, out = _install(tmp_path, *args)
+    assert rc == 0, out
+    deployments = [d for d in yaml.safe_load_all(out) if d["kind"] == "Deployment"]
+    assert len(deployments) == 2
+    for d in deployments:
+        spec = d["spec"]["template"]["spec"]
+        assert spec["hostNetwork"] is True, d["metadata"]["name"]
+        assert spec["tolerations"] == [{"key": "dedicated", "operator": "Equal", "value": "gpu"}]
+    plain = [d for d in yaml.safe_load_all(_install(tmp_path, "--dry-run")[1]) if d]
+    for d in (d for d in plain if d["kind"] == "Deployment"):
+        assert not {"hostNetwork", "tolerations"} & set(d["spec"]["template"]["spec"])

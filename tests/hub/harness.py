@@ -75,10 +75,13 @@ def make_hub(
 
 
 @contextlib.contextmanager
-def platform_hub(engine: sa.Engine, tmp_path: Path, platform_yaml: str) -> Iterator[HubServer]:
-    """A started hub server on ``platform_yaml`` (written to ``tmp_path``); stopped after."""
+def platform_hub(
+    engine: sa.Engine, tmp_path: Path, platform_yaml: str, **cfg: float
+) -> Iterator[HubServer]:
+    """A started hub server on ``platform_yaml`` (written to ``tmp_path``; ``cfg``: the
+    hub's settings, e.g. ``grace_s``); stopped after."""
     (tmp_path / "platform.yaml").write_text(platform_yaml)
-    server = HubServer(make_hub(engine, tmp_path / "home", tmp_path / "platform.yaml"))
+    server = HubServer(make_hub(engine, tmp_path / "home", tmp_path / "platform.yaml", **cfg))
     server.start()
     try:
         yield server

@@ -33,13 +33,26 @@ BUCKET = "pod-runs"
 PRODUCT = "emulated-gpu"
 
 
-def platform_yaml(kubeconfig: Path, server: ws.WeedS3, url: str) -> str:
+RAY_REGION = kube_region.RAY_REGION
+_RAY_REGION = f"""\
+  - name: {RAY_REGION}
+    clusters:
+      - name: {RAY_REGION}
+        emulated_gpus: true
+        node_pools:
+          - {{name: emu, gpu_model: EMU, gpus_per_node: 2, cpus_per_node: 4,
+             memory_per_node: 16Gi, nodes: 1}}
+"""
+
+
+def platform_yaml(kubeconfig: Path, server: ws.WeedS3, url: str, ray: bool = False) -> str:
+    """The platform; ``ray``: with a Ray region (``RAY_REGION``) of the same GPU model."""
     return f"""\
 schema_version: 1
 gpu_types:
   - {{name: EMU, node_label_value: {PRODUCT}}}
 regions:
-  - name: k8s-east
+{_RAY_REGION if ray else ""}  - name: k8s-east
     clusters:
       - name: {kube_region.CLUSTER}
         backend: kubernetes
@@ -94,9 +107,11 @@ data:
 
 @dataclass(frozen=True)
 class PodRegion:
-    """The running hub, the image's reference in the registry and the record prefix."""
+    """The running hub, the kubernetes region's agent, the image's reference in the
+    registry and the record prefix."""
 
     server: harness.HubServer
+    agent: kube_region.KubeAgent
     ref: str
     prefix: str
 
@@ -108,8 +123,12 @@ def pod_region(
     images: registry.Registry,
     weed: ws.WeedS3,
     tmp: Path,
+    ray: bool = False,
+    **hub_cfg: float,
 ) -> Iterator[PodRegion]:
-    """The hub and agent of the region (see the module docstring); stopped after."""
+    """The hub and agent of the region (see the module docstring); stopped after.
+    ``ray``: the platform has a Ray region too, whose agent the caller starts;
+    ``hub_cfg``: the hub's settings (``grace_s``, ``lease_s``)."""
     archive = project_image.archive()
     ref = images.push(archive, project_image.name(archive).split("/", 1)[1])
     labels = {"metadata": {"labels": {"nvidia.com/gpu.product": PRODUCT}}}
@@ -121,15 +140,14 @@ def pod_region(
     engine = db.create_engine(f"sqlite:///{tmp / 'hub.db'}")
     db.migrate(engine)
     creds = {ws.KEY_ENV: ws.KEY, ws.SECRET_ENV: ws.SECRET}
+    text = platform_yaml(kubeconfig, weed, f"s3://{prefix}", ray)
     with (
         mock.patch.dict(os.environ, creds),
-        harness.platform_hub(
-            engine, tmp, platform_yaml(kubeconfig, weed, f"s3://{prefix}")
-        ) as server,
+        harness.platform_hub(engine, tmp, text, **hub_cfg) as server,
     ):
         agent = kube_region.KubeAgent(server, tmp / "platform.yaml", tmp / "agent")
         try:
-            yield PodRegion(server, ref, prefix)
+            yield PodRegion(server, agent, ref, prefix)
         finally:
             agent.stop()
             kube_region.sweep(kube)

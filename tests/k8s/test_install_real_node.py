@@ -9,9 +9,10 @@ A control plane of its own (the shared one has the operator tests' operator runn
 a process; two operators would reconcile the same objects) with its own real node and
 registry. The agent's pod gets its hub token and the platform file from what install
 applies (``--agent-token-file``, ``--platform``: a Secret and a ConfigMap), reaches a real
-hub on the worker's loopback and reports its cluster. The only changes to what install
-applies are this tier's: the pods tolerate the real node's taint and use the host
-network (no CNI plugin here).
+hub on the worker's loopback and reports its cluster. Nothing install applies is patched:
+the platform file's ``pods:`` for the cluster (the host network, as there is no CNI
+plugin here, and a toleration of the real node's taint) reach the operator's and agent's
+pods through ``--platform``.
 """
 
 from __future__ import annotations
@@ -74,8 +75,6 @@ def installed(
                 home, "cluster", "install", *args, "--kubeconfig", str(cp.kubeconfig)
             )
             assert out.returncode == 0, out.stderr
-            for name in (install_render.OPERATOR, naming.AGENT_SERVICE_ACCOUNT):
-                _onto_the_real_node(kube, name)
             yield kube, ref, hub
         finally:
             _dump(kube, node)
@@ -85,15 +84,16 @@ def installed(
 
 def _in_cluster_platform(cp: controlplane.ControlPlane) -> str:
     """The tier's kubernetes region, as an agent in the cluster reads it: no kubeconfig
-    (it uses its service account)."""
+    (it uses its service account); its pods on the host network, tolerating the real
+    node's taint."""
+    taint = realnode.TAINT
+    pods = (
+        "        pods: {host_network: true, tolerations: "
+        f"[{{key: {taint['key']}, value: '{taint['value']}', effect: {taint['effect']}}}]}}\n"
+    )
     text = kube_region.platform_yaml(cp.kubeconfig)
-    return "\n".join(ln for ln in text.splitlines() if "kubeconfig:" not in ln) + "\n"
-
-
-def _onto_the_real_node(kube: client.ApiClient, name: str) -> None:
-    toleration = {**realnode.TAINT, "operator": "Equal"}
-    patch = {"spec": {"template": {"spec": {"hostNetwork": True, "tolerations": [toleration]}}}}
-    client.AppsV1Api(kube).patch_namespaced_deployment(name, naming.AGENT_NAMESPACE, patch)
+    text = "\n".join(ln for ln in text.splitlines() if "kubeconfig:" not in ln) + "\n"
+    return text.replace("        backend: kubernetes\n", "        backend: kubernetes\n" + pods)
 
 
 def _pods(kube: client.ApiClient, name: str) -> list[Any]:

@@ -1,10 +1,9 @@
-"""What a run's pods get from their cluster and their agent besides the run's shape.
+"""What a run's pods get from their agent besides the run's shape.
 
-``render.kuberay`` renders a run as the cluster should run it anywhere; this module
-adds, at submission, what only the agent knows:
+``render.kuberay`` renders a run as the cluster should run it anywhere, and
+``render.pods`` adds the cluster's ``pods:`` settings; this module adds, at submission,
+what only the agent knows:
 
-- the cluster's ``pods`` settings from platform.yaml (``platform.models.PodSettings``):
-  host networking, tolerations and a node selector, on every pod template of the run;
 - ``PodAttempt`` (``agent.podsync`` as the main process of a batch Job's pods): the
   run's command wrapped by it, its environment, the record store's credentials from
   the namespace's Secret ``RECORDS_SECRET`` (applied by the agent from its own
@@ -19,23 +18,16 @@ from the workspace's data volume (docs/kubernetes.md says what runs where).
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterator
 from typing import Any
 
 from taugrid.backends import base
-from taugrid.platform import models as pm
-from taugrid.render import naming
+from taugrid.render import pods
 from taugrid.spec import models as sm
 
 __all__ = [
     "RECORDS_SECRET",
     "SCRATCH_VOLUME",
-    "pod_specs",
-    "pod_templates",
     "records_secret",
-    "selects",
-    "settle",
-    "tolerated",
     "wrap",
     "wraps",
 ]
@@ -45,64 +37,12 @@ SCRATCH_VOLUME = "tau-scratch"
 _WRAPPED = {sm.WorkloadKind.JOB: "Job"}
 
 
-def pod_templates(obj: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    """Every pod template of ``obj`` (those carrying the run-id label)."""
-
-    def walk(node: Any) -> Iterator[dict[str, Any]]:
-        if isinstance(node, dict):
-            labels = node.get("metadata", {}).get("labels") if "spec" in node else None
-            if isinstance(labels, dict) and naming.LABEL_RUN_ID in labels:
-                yield node
-                return
-            for child in node.values():
-                yield from walk(child)
-        elif isinstance(node, list):
-            for child in node:
-                yield from walk(child)
-
-    yield from walk(obj.get("spec"))
-
-
-def pod_specs(obj: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    """The pod specs of ``obj``'s pod templates."""
-    return (t["spec"] for t in pod_templates(obj))
-
-
-def settle(obj: dict[str, Any], pods: pm.PodSettings) -> None:
-    """The cluster's pod settings on every pod template of ``obj`` (in place)."""
-    for spec in pod_specs(obj):
-        if pods.host_network:
-            spec["hostNetwork"] = True
-            spec["dnsPolicy"] = "ClusterFirstWithHostNet"
-        if pods.tolerations:
-            own = spec.setdefault("tolerations", [])
-            own += [{k: v for k, v in t.model_dump().items() if v} for t in pods.tolerations]
-        if pods.node_selector:
-            spec["nodeSelector"] = {**spec.get("nodeSelector", {}), **pods.node_selector}
-
-
-def tolerated(pods: pm.PodSettings, taint: dict[str, Any]) -> bool:
-    """Whether the cluster's pods tolerate ``taint`` (a Node's ``spec.taints`` entry)."""
-    return any(
-        t.key == taint.get("key")
-        and (t.operator == "Exists" or t.value == taint.get("value", ""))
-        and t.effect in ("", taint.get("effect"))
-        for t in pods.tolerations
-    )
-
-
-def selects(pods: pm.PodSettings, node: dict[str, Any]) -> bool:
-    """Whether the cluster's pods may run on ``node`` by their node selector."""
-    labels = node.get("metadata", {}).get("labels") or {}
-    return all(labels.get(k) == v for k, v in pods.node_selector.items())
-
-
 def wrap(obj: dict[str, Any], pod: base.PodAttempt) -> bool:
     """``pod``'s wrapper around the command of ``obj``'s pods; False when ``obj`` is a
     kind whose pods are not wrapped (left as rendered)."""
     if obj.get("kind") not in _WRAPPED.values():
         return False
-    for spec in pod_specs(obj):
+    for spec in pods.pod_specs(obj):
         for c in spec["containers"]:
             c["command"] = [*pod.command, "--", *c.get("command", [])]
             c.pop("workingDir", None)

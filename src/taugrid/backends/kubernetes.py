@@ -48,6 +48,7 @@ from taugrid.lifecycle import phases as ph
 from taugrid.lifecycle import states as st
 from taugrid.platform import models as pm
 from taugrid.render import kueue, naming, plan, runspec
+from taugrid.render import pods as render_pods
 from taugrid.spec import units
 
 __all__ = ["LABEL_SUBMISSION", "PREEMPTED", "KubernetesBackend"]
@@ -83,7 +84,7 @@ def _stamp(obj: dict[str, Any], label: str) -> None:
     """``label`` on ``obj`` and on each of its pod templates."""
     key, value = label.split("=", 1)
     obj["metadata"].setdefault("labels", {})[key] = value
-    for template in kube_pods.pod_templates(obj):
+    for template in render_pods.pod_templates(obj):
         template["metadata"]["labels"][key] = value
 
 
@@ -153,7 +154,7 @@ class KubernetesBackend(base.Backend):
         objs = plan.render_manifests(rs, run_id)
         for obj in objs:
             _stamp(obj, f"{LABEL_SUBMISSION}={naming.label_value(submission_id)}")
-            kube_pods.settle(obj, self.pods)
+            render_pods.settle(obj, self.pods)
         self.apply_platform()
         if self._find(submission_id) is not None:
             raise berr.DuplicateSubmission(submission_id)
@@ -384,7 +385,7 @@ class KubernetesBackend(base.Backend):
             node = pod["spec"].get("nodeName")
             if node and pod.get("status", {}).get("phase") not in ("Succeeded", "Failed"):
                 held[node] = held.get(node, 0.0) + _pod_gpus(pod)
-        ours = [n for n in nodes if kube_pods.selects(self.pods, n)]
+        ours = [n for n in nodes if render_pods.selects(self.pods, n)]
         out = [self._node(n, held.get(n["metadata"]["name"], 0.0)) for n in ours]
         return base.ClusterInventory(nodes=out, remote_nodes=True, taken_at=dt.datetime.now(dt.UTC))
 
@@ -579,7 +580,7 @@ def _node_problem(node: dict[str, Any], pods: pm.PodSettings) -> str:
     taints = [
         f"{t['key']}={t.get('value', '')}:{t['effect']}"
         for t in node.get("spec", {}).get("taints") or []
-        if t.get("effect") in _BAD_TAINT_EFFECTS and not kube_pods.tolerated(pods, t)
+        if t.get("effect") in _BAD_TAINT_EFFECTS and not render_pods.tolerated(pods, t)
     ]
     if taints:
         problems.append(f"tainted {', '.join(taints)}")

@@ -17,6 +17,7 @@ imported inside the commands: every other ``tau`` command starts without them
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import pathlib
 import sys
@@ -29,6 +30,7 @@ from taugrid.cli import app, views
 
 if TYPE_CHECKING:
     from taugrid.operator import install
+    from taugrid.platform import models as pm
 
 __all__ = [
     "DEFAULT_HUB_URL",
@@ -79,11 +81,14 @@ def install_command(
     from taugrid.render import cluster as cluster_render
     from taugrid.render import plan
 
+    credentials = None if dry_run else _agent_credentials(agent_token_file, platform)
+    spec = _cluster_of(platform, cluster)
     opts = cluster_render.InstallOptions(image=image, hub_url=hub_url, cluster=cluster)
+    if spec is not None:  # the cluster's pod settings apply to TauGrid's own pods too
+        opts = dataclasses.replace(opts, pods=spec.pods)
     if dry_run:
         sys.stdout.write(plan.to_yaml(cluster_render.install_objects(opts)))
         return
-    credentials = _agent_credentials(agent_token_file, platform, cluster)
     api = _api(kubeconfig, context)
     try:
         for line in install.install(api, opts, credentials=credentials):
@@ -94,13 +99,10 @@ def install_command(
 
 
 def _agent_credentials(
-    token_file: pathlib.Path | None, platform: pathlib.Path | None, cluster: str
+    token_file: pathlib.Path | None, platform: pathlib.Path | None
 ) -> tuple[str, str] | None:
     """(token, platform text) for the agent's Secret and ConfigMap, checked before
-    anything is applied: both or neither, the token readable, the platform file valid
-    and naming ``cluster``."""
-    from taugrid.platform import load as platform_load
-
+    anything is applied: both or neither, the token readable."""
     if token_file is None and platform is None:
         return None
     if token_file is None or platform is None:
@@ -116,14 +118,23 @@ def _agent_credentials(
             f"cannot read {token_file}: {exc.strerror}",
             hint="the hub writes each agent's token to its $TAU_HOME/agents/<cluster>.token",
         ) from None
+    return token, platform.read_text()
+
+
+def _cluster_of(platform: pathlib.Path | None, cluster: str) -> pm.ClusterSpec | None:
+    """The cluster's entry in the platform file (valid, naming ``cluster``), if given."""
+    from taugrid.platform import load as platform_load
+
+    if platform is None:
+        return None
     spec = platform_load.load_platform(platform)
-    names = [c.name for r in spec.regions for c in r.clusters]
-    if cluster not in names:
+    found = {c.name: c for r in spec.regions for c in r.clusters}
+    if cluster not in found:
         raise errors.UserError(
-            f"cluster {cluster} is not in {platform} (it has: {', '.join(names) or 'none'})",
+            f"cluster {cluster} is not in {platform} (it has: {', '.join(found) or 'none'})",
             hint="pass --cluster with the name platform.yaml gives this cluster",
         )
-    return token, platform.read_text()
+    return found[cluster]
 
 
 @app.cluster_app.command("uninstall")

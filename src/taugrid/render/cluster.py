@@ -15,7 +15,8 @@ import dataclasses
 from typing import Any
 
 from taugrid.platform import crds
-from taugrid.render import naming
+from taugrid.platform import models as pm
+from taugrid.render import naming, pods
 
 __all__ = [
     "OPERATOR",
@@ -99,6 +100,8 @@ class InstallOptions:
     image: str = "ghcr.io/taugrid/taugrid:0.1.0"
     hub_url: str = "http://taugrid-hub.taugrid-system.svc:8000"
     cluster: str = "kubernetes"
+    pods: pm.PodSettings = dataclasses.field(default_factory=pm.PodSettings)
+    """The cluster's ``pods:`` settings (platform.yaml), on the operator's and agent's pods."""
 
 
 def _obj(
@@ -189,7 +192,7 @@ def install_objects(opts: InstallOptions) -> list[dict[str, Any]]:
         crd["metadata"].setdefault("labels", {}).update(PART_OF)
     objs += agent_rbac()
     objs += _account(OPERATOR, _OPERATOR_RULES)
-    objs.append(_deployment(OPERATOR, opts.image, ["python", "-m", "taugrid.operator"], {}))
+    operator = _deployment(OPERATOR, opts.image, ["python", "-m", "taugrid.operator"], {})
     args = ["python", "-m", "taugrid.agent.daemon", "--hub", opts.hub_url]
     args += ["--cluster", opts.cluster]
     env = {
@@ -198,8 +201,9 @@ def install_objects(opts: InstallOptions) -> list[dict[str, Any]]:
         "TAU_PLATFORM_FILE": AGENT_PLATFORM_FILE,
     }
     agent = _deployment(naming.AGENT_SERVICE_ACCOUNT, opts.image, args, env, _AGENT_VOLUMES)
-    objs.append(agent)
-    return objs
+    for deployment in (operator, agent):
+        pods.settle_spec(deployment["spec"]["template"]["spec"], opts.pods)
+    return [*objs, operator, agent]
 
 
 def agent_credentials(token: str, platform_yaml: str) -> list[dict[str, Any]]:

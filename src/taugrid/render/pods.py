@@ -1,0 +1,72 @@
+"""A cluster's ``pods:`` settings (platform.yaml, ``platform.models.PodSettings``) on the
+pods TauGrid renders for it: host networking, tolerations and a node selector on every
+pod template of a run (the agent applies them at submission) and of TauGrid's own
+Deployments (``tau cluster install --platform``); and the two questions they answer
+about a Node: is its taint tolerated, does the selector pick it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from taugrid.platform import models as pm
+from taugrid.render import naming
+
+__all__ = ["pod_specs", "pod_templates", "selects", "settle", "settle_spec", "tolerated"]
+
+
+def pod_templates(obj: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Every pod template of ``obj`` (those carrying the run-id label)."""
+
+    def walk(node: Any) -> Iterator[dict[str, Any]]:
+        if isinstance(node, dict):
+            labels = node.get("metadata", {}).get("labels") if "spec" in node else None
+            if isinstance(labels, dict) and naming.LABEL_RUN_ID in labels:
+                yield node
+                return
+            for child in node.values():
+                yield from walk(child)
+        elif isinstance(node, list):
+            for child in node:
+                yield from walk(child)
+
+    yield from walk(obj.get("spec"))
+
+
+def pod_specs(obj: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """The pod specs of ``obj``'s pod templates."""
+    return (t["spec"] for t in pod_templates(obj))
+
+
+def settle(obj: dict[str, Any], pods: pm.PodSettings) -> None:
+    """The cluster's pod settings on every pod template of ``obj`` (in place)."""
+    for spec in pod_specs(obj):
+        settle_spec(spec, pods)
+
+
+def settle_spec(spec: dict[str, Any], pods: pm.PodSettings) -> None:
+    """The cluster's pod settings on one pod spec (in place)."""
+    if pods.host_network:
+        spec["hostNetwork"] = True
+        spec["dnsPolicy"] = "ClusterFirstWithHostNet"
+    if pods.tolerations:
+        own = spec.setdefault("tolerations", [])
+        own += [{k: v for k, v in t.model_dump().items() if v} for t in pods.tolerations]
+    if pods.node_selector:
+        spec["nodeSelector"] = {**spec.get("nodeSelector", {}), **pods.node_selector}
+
+
+def tolerated(pods: pm.PodSettings, taint: dict[str, Any]) -> bool:
+    """Whether the cluster's pods tolerate ``taint`` (a Node's ``spec.taints`` entry)."""
+    return any(
+        t.key == taint.get("key")
+        and (t.operator == "Exists" or t.value == taint.get("value", ""))
+        and t.effect in ("", taint.get("effect"))
+        for t in pods.tolerations
+    )
+
+
+def selects(pods: pm.PodSettings, node: dict[str, Any]) -> bool:
+    """Whether the cluster's pods may run on ``node`` by their node selector."""
+    labels = node.get("metadata", {}).get("labels") or {}
+    return all(labels.get(k) == v for k, v in pods.node_selector.items())
