@@ -1,20 +1,30 @@
-"""Hub load on PostgreSQL: submissions, status reads, log tails and 100 regions' syncs.
+"""Hub load on PostgreSQL: submissions, status reads, log tails and many regions' syncs.
 
-One hub daemon (``tests/hub/ha_cluster.Replicas``) on a private PostgreSQL server. A
-small asyncio + httpx client plays 100 simulated regions (register, then a sync every
-second with a full state report every 10 s, as the agent does) and, in steps of
-1, 2, 4, 8, 16, 32 concurrent users, researchers who each loop: submit a run, read its
-status, tail its log. Per step: requests per second and p50/p99 per endpoint. The
-saturation point is the first step whose throughput grows by less than 10 % over the
-previous one (more users only add waiting).
+Hub daemons (``tests/hub/ha_cluster.Replicas``, one or more replicas) on a private
+PostgreSQL server. A small asyncio + httpx client plays ``--regions`` simulated regions
+syncing as the idle agent does (``agent.Agent.run``: a long-poll of ``SYNC_WAIT_S``
+that the hub answers early with new work, a full state report every ``REPORT_S``) and,
+in steps of concurrent users, researchers who each loop: submit a run, read its status,
+tail its log. Per step: requests per second and p50/p99 per endpoint. The saturation
+point is the first step whose throughput grows by less than 10 % over the previous one
+(more users only add waiting).
 
-    python -m benchmarks.bench_hub_load [--quick] [--no-write]
+``--baseline SRC`` runs the same steps first against the hub code in ``SRC`` (a
+checkout's ``src`` folder, e.g. a ``git worktree`` of an older commit) so that the
+section compares both in one run on the same machine.
+
+    python -m benchmarks.bench_hub_load [--quick] [--no-write] [--regions N]
+        [--replicas R] [--baseline SRC]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import dataclasses
+import os
+import random
 import statistics
 import tempfile
 import time
@@ -30,7 +40,10 @@ from tests.hub import ha_cluster, pg_server
 __all__ = ["main"]
 
 HOST = "127.0.26.10"
-REGIONS = 100
+SYNC_WAIT_S = 1.0
+"""The idle agent's long-poll (``AgentConfig.sync_s``)."""
+REPORT_S = 10
+"""Seconds between full state reports of an idle agent (``AgentConfig.report_s``)."""
 YAML = ab.ONE_GPU_RUN.format(name="load")
 Samples = dict[str, list[float]]
 
@@ -54,12 +67,16 @@ async def _region(http: httpx.AsyncClient, i: int, stop: asyncio.Event, samples:
         "register",
         http.post(f"/v1/agents/{cid}/register", json={"cluster_id": cid, "region": cid}),
     )
-    beat = 0
+    due = time.monotonic() + random.uniform(0, REPORT_S)  # regions report out of step
     while not stop.is_set():
-        body = {"report": ab.report(cid)} if beat % 10 == 0 else {}
-        await _timed(samples, "agent sync", http.post(f"/v1/agents/{cid}/sync", json=body))
-        beat += 1
-        await asyncio.sleep(1.0)
+        body: dict[str, object] = {"wait_s": SYNC_WAIT_S}
+        if time.monotonic() >= due:
+            body["report"], due = ab.report(cid), time.monotonic() + REPORT_S
+        r = await _timed(samples, "agent sync", http.post(f"/v1/agents/{cid}/sync", json=body))
+        if r is None or r.status_code != 200:
+            if r is not None:
+                samples["agent sync errors"].append(0.0)
+            await asyncio.sleep(SYNC_WAIT_S)
 
 
 async def _user(http: httpx.AsyncClient, stop: asyncio.Event, samples: Samples) -> None:
@@ -67,53 +84,101 @@ async def _user(http: httpx.AsyncClient, stop: asyncio.Event, samples: Samples) 
         body = {"tau_yaml": YAML, "filename": "tau.yaml"}
         r = await _timed(samples, "submit", http.post("/v1/runs", json=body))
         if r is None or r.status_code != 201:
+            if r is not None:
+                samples["submit errors"].append(0.0)
+            await asyncio.sleep(0.1)
             continue
         run_id = r.json()["id"]
         await _timed(samples, "status", http.get(f"/v1/runs/{run_id}"))
         await _timed(samples, "log tail", http.get(f"/v1/runs/{run_id}/logs", params={"tail": 50}))
 
 
-async def _step(url: str, token: str, users: int, seconds: float) -> tuple[Samples, float]:
+async def _step(
+    urls: list[str], token: str, regions: int, users: int, seconds: float
+) -> tuple[Samples, float]:
+    """One step: ``regions`` and ``users`` spread over the replicas' ``urls``."""
     samples: Samples = defaultdict(list)
     stop = asyncio.Event()
-    limits = httpx.Limits(max_connections=REGIONS + users + 10)
+    limits = httpx.Limits(max_connections=regions + users + 10)
     headers = {"Authorization": f"Bearer {token}"}
-    async with httpx.AsyncClient(base_url=url, headers=headers, timeout=120, limits=limits) as http:
-        tasks = [asyncio.create_task(_region(http, i, stop, samples)) for i in range(REGIONS)]
-        tasks += [asyncio.create_task(_user(http, stop, samples)) for _ in range(users)]
+    async with contextlib.AsyncExitStack() as stack:
+        https = [
+            await stack.enter_async_context(
+                httpx.AsyncClient(base_url=u, headers=headers, timeout=120, limits=limits)
+            )
+            for u in urls
+        ]
+        tasks = [
+            asyncio.create_task(_region(https[i % len(https)], i, stop, samples))
+            for i in range(regions)
+        ]
+        await asyncio.sleep(SYNC_WAIT_S)  # registrations out of the way of the step
+        samples.clear()
+        tasks += [
+            asyncio.create_task(_user(https[i % len(https)], stop, samples)) for i in range(users)
+        ]
         t0 = time.perf_counter()
         await asyncio.sleep(seconds)
+        took = time.perf_counter() - t0
+        counted = {k: list(v) for k, v in samples.items()}
         stop.set()
         await asyncio.gather(*tasks)
-        return samples, time.perf_counter() - t0
+        return counted, took
 
 
-def _pct(xs: list[float], q: float) -> float:
+def _pct(xs: list[float], q: int) -> float:
     return statistics.quantiles(xs, n=100)[q - 1] * 1000 if len(xs) > 1 else xs[0] * 1000
 
 
-def run(levels: list[int], seconds: float) -> list[tuple[int, float, Samples]]:
+Step = tuple[int, float, Samples]
+
+
+def run(load: Load, src: str | None = None) -> list[Step]:
+    """Every step of ``load`` against fresh hub replicas (the code in ``src`` if given)."""
     out = []
-    with (
-        tempfile.TemporaryDirectory(prefix="tau-bench-load-") as tmp,
-        pg_server.pg_server(HOST) as pg,
-    ):
-        reps = ha_cluster.Replicas(Path(tmp), HOST, pg.new_database("load"), 1, 10.0)
-        try:
-            for users in levels:
-                samples, took = asyncio.run(_step(reps.url, reps.admin_token, users, seconds))
-                rps = sum(len(v) for k, v in samples.items() if "errors" not in k) / took
-                out.append((users, rps, samples))
-                print(f"{users} users: {rps:.0f} req/s", flush=True)
-        finally:
-            reps.stop()
+    saved = os.environ.get("PYTHONPATH")
+    if src:
+        os.environ["PYTHONPATH"] = src  # the replicas import the hub from there
+    try:
+        with (
+            tempfile.TemporaryDirectory(prefix="tau-bench-load-") as tmp,
+            pg_server.pg_server(HOST) as pg,
+        ):
+            reps = ha_cluster.Replicas(
+                Path(tmp), HOST, pg.new_database("load"), load.replicas, 10.0
+            )
+            try:
+                for users in load.levels:
+                    samples, took = asyncio.run(
+                        _step(list(reps.procs), reps.admin_token, load.regions, users, load.seconds)
+                    )
+                    rps = sum(len(v) for k, v in samples.items() if "errors" not in k) / took
+                    out.append((users, rps, samples))
+                    print(f"{src or 'this tree'}: {users} users: {rps:.0f} req/s", flush=True)
+            finally:
+                reps.stop()
+    finally:
+        if saved is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved
     return out
 
 
-def _section(results: list[tuple[int, float, Samples]], seconds: float) -> str:
+@dataclasses.dataclass(frozen=True)
+class Load:
+    """What one run of the benchmark offers the hub."""
+
+    regions: int
+    replicas: int
+    levels: list[int]
+    seconds: float
+
+
+def _table(results: list[Step], seconds: float) -> str:
     endpoints = ["submit", "status", "log tail", "agent sync"]
     head = " | ".join(f"{e} p50 / p99 ms" for e in endpoints)
-    rows, saturated, prev = [], None, 0.0
+    rows = []
     for users, rps, s in results:
         cells = " | ".join(
             f"{_pct(s[e], 50):.0f} / {_pct(s[e], 99):.0f}" if s[e] else "-" for e in endpoints
@@ -122,33 +187,55 @@ def _section(results: list[tuple[int, float, Samples]], seconds: float) -> str:
         rows.append(
             f"| {users} | {rps:.0f} | {len(s['submit']) / seconds:.1f} | {errs} | {cells} |"
         )
-        if saturated is None and prev and rps < prev * 1.1:
-            saturated = users
-        prev = rps
-    sat = f"{saturated} concurrent users" if saturated else "not reached in these steps"
-    return f"""## Hub load on PostgreSQL (100 simulated regions)
-
-`python -m benchmarks.bench_hub_load --seconds {seconds:g}` (one hub daemon on
-PostgreSQL 15, 100 simulated regions syncing every second with a full report every
-10 s, N users each looping submit → status → log tail, {seconds:g} s per step;
-shared 2-core machine, so the client, the hub and the database share the same cores).
-
-| users | req/s (all) | submits/s | failed requests | {head} |
+    return f"""| users | req/s (all) | submits/s | failed requests | {head} |
 |---|---|---|---|{"---|" * len(endpoints)}
 {chr(10).join(rows)}
 
-Saturation (throughput grows < 10 % with more users): **{sat}**.
-"""
+Saturation (throughput grows < 10 % with more users): **{_saturation(results)}**."""
+
+
+def _saturation(results: list[Step]) -> str:
+    prev = 0.0
+    for users, rps, _ in results:
+        if prev and rps < prev * 1.1:
+            return f"{users} concurrent users"
+        prev = rps
+    return "not reached in these steps"
+
+
+def _section(load: Load, now: list[Step], before: list[Step] | None, base: str) -> str:
+    title = f"## Hub load on PostgreSQL ({load.regions} regions, {load.replicas} replica"
+    title += "s)" if load.replicas > 1 else ")"
+    what = f"""`python -m benchmarks.bench_hub_load --regions {load.regions} --replicas \
+{load.replicas} --seconds {load.seconds:g}{" --baseline " + base if before else ""}`: hub
+daemons on PostgreSQL 15, {load.regions} simulated regions syncing as the idle agent does
+(long-poll of {SYNC_WAIT_S:g} s, a full report every {REPORT_S} s), N users each looping
+submit → status → log tail, {load.seconds:g} s per step; shared 2-core machine, so the
+client, the hub and the database share the same cores."""
+    out = [title, "", what, "", "This tree:", "", _table(now, load.seconds)]
+    if before is not None:
+        ratio = max(r for _, r, _ in now) / max(max(r for _, r, _ in before), 1e-9)
+        out += ["", f"Before (`{base}`), same run:", "", _table(before, load.seconds)]
+        out += ["", f"Peak throughput, this tree / before: **{ratio:.1f} times**."]
+    return "\n".join(out) + "\n"
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--no-write", action="store_true")
-    parser.add_argument("--seconds", type=float, default=20.0, help="per step")
+    parser.add_argument("--seconds", type=float, default=10.0, help="per step")
+    parser.add_argument("--regions", type=int, default=1000)
+    parser.add_argument("--replicas", type=int, default=1)
+    parser.add_argument("--levels", default="1,2,4,8,16,32", help="users per step")
+    parser.add_argument("--baseline", help="a src folder of the code to compare with")
     args = parser.parse_args(argv)
-    levels, seconds = ([1, 4], 3.0) if args.quick else ([1, 2, 4, 8, 16, 32], args.seconds)
-    section = _section(run(levels, seconds), seconds)
+    levels = [int(x) for x in args.levels.split(",")]
+    load = Load(args.regions, args.replicas, levels, args.seconds)
+    if args.quick:
+        load = Load(50, args.replicas, [1, 4], 3.0)
+    before = run(load, args.baseline) if args.baseline else None
+    section = _section(load, run(load), before, args.baseline or "")
     print(section)
     if not args.quick and not args.no_write:
         report.write_section(section)

@@ -78,8 +78,15 @@ default_workspace: {kube_region.WORKSPACE}
 {server.records_yaml(url)}"""
 
 
-def tau_yaml(image: str, args: str, retries: int = 0, gpus: int = 1, priority: str = "low") -> str:
-    retry = "\n  retry_on: [exit_nonzero]" if retries else ""
+def tau_yaml(
+    image: str,
+    args: str,
+    retries: int = 0,
+    gpus: int = 1,
+    priority: str = "low",
+    retry_on: str = "exit_nonzero",
+) -> str:
+    retry = f"\n  retry_on: [{retry_on}]" if retries else ""
     return f"""\
 schema_version: 1
 name: pods-quickstart

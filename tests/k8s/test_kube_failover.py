@@ -8,7 +8,9 @@ record store (the real SeaweedFS): ``k8s-east``, whose pods run on the real node
 there first). The Kubernetes region's agent stops while the run's pod keeps running:
 past the grace the hub ends the attempt as lost contact, moves the record's fence and
 places the run on the Ray region, whose agent stages the checkpoint the pod uploaded;
-the run ends succeeded there, from that step on. The pod, still running on a cluster no
+the run ends succeeded there, from that step on. It is not *Released* while nobody has
+seen the silent region's GPUs freed; when that region's agent comes back it stops the
+fenced pod and the run is released. The pod, still running on a cluster no
 agent watches, is fenced: its uploads are refused from then on (the record's
 checkpoints of attempt 1 all predate the end of that attempt).
 """
@@ -70,11 +72,20 @@ def _on_kube_with_checkpoint(run: dict[str, object]) -> bool:
     return bool(a and a["cluster_id"] == kube_region.CLUSTER and (a["checkpoint_step"] or 0) >= 40)
 
 
+@pytest.mark.timeout(600)  # the pod's first steps, the lease + grace, then Ray's resume
+def _ended(run: dict[str, object]) -> bool:
+    return run["state"] in ("succeeded", "failed", "cancelled") and rg.phases(run)[
+        "artifacts_saved"
+    ] in ("done", "failed", "skipped")
+
+
 def test_a_silent_kubernetes_region_fails_over_to_ray_from_the_pods_checkpoint(
     regions: tuple[pod_region.PodRegion, ray_local.LocalRayCluster, Path], weed_s3: ws.WeedS3
 ) -> None:
     region, ray, tmp = regions
-    text = pod_region.tau_yaml(region.ref, ARGS).replace("name: pods-quickstart", "name: fo")
+    text = pod_region.tau_yaml(region.ref, ARGS, 1, retry_on="lost_contact").replace(
+        "name: pods-quickstart", "name: fo"
+    )
     with region.server.http() as c:
         run = rg.submit_run(c, text)
         rg.wait_run(c, run["id"], _on_kube_with_checkpoint, timeout=240)
@@ -83,11 +94,21 @@ def test_a_silent_kubernetes_region_fails_over_to_ray_from_the_pods_checkpoint(
         ).start()
         try:
             region.agent.stop()  # the Kubernetes region goes silent; its pod runs on
-            done = rg.wait_run(c, run["id"], rg.finished, timeout=300)
+            done = rg.wait_run(c, run["id"], _ended, timeout=240)
             metrics = c.get(f"/v1/runs/{run['id']}/metrics").json()
         finally:
             ray_agent.stop()
-    assert done["state"] == "succeeded", (done["reason"], done["attempts"])
+        assert done["state"] == "succeeded", (done["reason"], done["attempts"])
+        # nobody has seen the silent region's GPUs freed: the run is not Released ...
+        assert rg.phases(done)["released"] == "active"
+        back = kube_region.KubeAgent(
+            region.server, tmp / "hub" / "platform.yaml", tmp / "hub" / "agent"
+        )
+        try:  # ... until its agent is back, stops the fenced pod and says so
+            released = rg.wait_run(c, run["id"], rg.finished, timeout=120)
+        finally:
+            back.stop()
+    assert released["attempts"][0]["released"], released["attempts"][0]
     first, second = done["attempts"][:2]
     assert first["cluster_id"] == kube_region.CLUSTER, first
     assert first["failure_kind"] == "lost_contact", first

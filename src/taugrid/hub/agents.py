@@ -18,6 +18,8 @@ import json
 import time
 from typing import Any
 
+from starlette import concurrency
+
 from taugrid import payloads as wire
 from taugrid.hub import (
     attempts,
@@ -31,6 +33,7 @@ from taugrid.hub import (
     runs,
     serving,
     util_history,
+    wakeups,
 )
 from taugrid.lifecycle import node_ids
 from taugrid.lifecycle import phases as ph
@@ -38,7 +41,7 @@ from taugrid.lifecycle import states as st
 from taugrid.spec import units
 from taugrid.store import checkpoints
 
-__all__ = ["peer_endpoints", "register", "sync"]
+__all__ = ["apply", "finish", "peer_endpoints", "register", "sync", "sync_async"]
 
 _ACTIVE = {s.value for s in st.ACTIVE_ATTEMPT_STATES}
 
@@ -52,7 +55,27 @@ def register(hub: context.Hub, req: wire.AgentRegister) -> float:
 
 
 def sync(hub: context.Hub, cluster_id: str, req: wire.AgentSync) -> wire.AgentSyncReply:
-    """Renew the lease, apply attempt reports, answer with assignments and stops."""
+    """Renew the lease, apply attempt reports, answer with assignments and stops (the
+    long-poll waits in this thread; the HTTP route awaits it instead: ``sync_async``)."""
+    reply, wake = apply(hub, cluster_id, req)
+    if req.wait_s > 0 and not _news(reply, req) and wake.wait(req.wait_s):
+        reply = _reply(hub, cluster_id)
+    return finish(hub, cluster_id, req, reply)
+
+
+async def sync_async(hub: context.Hub, cluster_id: str, req: wire.AgentSync) -> wire.AgentSyncReply:
+    """``sync`` for the event loop: the work runs in the thread pool, the long-poll is
+    awaited without holding a thread (``hub.wakeups``)."""
+    reply, wake = await concurrency.run_in_threadpool(apply, hub, cluster_id, req)
+    if req.wait_s > 0 and not _news(reply, req) and await wake.wait_async(req.wait_s):
+        reply = await concurrency.run_in_threadpool(_reply, hub, cluster_id)
+    return await concurrency.run_in_threadpool(finish, hub, cluster_id, req, reply)
+
+
+def apply(
+    hub: context.Hub, cluster_id: str, req: wire.AgentSync
+) -> tuple[wire.AgentSyncReply, wakeups.Wakeup]:
+    """Renew the lease, apply the reports; the reply now and the flag to long-poll on."""
     report = req.report.model_dump(mode="json") if req.report else None
     if report is not None:
         report["cost_per_gpu_hour"], report["gpu_speed"] = _cost(hub, cluster_id)
@@ -68,10 +91,14 @@ def sync(hub: context.Hub, cluster_id: str, req: wire.AgentSync) -> wire.AgentSy
     guests.apply_status(hub, cluster_id, req.guests)
     if report is not None or any(a.released or a.state not in _ACTIVE for a in req.attempts):
         hub.wake_scheduler()  # capacity may be free: place now, answer this long-poll
-    reply = _reply(hub, cluster_id)
-    if req.wait_s > 0 and not _news(reply, req) and wake.wait(req.wait_s):
-        reply = _reply(hub, cluster_id)
-    if report is not None:
+    return _reply(hub, cluster_id), wake
+
+
+def finish(
+    hub: context.Hub, cluster_id: str, req: wire.AgentSync, reply: wire.AgentSyncReply
+) -> wire.AgentSyncReply:
+    """What the reply carries besides assignments: peers, runtimes to prepare, uploads."""
+    if req.report is not None:
         reply.peers = peer_endpoints(hub, cluster_id)
     reply.prepare = prewarm.hints(hub, cluster_id)
     reply.uploads = [t for t in req.known if _upload_wanted(hub, t)]

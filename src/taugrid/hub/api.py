@@ -203,10 +203,10 @@ def agent_register(
 
 
 @router.post("/agents/{cluster_id}/sync")
-def agent_sync(
+async def agent_sync(
     request: fastapi.Request, cluster_id: str, body: wire.AgentSync, p: Agent
 ) -> wire.AgentSyncReply:
-    reply = agents.sync(_hub(request), cluster_id, body)
+    reply = await agents.sync_async(_hub(request), cluster_id, body)
     if body.attempts:
         request.app.state.scheduler.wake()
     return reply

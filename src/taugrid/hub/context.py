@@ -22,7 +22,7 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from taugrid import payloads as wire
-from taugrid.hub import metrics
+from taugrid.hub import metrics, wakeups
 from taugrid.platform import load as platform_load
 from taugrid.platform import models as pm
 from taugrid.scheduling import cycle
@@ -80,7 +80,7 @@ class Hub:
         self._platform_at = 0.0
         self.data_root = config.data_root
         self.metrics = metrics.Metrics(self)
-        self._wakeups: dict[str, threading.Event] = {}
+        self._wakeups: dict[str, wakeups.Wakeup] = {}
         self._wakeups_lock = threading.Lock()
         self.schedule_wakeup = threading.Event()
         """Set to run the scheduling loop now (``hub.scheduler`` waits on it)."""
@@ -92,10 +92,13 @@ class Hub:
         self.guest_states: dict[tuple[str, int], tuple[str, int]] = {}
         """(guest cluster, token) → the last (state, nodes) its agent reported."""
 
-    def wakeup(self, cluster_id: str) -> threading.Event:
-        """The event an agent's long-poll sync waits on (set when its work changes)."""
+    def wakeup(self, cluster_id: str) -> wakeups.Wakeup:
+        """The flag an agent's long-poll sync waits on (set when its work changes)."""
         with self._wakeups_lock:
-            return self._wakeups.setdefault(cluster_id, threading.Event())
+            found = self._wakeups.get(cluster_id)
+            if found is None:
+                found = self._wakeups[cluster_id] = wakeups.Wakeup()
+            return found
 
     def notify(self, cluster_id: str | None) -> None:
         """Wake the long-poll of ``cluster_id``'s agent: new assignment or stop order."""

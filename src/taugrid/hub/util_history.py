@@ -40,9 +40,16 @@ class History:
         self.clock = clock
         self._lock = threading.Lock()
         self._regions: dict[str, collections.deque[tuple[float, float, float, float, str]]] = {}
+        self._sampled_at = float("-inf")
+        """When the clusters were last read: a fleet's reports arrive many a second, and
+        reading every cluster's report for each would cost O(clusters²) a round."""
 
     def record(self) -> None:
         now = self.clock()
+        with self._lock:
+            if now - self._sampled_at < SAMPLE_S:
+                return
+            self._sampled_at = now
         sums: dict[str, list[Any]] = {}
         for c in self.hub.clusters.all():
             r = c["report"] or {}
