@@ -30,8 +30,9 @@ import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
-import httpx
+import aiohttp
 
 from benchmarks import report
 from tests.hub import agent_builders as ab
@@ -48,63 +49,75 @@ YAML = ab.ONE_GPU_RUN.format(name="load")
 Samples = dict[str, list[float]]
 
 
-async def _timed(samples: Samples, name: str, call: object) -> httpx.Response | None:
-    """The response, its latency recorded; a failed request counts as an error."""
+Reply = tuple[int, Any]
+"""A response's status and JSON body."""
+
+
+async def _timed(
+    samples: Samples, name: str, http: aiohttp.ClientSession, method: str, path: str, **kw: Any
+) -> Reply | None:
+    """The reply, its latency recorded; a failed request counts as an error."""
     t0 = time.perf_counter()
     try:
-        r: httpx.Response = await call  # type: ignore[misc]
-    except httpx.HTTPError:
+        async with http.request(method, path, **kw) as r:
+            reply = (r.status, await r.json())
+    except (aiohttp.ClientError, TimeoutError):
         samples[f"{name} errors"].append(0.0)
         return None
     samples[name].append(time.perf_counter() - t0)
-    return r
+    if r.status >= 400:
+        samples[f"{name} errors"].append(0.0)
+    return reply
 
 
-async def _region(http: httpx.AsyncClient, i: int, stop: asyncio.Event, samples: Samples) -> None:
-    cid = f"sim{i:03d}"
-    await _timed(
-        samples,
-        "register",
-        http.post(f"/v1/agents/{cid}/register", json={"cluster_id": cid, "region": cid}),
-    )
+async def _region(
+    http: aiohttp.ClientSession, i: int, stop: asyncio.Event, samples: Samples
+) -> None:
+    cid = f"sim{i:04d}"
+    body = {"cluster_id": cid, "region": cid}
+    await _timed(samples, "register", http, "POST", f"/v1/agents/{cid}/register", json=body)
     due = time.monotonic() + random.uniform(0, REPORT_S)  # regions report out of step
     while not stop.is_set():
-        body: dict[str, object] = {"wait_s": SYNC_WAIT_S}
+        sync: dict[str, object] = {"wait_s": SYNC_WAIT_S}
         if time.monotonic() >= due:
-            body["report"], due = ab.report(cid), time.monotonic() + REPORT_S
-        r = await _timed(samples, "agent sync", http.post(f"/v1/agents/{cid}/sync", json=body))
-        if r is None or r.status_code != 200:
-            if r is not None:
-                samples["agent sync errors"].append(0.0)
+            sync["report"], due = ab.report(cid), time.monotonic() + REPORT_S
+        r = await _timed(samples, "agent sync", http, "POST", f"/v1/agents/{cid}/sync", json=sync)
+        if r is None or r[0] != 200:
             await asyncio.sleep(SYNC_WAIT_S)
 
 
-async def _user(http: httpx.AsyncClient, stop: asyncio.Event, samples: Samples) -> None:
+async def _user(http: aiohttp.ClientSession, stop: asyncio.Event, samples: Samples) -> None:
+    body = {"tau_yaml": YAML, "filename": "tau.yaml"}
     while not stop.is_set():
-        body = {"tau_yaml": YAML, "filename": "tau.yaml"}
-        r = await _timed(samples, "submit", http.post("/v1/runs", json=body))
-        if r is None or r.status_code != 201:
-            if r is not None:
-                samples["submit errors"].append(0.0)
+        r = await _timed(samples, "submit", http, "POST", "/v1/runs", json=body)
+        if r is None or r[0] != 201:
             await asyncio.sleep(0.1)
             continue
-        run_id = r.json()["id"]
-        await _timed(samples, "status", http.get(f"/v1/runs/{run_id}"))
-        await _timed(samples, "log tail", http.get(f"/v1/runs/{run_id}/logs", params={"tail": 50}))
+        run_id = r[1]["id"]
+        await _timed(samples, "status", http, "GET", f"/v1/runs/{run_id}")
+        tail = {"tail": 50}
+        await _timed(samples, "log tail", http, "GET", f"/v1/runs/{run_id}/logs", params=tail)
 
 
 async def _step(
     urls: list[str], token: str, regions: int, users: int, seconds: float
 ) -> tuple[Samples, float]:
-    """One step: ``regions`` and ``users`` spread over the replicas' ``urls``."""
+    """One step: ``regions`` and ``users`` spread over the replicas' ``urls``, each with
+    a kept connection as an agent has (aiohttp: httpx's pool spent 20 ms of client CPU
+    per request with hundreds of connections, and the client, not the hub, saturated)."""
     samples: Samples = defaultdict(list)
     stop = asyncio.Event()
-    limits = httpx.Limits(max_connections=regions + users + 10)
     headers = {"Authorization": f"Bearer {token}"}
+    timeout = aiohttp.ClientTimeout(total=120)
     async with contextlib.AsyncExitStack() as stack:
         https = [
             await stack.enter_async_context(
-                httpx.AsyncClient(base_url=u, headers=headers, timeout=120, limits=limits)
+                aiohttp.ClientSession(
+                    base_url=u,
+                    headers=headers,
+                    timeout=timeout,
+                    connector=aiohttp.TCPConnector(limit=0),
+                )
             )
             for u in urls
         ]
@@ -112,7 +125,7 @@ async def _step(
             asyncio.create_task(_region(https[i % len(https)], i, stop, samples))
             for i in range(regions)
         ]
-        await asyncio.sleep(SYNC_WAIT_S)  # registrations out of the way of the step
+        await asyncio.sleep(SYNC_WAIT_S + 1)  # registrations out of the way of the step
         samples.clear()
         tasks += [
             asyncio.create_task(_user(https[i % len(https)], stop, samples)) for i in range(users)

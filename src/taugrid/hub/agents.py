@@ -44,6 +44,9 @@ from taugrid.store import checkpoints
 __all__ = ["apply", "finish", "peer_endpoints", "register", "sync", "sync_async"]
 
 _ACTIVE = {s.value for s in st.ACTIVE_ATTEMPT_STATES}
+PEERS_TTL_S = 5.0
+"""How long the fleet's syncs share one reading of the regions' data planes (they are
+sent with full reports, every ``report_s``; a data plane's address rarely changes)."""
 
 
 def register(hub: context.Hub, req: wire.AgentRegister) -> float:
@@ -59,7 +62,7 @@ def sync(hub: context.Hub, cluster_id: str, req: wire.AgentSync) -> wire.AgentSy
     long-poll waits in this thread; the HTTP route awaits it instead: ``sync_async``)."""
     reply, wake = apply(hub, cluster_id, req)
     if req.wait_s > 0 and not _news(reply, req) and wake.wait(req.wait_s):
-        reply = _reply(hub, cluster_id)
+        reply = _reply(hub, cluster_id, reply.lease_expires)
     return finish(hub, cluster_id, req, reply)
 
 
@@ -68,7 +71,7 @@ async def sync_async(hub: context.Hub, cluster_id: str, req: wire.AgentSync) -> 
     awaited without holding a thread (``hub.wakeups``)."""
     reply, wake = await concurrency.run_in_threadpool(apply, hub, cluster_id, req)
     if req.wait_s > 0 and not _news(reply, req) and await wake.wait_async(req.wait_s):
-        reply = await concurrency.run_in_threadpool(_reply, hub, cluster_id)
+        reply = await concurrency.run_in_threadpool(_reply, hub, cluster_id, reply.lease_expires)
     return await concurrency.run_in_threadpool(finish, hub, cluster_id, req, reply)
 
 
@@ -79,7 +82,7 @@ def apply(
     report = req.report.model_dump(mode="json") if req.report else None
     if report is not None:
         report["cost_per_gpu_hour"], report["gpu_speed"] = _cost(hub, cluster_id)
-    hub.clusters.renew(cluster_id, hub.config.lease_s, report, (report or {}).get("health"))
+    lease = hub.clusters.renew(cluster_id, hub.config.lease_s, report, (report or {}).get("health"))
     if report is not None:
         util_history.record(hub)
     prewarm.apply(hub, cluster_id, req.runtimes)
@@ -91,7 +94,7 @@ def apply(
     guests.apply_status(hub, cluster_id, req.guests)
     if report is not None or any(a.released or a.state not in _ACTIVE for a in req.attempts):
         hub.wake_scheduler()  # capacity may be free: place now, answer this long-poll
-    return _reply(hub, cluster_id), wake
+    return _reply(hub, cluster_id, lease), wake
 
 
 def finish(
@@ -122,17 +125,23 @@ def _upload_wanted(hub: context.Hub, token: int) -> bool:
 
 def peer_endpoints(hub: context.Hub, cluster_id: str) -> list[wire.PeerEndpoint]:
     """The data planes of every other region (one per region), priced from the platform."""
-    me = hub.clusters.get(cluster_id) or {}
+    regions, endpoints = hub.memo("agents.endpoints", PEERS_TTL_S, lambda: _endpoints(hub))
+    return [ep for region, ep in endpoints.items() if region != regions.get(cluster_id)]
+
+
+def _endpoints(hub: context.Hub) -> tuple[dict[str, str], dict[str, wire.PeerEndpoint]]:
+    """Every cluster's region, and one data plane per region that has one."""
     egress = {r.name: r.egress_cost_per_gb for r in hub.platform.regions}
+    regions: dict[str, str] = {}
     out: dict[str, wire.PeerEndpoint] = {}
     for c in hub.clusters.all():
+        regions[c["id"]] = c["region"]
         ep = c["report"].get("endpoint")
-        if not ep or c["region"] == me.get("region") or c["region"] in out:
-            continue
-        out[c["region"]] = wire.PeerEndpoint(
-            region=c["region"], egress_cost_per_gb=egress.get(c["region"], 0.0), **ep
-        )
-    return list(out.values())
+        if ep and c["region"] not in out:
+            out[c["region"]] = wire.PeerEndpoint(
+                region=c["region"], egress_cost_per_gb=egress.get(c["region"], 0.0), **ep
+            )
+    return regions, out
 
 
 def _news(reply: wire.AgentSyncReply, req: wire.AgentSync) -> bool:
@@ -164,7 +173,7 @@ def _cost(hub: context.Hub, cluster_id: str) -> tuple[float, float]:
     return (min(costs) if costs else 0.0), (min(speeds) if speeds else 1.0)
 
 
-def _reply(hub: context.Hub, cluster_id: str) -> wire.AgentSyncReply:
+def _reply(hub: context.Hub, cluster_id: str, lease: float) -> wire.AgentSyncReply:
     assignments: list[wire.Assignment] = []
     stop: list[wire.StopOrder] = []
     for a in hub.runs.attempts_on_cluster(cluster_id):
@@ -179,7 +188,6 @@ def _reply(hub: context.Hub, cluster_id: str) -> wire.AgentSyncReply:
         elif a["state"] in _ACTIVE or not a["released"]:
             stop.append(wire.StopOrder(token=a["token"], submission_id=a["submission_id"]))
     marks = {m["node_id"]: m["kind"] for m in hub.clusters.open_marks(cluster_id)}
-    lease = (hub.clusters.get(cluster_id) or {}).get("lease_expires", 0.0)
     return wire.AgentSyncReply(
         lease_expires=lease,
         assignments=assignments,

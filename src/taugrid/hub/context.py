@@ -8,6 +8,11 @@ teams, quotas and workspaces of the store applied (``store.tenancy``), so what t
 tenancy API creates or approves is what ``render.resolve`` and the scheduler see. It is
 cached; a change made through this hub invalidates it at once (``platform_changed``),
 a change made by another hub process is seen within ``PLATFORM_TTL_S``.
+
+``Hub.memo`` keeps what every agent's sync would otherwise read from the store anew
+(guest orders, peer endpoints): reused for a short time and never across a change of
+work this replica made (``notify``); another replica's change is seen within the time
+given, which is no longer than an agent's long-poll.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 
@@ -31,6 +37,8 @@ from taugrid.store import auth, clusters, db, runs, tenancy
 __all__ = ["PLATFORM_TTL_S", "Hub", "HubConfig"]
 
 PLATFORM_TTL_S = 2.0
+
+T = TypeVar("T")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,6 +90,10 @@ class Hub:
         self.metrics = metrics.Metrics(self)
         self._wakeups: dict[str, wakeups.Wakeup] = {}
         self._wakeups_lock = threading.Lock()
+        self._memos: dict[str, tuple[int, float, Any]] = {}
+        self._memo_lock = threading.Lock()
+        self._generation = 0
+        """Counts ``notify`` calls: a memo computed before the latest is stale."""
         self.schedule_wakeup = threading.Event()
         """Set to run the scheduling loop now (``hub.scheduler`` waits on it)."""
         self.is_leader: Callable[[], bool] = lambda: True
@@ -102,8 +114,23 @@ class Hub:
 
     def notify(self, cluster_id: str | None) -> None:
         """Wake the long-poll of ``cluster_id``'s agent: new assignment or stop order."""
+        with self._memo_lock:
+            self._generation += 1
         if cluster_id is not None:
             self.wakeup(cluster_id).set()
+
+    def memo(self, key: str, ttl_s: float, compute: Callable[[], T]) -> T:
+        """``compute()``, reused for ``ttl_s`` seconds unless work changed since (``notify``)."""
+        now = time.monotonic()
+        with self._memo_lock:
+            gen, hit = self._generation, self._memos.get(key)
+        if hit is not None and hit[0] == gen and now - hit[1] < ttl_s:
+            value: T = hit[2]
+            return value
+        value = compute()
+        with self._memo_lock:
+            self._memos[key] = (gen, now, value)
+        return value
 
     def wake_scheduler(self) -> None:
         """Run a scheduling cycle now: capacity was freed or work was queued."""

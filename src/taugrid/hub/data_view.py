@@ -32,15 +32,14 @@ __all__ = ["DEFAULT_RUN_S", "cluster_fields", "local_inputs", "near_data", "with
 
 DEFAULT_RUN_S = 3600.0
 _ACTIVE = {s.value for s in st.ACTIVE_ATTEMPT_STATES}
+Held = tuple[dict[str, Any], dict[str, Any]]
+"""An unreleased attempt row and its run row."""
 
 
-def _releases(hub: context.Hub, cluster_id: str, now: float) -> tuple[tuple[float, float], ...]:
+def _releases(attempts: list[Held], now: float) -> tuple[tuple[float, float], ...]:
     out = []
-    for a in hub.runs.attempts_on_cluster(cluster_id):
+    for a, run in attempts:
         if a["state"] not in _ACTIVE:
-            continue
-        run = hub.runs.get_run(a["run_id"])
-        if run is None:
             continue
         spec = run["spec"]
         limit = spec.get("max_runtime_s") or DEFAULT_RUN_S
@@ -50,12 +49,15 @@ def _releases(hub: context.Hub, cluster_id: str, now: float) -> tuple[tuple[floa
     return tuple(sorted(out))
 
 
-def cluster_fields(hub: context.Hub, row: dict[str, Any], now: float) -> dict[str, Any]:
-    """Keyword fields for ``snap.ClusterView`` of one cluster row."""
-    held = store_data.DataStore(hub.engine).complete_regions()
+def cluster_fields(
+    row: dict[str, Any], now: float, complete: dict[str, Any], attempts: list[Held]
+) -> dict[str, Any]:
+    """Keyword fields for ``snap.ClusterView`` of one cluster row, from the datasets'
+    complete regions (``DataStore.complete_regions``) and the cluster's unreleased
+    attempts with their runs (read once per snapshot for every cluster)."""
     return {
-        "datasets": tuple(sorted(d for d, regions in held.items() if row["region"] in regions)),
-        "releases": _releases(hub, row["id"], now),
+        "datasets": tuple(sorted(d for d, regions in complete.items() if row["region"] in regions)),
+        "releases": _releases(attempts, now),
     }
 
 

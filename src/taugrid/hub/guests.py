@@ -35,7 +35,12 @@ from taugrid.lifecycle import phases as ph
 from taugrid.lifecycle import states as st
 from taugrid.scheduling import cycle
 
+ORDERS_TTL_S = 1.0
+"""How long the syncs of a fleet's agents share one reading of the spans (a change this
+replica makes is seen at once; the agents' long-poll is as long)."""
+
 __all__ = [
+    "ORDERS_TTL_S",
     "apply_joins",
     "apply_status",
     "clusters_of",
@@ -79,7 +84,7 @@ def held_by_cluster(hub: context.Hub) -> dict[str, list[Held]]:
     """Guest cluster → the active spanning attempts with a group there (one query)."""
     spans = [
         a
-        for a in hub.runs.unreleased_attempts()
+        for a in hub.runs.unreleased_spans()
         if a["state"] in _ACTIVE and clusters_of(a["placement"])
     ]
     by_id = hub.runs.get_runs([a["run_id"] for a in spans])
@@ -93,8 +98,10 @@ def held_by_cluster(hub: context.Hub) -> dict[str, list[Held]]:
 
 
 def held(hub: context.Hub, cluster_id: str) -> list[Held]:
-    """Active spanning attempts of other clusters with a guest group on ``cluster_id``."""
-    return held_by_cluster(hub).get(cluster_id, [])
+    """Active spanning attempts of other clusters with a guest group on ``cluster_id``
+    (``held_by_cluster`` shared by every sync for ``ORDERS_TTL_S``: ``Hub.memo``)."""
+    by_cluster = hub.memo("guests.held_by_cluster", ORDERS_TTL_S, lambda: held_by_cluster(hub))
+    return by_cluster.get(cluster_id, [])
 
 
 def orders(hub: context.Hub, cluster_id: str) -> list[wire.GuestOrder]:

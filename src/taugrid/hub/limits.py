@@ -23,28 +23,30 @@ log = logging.getLogger(__name__)
 def enforce_max_runtime(hub: context.Hub, now: float) -> list[str]:
     """End every running attempt past its run's ``max_runtime``; returns their run IDs."""
     ended = []
-    for c in hub.clusters.all():
-        running = [
+    running = sorted(  # one query for the fleet, in the order of clusters, then tokens
+        (
             a
-            for a in hub.runs.attempts_on_cluster(c["id"])
+            for a in hub.runs.unreleased_attempts()
             if a["state"] == st.AttemptState.RUNNING.value and a["started_at"] and not a["revoked"]
-        ]
-        runs = hub.runs.get_runs([a["run_id"] for a in running])
-        for a in running:
-            run = runs.get(a["run_id"])
-            limit = (run or {}).get("spec", {}).get("max_runtime_s")
-            if run is None or not limit or now - a["started_at"] <= limit:
-                continue
-            message = (
-                f"attempt {a['number']} ran longer than resilience.max_runtime "
-                f"({_duration(limit)}); stopped"
-            )
-            log.info("run %s: %s", run["id"], message)
-            attempts.end(
-                hub, a, st.AttemptState.FAILED, message, kind=st.FailureKind.TIMEOUT, revoke=True
-            )
-            hub.notify(a["cluster_id"])
-            ended.append(run["id"])
+        ),
+        key=lambda a: (a["cluster_id"], a["token"]),
+    )
+    runs = hub.runs.get_runs([a["run_id"] for a in running])
+    for a in running:
+        run = runs.get(a["run_id"])
+        limit = (run or {}).get("spec", {}).get("max_runtime_s")
+        if run is None or not limit or now - a["started_at"] <= limit:
+            continue
+        message = (
+            f"attempt {a['number']} ran longer than resilience.max_runtime "
+            f"({_duration(limit)}); stopped"
+        )
+        log.info("run %s: %s", run["id"], message)
+        attempts.end(
+            hub, a, st.AttemptState.FAILED, message, kind=st.FailureKind.TIMEOUT, revoke=True
+        )
+        hub.notify(a["cluster_id"])
+        ended.append(run["id"])
     return ended
 
 

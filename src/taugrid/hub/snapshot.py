@@ -18,6 +18,7 @@ from taugrid.hub import context, data_view, guests
 from taugrid.lifecycle import states as st
 from taugrid.scheduling import cycle
 from taugrid.scheduling import snapshot as snap
+from taugrid.store import data as store_data
 
 __all__ = ["LIVE_STATES", "build", "pending_view", "platform_fields", "probe"]
 
@@ -50,21 +51,48 @@ def pending_view(run: dict[str, Any], hub: context.Hub | None = None) -> snap.Pe
     return data_view.with_needs(hub, run, view) if hub is not None else view
 
 
+@dataclasses.dataclass(frozen=True)
+class _Reads:
+    """What every cluster's view needs from the store, read once per snapshot (a query
+    per cluster had made a tick's cost grow with the fleet)."""
+
+    marks: dict[str, set[str]]
+    complete: dict[str, Any]
+    attempts: dict[str, list[data_view.Held]]
+    lent: dict[str, list[guests.Held]]
+
+    @classmethod
+    def of(cls, hub: context.Hub) -> _Reads:
+        marks: dict[str, set[str]] = {}
+        for m in hub.clusters.open_marks():
+            marks.setdefault(m["cluster_id"], set()).add(m["node_id"])
+        unreleased = hub.runs.unreleased_attempts()  # by token, as per cluster before
+        runs_by_id = hub.runs.get_runs([a["run_id"] for a in unreleased])
+        attempts: dict[str, list[data_view.Held]] = {}
+        for a in unreleased:
+            run = runs_by_id.get(a["run_id"])
+            if run is not None:
+                attempts.setdefault(a["cluster_id"], []).append((a, run))
+        complete = store_data.DataStore(hub.engine).complete_regions()
+        return cls(marks, complete, attempts, guests.held_by_cluster(hub))
+
+
 def _cluster_view(
-    hub: context.Hub, row: dict[str, Any], now: float, lent: list[guests.Held]
+    hub: context.Hub, row: dict[str, Any], now: float, reads: _Reads
 ) -> snap.ClusterView:
-    faulty = {m["node_id"] for m in hub.clusters.open_marks(row["id"])}
     ready = row["state"] in LIVE_STATES and row["lease_expires"] > now
+    attempts = reads.attempts.get(row["id"], [])
     view = snap.cluster_from_report(
         row["id"],
         row["region"],
         ready,
         row["report"],
-        faulty=faulty,
-        **data_view.cluster_fields(hub, row, now),
+        faulty=reads.marks.get(row["id"], set()),
+        **data_view.cluster_fields(row, now, reads.complete, attempts),
         **platform_fields(hub, row),
     )
-    return _reserve_guests(lent, _reserve_unseen(hub, row, view, now))
+    view = _reserve_unseen(attempts, view, now)
+    return _reserve_guests(reads.lent.get(row["id"], []), view)
 
 
 def _relocation(doc: dict[str, Any] | None) -> snap.Relocation | None:
@@ -86,7 +114,7 @@ def platform_fields(hub: context.Hub, row: dict[str, Any]) -> dict[str, Any]:
 
 
 def _reserve_unseen(
-    hub: context.Hub, row: dict[str, Any], view: snap.ClusterView, now: float
+    attempts: list[data_view.Held], view: snap.ClusterView, now: float
 ) -> snap.ClusterView:
     """Take room for attempts the agent's report may not show yet.
 
@@ -98,15 +126,11 @@ def _reserve_unseen(
     again without waiting for the next periodic report.
     """
     held = []
-    attempts = hub.runs.attempts_on_cluster(row["id"])
-    runs_by_id = hub.runs.get_runs([a["run_id"] for a in attempts])
-    for a in attempts:
-        run = runs_by_id.get(a["run_id"])
-        if run is not None:
-            bound = tuple((a["placement"] or {}).get("nodes") or ())
-            p = pending_view(run)  # a span's head holds only its own share here
-            p = dataclasses.replace(p, workers=guests.head_workers(a["placement"], p.workers))
-            held.append((-(a["started_at"] or now), -a["token"], p, bound))
+    for a, run in attempts:
+        bound = tuple((a["placement"] or {}).get("nodes") or ())
+        p = pending_view(run)  # a span's head holds only its own share here
+        p = dataclasses.replace(p, workers=guests.head_workers(a["placement"], p.workers))
+        held.append((-(a["started_at"] or now), -a["token"], p, bound))
     ledger = sum(p.workers * p.gpus_per_worker for _s, _t, p, _b in held)
     deficit, unseen = ledger - _gpus_used(view), []
     for newest in sorted(held, key=lambda h: h[:2]):
@@ -159,8 +183,8 @@ def build(hub: context.Hub, now: float) -> snap.Snapshot:
         for r in hub.runs.holding_quota()
         if r["gpus"]
     )
-    lent = guests.held_by_cluster(hub)  # once per snapshot, not once per cluster
-    clusters = tuple(_cluster_view(hub, c, now, lent.get(c["id"], [])) for c in hub.clusters.all())
+    reads = _Reads.of(hub)
+    clusters = tuple(_cluster_view(hub, c, now, reads) for c in hub.clusters.all())
     return snap.Snapshot(now=now, clusters=clusters, quotas=quotas, admitted=admitted)
 
 

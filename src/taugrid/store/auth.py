@@ -2,13 +2,16 @@
 
 Owns ``tokens`` and ``audit``. A token's secret is shown once, at creation; the store
 keeps only its SHA-256. Roles: ``admin``; ``researcher`` with ``scope.workspaces``;
-``agent`` with ``scope.cluster``. A revoked token fails ``lookup`` immediately.
+``agent`` with ``scope.cluster``. A revoked token fails ``lookup`` at once in the
+process that revoked it and within ``LOOKUP_TTL_S`` in every other hub replica: a known
+token's row is kept that long, so that a fleet's requests do not each read it anew.
 """
 
 from __future__ import annotations
 
 import hashlib
 import secrets
+import threading
 import time
 from typing import Any
 
@@ -16,7 +19,9 @@ import sqlalchemy as sa
 
 from taugrid.store import schema as t
 
-__all__ = ["AuthStore", "hash_token"]
+__all__ = ["LOOKUP_TTL_S", "AuthStore", "hash_token"]
+
+LOOKUP_TTL_S = 2.0
 
 Row = dict[str, Any]
 
@@ -30,6 +35,11 @@ class AuthStore:
 
     def __init__(self, engine: sa.Engine) -> None:
         self.engine = engine
+        self._known: dict[str, tuple[float, Row]] = {}
+        """Token hash → (when read, row) of tokens found active (``LOOKUP_TTL_S``)."""
+        self._known_lock = threading.Lock()
+        self._revokes = 0
+        """Counts revocations: a row read before one is not kept."""
 
     def create_token(self, name: str, role: str, scope: Row) -> tuple[str, Row]:
         """Create a token; returns (secret, row). The secret is not stored."""
@@ -48,12 +58,21 @@ class AuthStore:
         return secret, row
 
     def lookup(self, secret: str) -> Row | None:
-        q = sa.select(t.tokens).where(
-            t.tokens.c.hash == hash_token(secret), t.tokens.c.revoked_at.is_(None)
-        )
+        digest, now = hash_token(secret), time.monotonic()
+        with self._known_lock:
+            hit, revokes = self._known.get(digest), self._revokes
+        if hit is not None and now - hit[0] < LOOKUP_TTL_S:
+            return dict(hit[1])
+        q = sa.select(t.tokens).where(t.tokens.c.hash == digest, t.tokens.c.revoked_at.is_(None))
         with self.engine.connect() as c:
             r = c.execute(q).first()
-        return dict(r._mapping) if r else None
+        with self._known_lock:
+            if r is None:
+                self._known.pop(digest, None)
+                return None
+            if revokes == self._revokes:
+                self._known[digest] = (now, dict(r._mapping))
+        return dict(r._mapping)
 
     def revoke(self, token_id: str) -> bool:
         with self.engine.begin() as c:
@@ -62,6 +81,9 @@ class AuthStore:
                 .where(t.tokens.c.id == token_id, t.tokens.c.revoked_at.is_(None))
                 .values(revoked_at=time.time())
             ).rowcount
+        with self._known_lock:  # after the commit; a lookup that raced it keeps nothing
+            self._known.clear()
+            self._revokes += 1
         return bool(n)
 
     def list_tokens(self) -> list[Row]:

@@ -45,9 +45,10 @@ class ClusterStore:
 
     def renew(
         self, cluster_id: str, lease_s: float, report: Row | None, state: str | None = None
-    ) -> None:
+    ) -> float:
         """Extend the lease; ``state`` (the agent's health) is kept when None, but a
-        cluster that had lost contact (``unknown``) is ``ready`` again."""
+        cluster that had lost contact (``unknown``) is ``ready`` again. The lease's new
+        end, or 0 for a cluster that never registered."""
         now = time.time()
         col = t.clusters.c.state
         values: Row = {
@@ -58,7 +59,9 @@ class ClusterStore:
         if report is not None:
             values["report"] = report
         with self.engine.begin() as c:
-            c.execute(t.clusters.update().where(t.clusters.c.id == cluster_id).values(**values))
+            q = t.clusters.update().where(t.clusters.c.id == cluster_id).values(**values)
+            found = c.execute(q).rowcount
+        return float(values["lease_expires"]) if found else 0.0
 
     def set_state(self, cluster_id: str, state: str) -> None:
         with self.engine.begin() as c:

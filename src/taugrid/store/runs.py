@@ -218,6 +218,7 @@ class RunStore:
                     cluster_id=cluster_id,
                     state=st.AttemptState.ASSIGNED.value,
                     placement=placement,
+                    spans=bool((placement or {}).get("guests")),
                     nodes=[],
                     resumed_from=run.resume_from,
                     created_at=now,
@@ -303,6 +304,14 @@ class RunStore:
     def unreleased_attempts(self) -> list[Row]:
         """Every attempt whose GPUs are not released yet, on any cluster."""
         q = sa.select(t.attempts).where(t.attempts.c.released.is_(False))
+        with self.engine.connect() as c:
+            return _rows(c.execute(q.order_by(t.attempts.c.token)))
+
+    def unreleased_spans(self) -> list[Row]:
+        """The unreleased attempts that lend worker groups of other clusters (``spans``)."""
+        q = sa.select(t.attempts).where(
+            t.attempts.c.released.is_(False), t.attempts.c.spans.is_(True)
+        )
         with self.engine.connect() as c:
             return _rows(c.execute(q.order_by(t.attempts.c.token)))
 
