@@ -133,7 +133,7 @@ async def _step(
         t0 = time.perf_counter()
         await asyncio.sleep(seconds)
         took = time.perf_counter() - t0
-        counted = {k: list(v) for k, v in samples.items()}
+        counted: Samples = defaultdict(list, {k: list(v) for k, v in samples.items()})
         stop.set()
         await asyncio.gather(*tasks)
         return counted, took
