@@ -13,8 +13,18 @@ from pathlib import Path
 import pytest
 from kubernetes import client, config
 
+from tests import weed_s3 as weed_s3_server
 from tests.hub import harness
-from tests.k8s import controlplane, crds, kube_region, nodes, operators, realnode, registry
+from tests.k8s import (
+    controlplane,
+    crds,
+    kube_region,
+    nodes,
+    operators,
+    pod_region,
+    realnode,
+    registry,
+)
 
 
 @pytest.fixture(scope="session")
@@ -158,3 +168,16 @@ def node(
     workdir = Path(tmp_path_factory.mktemp("node"))
     with realnode.RealNode(control_plane, workdir, registries=(images.host,)) as n:
         yield n
+
+
+@pytest.fixture(scope="module")
+def pod_cluster(
+    kube: client.ApiClient,
+    kueue: controlplane.ControlPlane,
+    images: registry.Registry,
+    node: realnode.RealNode,
+    weed_s3: weed_s3_server.WeedS3,
+) -> pod_region.PodCluster:
+    """The real node joined for this module, with Kueue, the registry and S3: what
+    ``pod_region.pod_region`` builds a region on."""
+    return pod_region.PodCluster(kube, kueue.kubeconfig, images, weed_s3)

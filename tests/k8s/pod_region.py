@@ -27,7 +27,7 @@ from tests import weed_s3 as ws
 from tests.hub import harness
 from tests.k8s import kube_region, project_image, realnode, registry
 
-__all__ = ["PodRegion", "platform_yaml", "pod_region", "tau_yaml"]
+__all__ = ["PodCluster", "PodRegion", "platform_yaml", "pod_region", "tau_yaml"]
 
 BUCKET = "pod-runs"
 PRODUCT = "emulated-gpu"
@@ -123,19 +123,25 @@ class PodRegion:
     prefix: str
 
 
+@dataclass(frozen=True)
+class PodCluster:
+    """What a region on the real node is made of: the control plane's client and
+    kubeconfig, the tier's registry and the S3 record store (``conftest.pod_cluster``)."""
+
+    kube: client.ApiClient
+    kubeconfig: Path
+    images: registry.Registry
+    weed: ws.WeedS3
+
+
 @contextlib.contextmanager
 def pod_region(
-    kube: client.ApiClient,
-    kubeconfig: Path,
-    images: registry.Registry,
-    weed: ws.WeedS3,
-    tmp: Path,
-    ray: bool = False,
-    **hub_cfg: float,
+    cluster: PodCluster, tmp: Path, ray: bool = False, **hub_cfg: float
 ) -> Iterator[PodRegion]:
     """The hub and agent of the region (see the module docstring); stopped after.
     ``ray``: the platform has a Ray region too, whose agent the caller starts;
     ``hub_cfg``: the hub's settings (``grace_s``, ``lease_s``)."""
+    kube, kubeconfig, images, weed = cluster.kube, cluster.kubeconfig, cluster.images, cluster.weed
     archive = project_image.archive()
     ref = images.push(archive, project_image.name(archive).split("/", 1)[1])
     labels = {"metadata": {"labels": {"nvidia.com/gpu.product": PRODUCT}}}

@@ -24,12 +24,11 @@ from pathlib import Path
 from unittest import mock
 
 import pytest
-from kubernetes import client
 
 from taugrid.backends import ray_local
 from tests import weed_s3 as ws
 from tests.hub import region as rg
-from tests.k8s import controlplane, kube_region, pod_region, realnode, registry
+from tests.k8s import kube_region, pod_region
 
 pytestmark = pytest.mark.k8s
 
@@ -40,12 +39,7 @@ ARGS = "--steps 300 --checkpoint-every 20 --step-sleep 0.1"
 
 @pytest.fixture(scope="module")
 def regions(
-    kube: client.ApiClient,
-    kueue: controlplane.ControlPlane,
-    images: registry.Registry,
-    node: realnode.RealNode,
-    weed_s3: ws.WeedS3,
-    tmp_path_factory: pytest.TempPathFactory,
+    pod_cluster: pod_region.PodCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[pod_region.PodRegion, ray_local.LocalRayCluster, Path]]:
     """The hub with both regions (the Kubernetes one's agent running) and the Ray
     cluster of the other, whose agent the test starts."""
@@ -57,9 +51,7 @@ def regions(
     try:
         (tmp / "hub").mkdir()
         cfg = {"lease_s": 3.0, "grace_s": 12.0}
-        with pod_region.pod_region(
-            kube, kueue.kubeconfig, images, weed_s3, tmp / "hub", ray=True, **cfg
-        ) as r:
+        with pod_region.pod_region(pod_cluster, tmp / "hub", ray=True, **cfg) as r:
             yield r, ray, tmp
     finally:
         ray.stop()

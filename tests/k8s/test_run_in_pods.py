@@ -38,23 +38,18 @@ from kubernetes import client
 from taugrid.render import naming
 from tests import weed_s3 as ws
 from tests.hub import region as rg
-from tests.k8s import controlplane, kube_region, pod_region, realnode, registry
+from tests.k8s import kube_region, pod_region, realnode, registry
 
 pytestmark = pytest.mark.k8s
 
 
 @pytest.fixture(scope="module")
 def region(
-    kube: client.ApiClient,
-    kueue: controlplane.ControlPlane,
-    images: registry.Registry,
-    node: realnode.RealNode,
-    weed_s3: ws.WeedS3,
-    tmp_path_factory: pytest.TempPathFactory,
+    pod_cluster: pod_region.PodCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[pod_region.PodRegion]:
     """The region on the real node (``node``: joined for this module)."""
     tmp = Path(tmp_path_factory.mktemp("pods-hub"))
-    with pod_region.pod_region(kube, kueue.kubeconfig, images, weed_s3, tmp) as r:
+    with pod_region.pod_region(pod_cluster, tmp) as r:
         yield r
 
 
