@@ -84,7 +84,7 @@ def apply(
         report["cost_per_gpu_hour"], report["gpu_speed"] = _cost(hub, cluster_id)
     lease = hub.clusters.renew(cluster_id, hub.config.lease_s, report, (report or {}).get("health"))
     if report is not None:
-        util_history.record(hub)
+        util_history.record(hub, _region_of(hub, cluster_id))
     prewarm.apply(hub, cluster_id, req.runtimes)
     wake = hub.wakeup(cluster_id)
     wake.clear()
@@ -127,6 +127,14 @@ def peer_endpoints(hub: context.Hub, cluster_id: str) -> list[wire.PeerEndpoint]
     """The data planes of every other region (one per region), priced from the platform."""
     regions, endpoints = hub.memo("agents.endpoints", PEERS_TTL_S, lambda: _endpoints(hub))
     return [ep for region, ep in endpoints.items() if region != regions.get(cluster_id)]
+
+
+def _region_of(hub: context.Hub, cluster_id: str) -> str:
+    regions, _ = hub.memo("agents.endpoints", PEERS_TTL_S, lambda: _endpoints(hub))
+    found = regions.get(cluster_id)
+    if found is None:  # registered since the memo was made
+        found = str((hub.clusters.get(cluster_id) or {}).get("region", ""))
+    return found
 
 
 def _endpoints(hub: context.Hub) -> tuple[dict[str, str], dict[str, wire.PeerEndpoint]]:

@@ -1,9 +1,9 @@
 """GPU utilisation per region over time, sampled from the agents' reports by the hub.
 
 Owns the in-memory history behind ``GET /v1/admin/utilization`` (the portal's
-utilisation chart). ``record(hub)`` is called when an agent's sync brings a full report;
-it reads every cluster's last report and appends, per region with GPUs whose last
-sample is at least ``SAMPLE_S`` old, the utilisation as
+utilisation chart). ``record(hub, region)`` is called when an agent's sync brings a full
+report; it reads the last reports of that region's clusters and appends, when the
+region has GPUs and its last sample is at least ``SAMPLE_S`` old, the utilisation as
 ``hub.metrics_state.gpu_utilization`` computes it (``source`` ``nvml``: measured on
 the devices; ``allocation``: the share of GPUs
 allocated, for emulated GPUs), weighted by GPU count like ``tau_region_gpu_utilization``.
@@ -40,39 +40,36 @@ class History:
         self.clock = clock
         self._lock = threading.Lock()
         self._regions: dict[str, collections.deque[tuple[float, float, float, float, str]]] = {}
-        self._sampled_at = float("-inf")
-        """When the clusters were last read: a fleet's reports arrive many a second, and
-        reading every cluster's report for each would cost O(clusters²) a round."""
 
-    def record(self) -> None:
+    def record(self, region: str) -> None:
+        """Sample ``region`` from its clusters' last reports, unless it was sampled less
+        than ``SAMPLE_S`` ago. Only that region's clusters are read: a fleet's reports
+        arrive many a second, and reading every cluster for each cost O(clusters²)."""
         now = self.clock()
         with self._lock:
-            if now - self._sampled_at < SAMPLE_S:
+            q = self._regions.get(region)
+            if q and now - q[-1][0] < SAMPLE_S:
                 return
-            self._sampled_at = now
-        sums: dict[str, list[Any]] = {}
-        for c in self.hub.clusters.all():
+        busy = total = weighted = 0.0
+        source = ""
+        for c in self.hub.clusters.in_region(region):
             r = c["report"] or {}
-            busy, free = float(r.get("gpu_busy", 0)), float(r.get("gpu_free", 0))
-            if c["state"] != "ready" or busy + free == 0:
+            b, free = float(r.get("gpu_busy", 0)), float(r.get("gpu_free", 0))
+            if c["state"] != "ready" or b + free == 0:
                 continue
-            value, source = metrics_state.gpu_utilization(r)
-            acc = sums.setdefault(c["region"], [0.0, 0.0, 0.0, source])
-            acc[0], acc[1], acc[2] = (
-                acc[0] + busy,
-                acc[1] + busy + free,
-                acc[2] + value * (busy + free),
-            )
-            if source == "allocation":
-                acc[3] = "allocation"  # one emulated cluster makes the region's figure allocation
+            value, kind = metrics_state.gpu_utilization(r)
+            busy, total, weighted = busy + b, total + b + free, weighted + value * (b + free)
+            if kind == "allocation" or not source:
+                source = kind  # one emulated cluster makes the region's figure allocation
+        if not total:
+            return
         with self._lock:
-            for region, (busy, total, weighted, source) in sums.items():
-                q = self._regions.setdefault(region, collections.deque())
-                if q and now - q[-1][0] < SAMPLE_S:
-                    continue  # this region was sampled less than SAMPLE_S ago
-                q.append((now, busy, total, weighted / total, source))
-                while q and q[0][0] < now - KEEP_S:
-                    q.popleft()
+            q = self._regions.setdefault(region, collections.deque())
+            if q and now - q[-1][0] < SAMPLE_S:
+                return  # another report sampled it meanwhile
+            q.append((now, busy, total, weighted / total, source))
+            while q and q[0][0] < now - KEEP_S:
+                q.popleft()
 
     def series(self) -> dict[str, Any]:
         """``{"sample_s", "regions": {region: [{ts, busy, total, utilization, source}]}}``."""
@@ -100,6 +97,6 @@ def of(hub: context.Hub) -> History:
         return h
 
 
-def record(hub: context.Hub) -> None:
-    """Sample the hub's regions (each at most once per ``SAMPLE_S``)."""
-    of(hub).record()
+def record(hub: context.Hub, region: str) -> None:
+    """Sample ``region``, whose agent just reported (at most once per ``SAMPLE_S``)."""
+    of(hub).record(region)

@@ -72,6 +72,11 @@ class ClusterStore:
             r = c.execute(sa.select(t.clusters).where(t.clusters.c.id == cluster_id)).first()
         return dict(r._mapping) if r else None
 
+    def in_region(self, region: str) -> list[Row]:
+        q = sa.select(t.clusters).where(t.clusters.c.region == region).order_by(t.clusters.c.id)
+        with self.engine.connect() as c:
+            return [dict(r._mapping) for r in c.execute(q)]
+
     def all(self) -> list[Row]:
         with self.engine.connect() as c:
             return [
