@@ -125,12 +125,14 @@ def _upload_wanted(hub: context.Hub, token: int) -> bool:
 
 def peer_endpoints(hub: context.Hub, cluster_id: str) -> list[wire.PeerEndpoint]:
     """The data planes of every other region (one per region), priced from the platform."""
-    regions, endpoints = hub.memo("agents.endpoints", PEERS_TTL_S, lambda: _endpoints(hub))
+    regions, endpoints = hub.memo(
+        "agents.endpoints", PEERS_TTL_S, lambda: _endpoints(hub), work=False
+    )
     return [ep for region, ep in endpoints.items() if region != regions.get(cluster_id)]
 
 
 def _region_of(hub: context.Hub, cluster_id: str) -> str:
-    regions, _ = hub.memo("agents.endpoints", PEERS_TTL_S, lambda: _endpoints(hub))
+    regions, _ = hub.memo("agents.endpoints", PEERS_TTL_S, lambda: _endpoints(hub), work=False)
     found = regions.get(cluster_id)
     if found is None:  # registered since the memo was made
         found = str((hub.clusters.get(cluster_id) or {}).get("region", ""))

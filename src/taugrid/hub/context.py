@@ -119,12 +119,13 @@ class Hub:
         if cluster_id is not None:
             self.wakeup(cluster_id).set()
 
-    def memo(self, key: str, ttl_s: float, compute: Callable[[], T]) -> T:
-        """``compute()``, reused for ``ttl_s`` seconds unless work changed since (``notify``)."""
+    def memo(self, key: str, ttl_s: float, compute: Callable[[], T], *, work: bool = True) -> T:
+        """``compute()``, reused for ``ttl_s`` seconds unless work changed since
+        (``notify``; ``work=False``: the value does not depend on work, time alone)."""
         now = time.monotonic()
         with self._memo_lock:
             gen, hit = self._generation, self._memos.get(key)
-        if hit is not None and hit[0] == gen and now - hit[1] < ttl_s:
+        if hit is not None and (hit[0] == gen or not work) and now - hit[1] < ttl_s:
             value: T = hit[2]
             return value
         value = compute()
