@@ -47,8 +47,7 @@ class History:
         arrive many a second, and reading every cluster for each cost O(clusters²)."""
         now = self.clock()
         with self._lock:
-            q = self._regions.get(region)
-            if q and now - q[-1][0] < SAMPLE_S:
+            if not self._due(region, now):
                 return
         busy = total = weighted = 0.0
         source = ""
@@ -64,12 +63,17 @@ class History:
         if not total:
             return
         with self._lock:
-            q = self._regions.setdefault(region, collections.deque())
-            if q and now - q[-1][0] < SAMPLE_S:
+            if not self._due(region, now):
                 return  # another report sampled it meanwhile
+            q = self._regions.setdefault(region, collections.deque())
             q.append((now, busy, total, weighted / total, source))
             while q and q[0][0] < now - KEEP_S:
                 q.popleft()
+
+    def _due(self, region: str, now: float) -> bool:
+        """No sample of ``region`` in the last ``SAMPLE_S`` (call with the lock held)."""
+        q = self._regions.get(region)
+        return not q or now - q[-1][0] >= SAMPLE_S
 
     def series(self) -> dict[str, Any]:
         """``{"sample_s", "regions": {region: [{ts, busy, total, utilization, source}]}}``."""
