@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
 import sqlalchemy as sa
 
 from taugrid.lifecycle import phases as ph
@@ -70,6 +71,33 @@ def test_only_one_attempt_can_start_a_waiting_run(engine: sa.Engine) -> None:
         and run["current_token"] == first["token"]
         and run["attempts_used"] == 1
     )
+
+
+def test_before_commit_runs_while_the_attempt_is_invisible_and_can_undo_it(
+    engine: sa.Engine,
+) -> None:
+    """The hub writes the record's FENCE in ``before_commit``: an agent that reads its
+    attempt from the store must never find the FENCE of the previous one."""
+    store = runs.RunStore(engine)
+    store.insert_run(_row("r-1"), [])
+    seen: list[tuple[int, int]] = []
+
+    def fence(token: int) -> None:
+        seen.append((token, len(store.attempts_for_run("r-1"))))
+
+    a = store.create_attempt("r-1", "c1", {}, before_commit=fence)
+    assert a is not None and seen == [(a["token"], 0)]
+
+    store.insert_run(_row("r-2"), [])
+
+    def fail(token: int) -> None:
+        raise OSError("record store down")
+
+    with pytest.raises(OSError, match="record store down"):
+        store.create_attempt("r-2", "c1", {}, before_commit=fail)
+    run = store.get_run("r-2")
+    assert run is not None and run["state"] == "queued" and run["current_token"] is None
+    assert store.attempts_for_run("r-2") == []
 
 
 def test_run_with_attempts_reads_the_run_and_its_attempts_together(engine: sa.Engine) -> None:

@@ -96,10 +96,12 @@ def _place(hub: context.Hub, run: dict[str, Any], d: cycle.Decision) -> None:
     to_stage = staging.missing(hub, run, d.cluster_id)  # dispatch gate: data not there yet
     if to_stage:
         placement |= staging.hold(hub, d.cluster_id, to_stage)
-    attempt = hub.runs.create_attempt(run["id"], d.cluster_id, placement)
+    record = runs.record_of(hub, run)  # FENCE names the attempt before its agent sees it
+    attempt = hub.runs.create_attempt(
+        run["id"], d.cluster_id, placement, before_commit=record.set_fence
+    )
     if attempt is None:
         return
-    runs.record_of(hub, run).set_fence(attempt["token"])
     hub.notify(d.cluster_id)
     if attempt["number"] == 1:
         hub.metrics.observe_scheduling(run, d.cluster_id)

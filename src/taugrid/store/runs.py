@@ -10,7 +10,7 @@ Owns every read and write of those tables. Callers get plain ``dict`` rows. Inva
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import sqlalchemy as sa
@@ -201,8 +201,18 @@ class RunStore:
             return int(c.execute(sa.select(sa.func.count()).select_from(t.runs)).scalar_one())
 
     # -- attempts -----------------------------------------------------------------
-    def create_attempt(self, run_id: str, cluster_id: str, placement: Row) -> Row | None:
-        """Start attempt N+1 on ``cluster_id``; None when the run no longer waits."""
+    def create_attempt(
+        self,
+        run_id: str,
+        cluster_id: str,
+        placement: Row,
+        *,
+        before_commit: Callable[[int], None] | None = None,
+    ) -> Row | None:
+        """Start attempt N+1 on ``cluster_id``; None when the run no longer waits.
+        ``before_commit(token)`` runs before any other reader can see the attempt (the
+        hub writes the record's ``FENCE`` there: an agent that receives the attempt
+        never finds the previous value); when it raises, nothing is created."""
         now = time.time()
         with self.engine.begin() as c:
             run = c.execute(
@@ -247,6 +257,8 @@ class RunStore:
                 now,
             )
             a = c.execute(sa.select(t.attempts).where(t.attempts.c.token == token)).one()
+            if before_commit is not None:
+                before_commit(int(token))
         return dict(a._mapping)
 
     def get_attempt(self, token: int) -> Row | None:
