@@ -17,6 +17,7 @@ import pydantic
 
 __all__ = [
     "API_VERSION",
+    "SECRETS_PLATFORM_SCOPE",
     "AgentRegister",
     "AgentSync",
     "AgentSyncReply",
@@ -34,6 +35,7 @@ __all__ = [
     "QuotaRequestCreate",
     "RelocationRequest",
     "RuntimeStatus",
+    "SecretSet",
     "SpanJoin",
     "StateReport",
     "StopOrder",
@@ -395,6 +397,18 @@ class Assignment(_Payload):
         "nodes join this cluster's Ray cluster, so the agent sends its join address while "
         "the attempt is active.",
     )
+    secrets: dict[str, str] = pydantic.Field(
+        default_factory=dict,
+        repr=False,
+        description="The values of the run's runtime.secrets by env name, sent only until "
+        "the attempt is submitted (hub.vault); the agent gives them to the job and keeps "
+        "them nowhere.",
+    )
+    secrets_error: str = pydantic.Field(
+        default="",
+        description="Why the run's secrets cannot be given (deleted since submission): the "
+        "agent fails the attempt with it instead of starting the job without them.",
+    )
 
 
 class GuestOrder(_Payload):
@@ -491,6 +505,21 @@ class QuotaDecision(_Payload):
     """``POST /v1/admin/quota-requests/{id}/approve|reject`` (admin)."""
 
     reason: str = pydantic.Field(default="", max_length=2000, pattern=_TEXT)
+
+
+SECRETS_PLATFORM_SCOPE = "*"
+"""The ``scope`` of a platform secret in secret listings (every workspace can use it; a
+workspace's own secret of the same name takes precedence). Never a workspace's name."""
+
+
+class SecretSet(_Payload):
+    """``PUT /v1/workspaces/{ws}/secrets/{name}`` and ``PUT /v1/secrets/{name}`` (the
+    platform's): the secret's keys and values, sealed by the hub (``hub.vault``)."""
+
+    data: dict[
+        Annotated[str, pydantic.StringConstraints(pattern=r"^[A-Za-z0-9._-]{1,253}$")],
+        Annotated[str, pydantic.StringConstraints(max_length=65536)],
+    ] = pydantic.Field(min_length=1, max_length=100)
 
 
 class TokenCreate(_Payload):

@@ -6,6 +6,7 @@ a fresh hub (SQLite; the happy path also on PostgreSQL) and agent per test.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +15,7 @@ import pytest
 import sqlalchemy as sa
 
 from taugrid.backends import ray_local
+from taugrid.portal import session
 from taugrid.store import db
 from tests.hub import region as rg
 from tests.hub.harness import HubServer, make_hub
@@ -263,3 +265,80 @@ def test_higher_priority_preempts_and_the_victim_resumes(
         assert first["failure_kind"] == "preemption" and "Preempted" in first["reason"]
         assert low_done["attempts"][1]["resumed_from"]
         assert any(e["kind"] == "preempting" for e in events)
+
+
+SECRET = "hf_flow-s3cr3t-9f8e7d6c5b4a"
+SECRET_JOB = """\
+import hashlib, os, sys
+value = os.environ.get("HF_TOKEN", "")
+print("HF_TOKEN sha256", hashlib.sha256(value.encode()).hexdigest(), flush=True)
+sys.exit(0 if value else 4)
+"""
+SECRET_YAML = """\
+schema_version: 1
+name: {name}
+run:
+  entrypoint: job.py
+compute: {{gpus: 1, workers: 1, cpus: 1, memory: 1Gi}}
+resilience: {{max_retries: 0}}
+runtime:
+  secrets:
+    - {{name: hf, key: token, env: HF_TOKEN}}
+"""
+
+
+def _secret_job(tmp_path: Path) -> Path:
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "job.py").write_text(SECRET_JOB)
+    return code
+
+
+def _files_holding(root: Path, value: str) -> list[str]:
+    return [str(p) for p in root.rglob("*") if p.is_file() and value.encode() in p.read_bytes()]
+
+
+def test_a_secret_reaches_the_job_and_nothing_else(
+    platform: tuple[HubServer, rg.AgentThread], tmp_path: Path
+) -> None:
+    """The job gets the value (it prints only its hash); the record, the agent's state,
+    the hub's home and database, the run's JSON, events, logs and portal page do not."""
+    server, _ = platform
+    code = _secret_job(tmp_path)
+    with server.http() as c:
+        put = c.put("/v1/workspaces/default/secrets/hf", json={"data": {"token": SECRET}})
+        assert put.status_code == 200, put.text
+        run = rg.submit_run(c, SECRET_YAML.format(name="with-secret"), code)
+        done = rg.wait_run(c, run["id"], rg.finished)
+        logs = c.get(f"/v1/runs/{run['id']}/logs").json()["text"]
+        seen = [c.get(f"/v1/runs/{run['id']}{p}").text for p in ("", "/events", "/logs")]
+        c.cookies.set(session.COOKIE, session.cookie_value(server.admin_token), path="/ui")
+        page = c.get(f"/ui/runs/{run['id']}")
+    assert done["state"] == "succeeded", done["reason"]
+    assert hashlib.sha256(SECRET.encode()).hexdigest() in logs
+    assert page.status_code == 200 and run["id"] in page.text
+    assert not any(SECRET in text for text in [*seen, page.text])
+    for root in (Path(done["record_dir"]), tmp_path / "agent", tmp_path / "home"):
+        assert _files_holding(root, SECRET) == [], root
+    assert _files_holding(tmp_path, SECRET) == []  # hub.db too: sealed
+
+
+def test_a_secret_deleted_before_its_run_starts_fails_the_run_with_the_reason(
+    sqlite_engine: sa.Engine, tmp_path: Path, ray_cluster: ray_local.LocalRayCluster
+) -> None:
+    server = HubServer(make_hub(sqlite_engine, tmp_path / "home")).start()
+    agent: rg.AgentThread | None = None
+    try:
+        with server.http() as c:
+            put = c.put("/v1/workspaces/default/secrets/hf", json={"data": {"token": SECRET}})
+            assert put.status_code == 200, put.text
+            run = rg.submit_run(c, SECRET_YAML.format(name="deleted"), _secret_job(tmp_path))
+            assert c.delete("/v1/workspaces/default/secrets/hf").status_code == 204
+            agent = rg.AgentThread(server, ray_cluster, tmp_path / "agent").start()
+            done = rg.wait_run(c, run["id"], rg.finished)
+    finally:
+        if agent is not None:
+            agent.stop()
+        server.stop()
+    assert done["state"] == "failed"
+    assert "secret hf (key token) no longer exists" in done["attempts"][0]["reason"]

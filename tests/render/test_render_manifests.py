@@ -235,7 +235,9 @@ def test_multi_worker_rayjob_uses_the_launcher_and_reserves_nothing_for_the_driv
     assert job["rayClusterSpec"]["workerGroupSpecs"][0]["replicas"] == 4
     env = job["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["env"]
     secret = next(e for e in env if e["name"] == "HF_TOKEN")
-    assert secret["valueFrom"]["secretKeyRef"] == {"name": "hf", "key": "token"}
+    # the run's own Secret, made by the agent from the hub's workspace secret hf/token
+    ref = {"name": naming.secrets_name(RUN_ID), "key": "HF_TOKEN"}
+    assert secret["valueFrom"]["secretKeyRef"] == ref
 
 
 def test_rayservice_serve_config() -> None:

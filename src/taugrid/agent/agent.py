@@ -314,15 +314,18 @@ class Agent:
 
     def _submit(self, t: tracker.AttemptTracker) -> None:
         a, sid = t.a, t.submission_id
+        if a.secrets_error:  # never start a job without the secrets it names
+            self._fail(t, a.secrets_error, st.FailureKind.SUBMIT_ERROR)
+            return
         try:
             if self.backend.supports(base.Capability.RUN_SPEC):
-                self.backend.submit_run(a.spec, a.run_id, sid, self._pod(a))
+                self.backend.submit_run(a.spec, a.run_id, sid, self._pod(a), a.secrets)
                 return
             if t.sync is not None:
                 t.sync.stage()  # the resume checkpoint into scratch, before the job starts
             sub = self._submission(a, sid, t.run_dir)
-            t.submission = sub.model_dump(mode="json")
-            self.backend.submit(sub)
+            t.submission = sub.model_dump(mode="json")  # reported and recorded: no secrets
+            self.backend.submit(sub.with_env(a.secrets))
             if t.sync is not None:
                 t.sync.start()
         except recordsync.Fenced as exc:

@@ -69,10 +69,28 @@ def wraps(kind: sm.WorkloadKind) -> bool:
 
 def records_secret(namespace: str, values: dict[str, str]) -> dict[str, Any]:
     """The namespace's Secret of record store credentials, keyed by variable name."""
+    return opaque_secret(namespace, RECORDS_SECRET, values)
+
+
+def opaque_secret(
+    namespace: str, name: str, values: dict[str, str], owner: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """A Secret of ``values`` (keyed by variable name); with ``owner`` (an applied
+    object), Kubernetes deletes it with that object."""
+    meta: dict[str, Any] = {"name": name, "namespace": namespace}
+    if owner is not None:
+        meta["ownerReferences"] = [
+            {
+                "apiVersion": owner["apiVersion"],
+                "kind": owner["kind"],
+                "name": owner["metadata"]["name"],
+                "uid": owner["metadata"]["uid"],
+            }
+        ]
     return {
         "apiVersion": "v1",
         "kind": "Secret",
-        "metadata": {"name": RECORDS_SECRET, "namespace": namespace},
+        "metadata": meta,
         "type": "Opaque",
         "data": {k: base64.b64encode(v.encode()).decode() for k, v in values.items()},
     }

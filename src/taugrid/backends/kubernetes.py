@@ -149,6 +149,7 @@ class KubernetesBackend(base.Backend):
         run_id: str,
         submission_id: str,
         pod: base.PodAttempt | None = None,
+        secrets: Mapping[str, str] | None = None,
     ) -> str:
         rs = runspec.read(spec)
         objs = plan.render_manifests(rs, run_id)
@@ -162,20 +163,31 @@ class KubernetesBackend(base.Backend):
         if pod is not None and kube_pods.wrap(objs[-1], pod) and pod.secret_env:
             ns = objs[-1]["metadata"]["namespace"]
             self.api.apply(kube_pods.records_secret(ns, pod.secret_env))
+        run_obj = objs[-1]
+        meta = run_obj["metadata"]
+        secret = naming.secrets_name(run_id)
+        if secrets:  # before the pods that read it; then owned by the run's object
+            self.api.apply(kube_pods.opaque_secret(meta["namespace"], secret, dict(secrets)))
+        owner = self._apply_all(objs)
+        if secrets:
+            values = dict(secrets)
+            self.api.apply(kube_pods.opaque_secret(meta["namespace"], secret, values, owner))
+        self._where[submission_id] = (run_obj["kind"], meta["namespace"], meta["name"])
+        return submission_id
+
+    def _apply_all(self, objs: list[dict[str, Any]]) -> dict[str, Any]:
+        """Apply ``objs`` in order (all or none); the last one as the server stored it."""
         applied: list[dict[str, Any]] = []
         try:
             for obj in objs:
-                self.api.apply(obj)
+                stored = self.api.apply(obj)
                 applied.append(obj)
         except berr.KubernetesRejected:
             for obj in reversed(applied):
                 meta = obj["metadata"]
                 self.api.delete(obj["kind"], meta["name"], meta.get("namespace"))
             raise
-        run_obj = objs[-1]
-        meta = run_obj["metadata"]
-        self._where[submission_id] = (run_obj["kind"], meta["namespace"], meta["name"])
-        return submission_id
+        return stored
 
     def pods_store_records(self, spec: Mapping[str, Any]) -> bool:
         return kube_pods.wraps(runspec.read(spec).workload_kind)

@@ -20,6 +20,7 @@ from typing import Any
 
 from starlette import concurrency
 
+from taugrid import errors
 from taugrid import payloads as wire
 from taugrid.hub import (
     attempts,
@@ -225,7 +226,18 @@ def _assignment(hub: context.Hub, run: dict[str, Any], a: dict[str, Any]) -> wir
         inputs=data_view.local_inputs(hub, run, a["cluster_id"]),
         nodes=(a["placement"] or {}).get("nodes", []),
         guests=guests.workers_of(a["placement"]),
-    )
+    ).model_copy(update=_secrets(hub, run, a))
+
+
+def _secrets(hub: context.Hub, run: dict[str, Any], a: dict[str, Any]) -> dict[str, Any]:
+    """The run's secret values while its attempt is not submitted yet (``hub.vault``)."""
+    refs = run["spec"].get("secrets") or []
+    if not refs or a["submission_id"]:
+        return {}
+    try:
+        return {"secrets": hub.vault.values(run["workspace"], refs)}
+    except errors.TauError as exc:
+        return {"secrets_error": str(exc)}
 
 
 def _apply(hub: context.Hub, rep: wire.AttemptReport) -> None:

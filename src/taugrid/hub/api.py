@@ -59,7 +59,8 @@ def submit_run(request: fastapi.Request, body: wire.SubmitRequest, p: Auth) -> d
         raise fastapi.HTTPException(403, f"you are not a member of workspace {spec.workspace}")
     data_ops.check_inputs(hub, spec.workspace, [i.dataset for i in spec.inputs])
     results.check(hub, spec.workspace, spec.model_dump(mode="json"))
-    if body.dry_run:
+    if body.dry_run:  # runs.submit checks them otherwise
+        hub.vault.check(spec.workspace, spec.secrets)
         return {"dry_run": True, "spec": spec.model_dump(mode="json")}
     row = runs.submit(hub, body, p.name)
     request.app.state.scheduler.wake()

@@ -44,6 +44,7 @@ from taugrid.hub import (
     replica,
     results,
     scheduler,
+    secrets_api,
     serving_api,
     tenancy_api,
 )
@@ -92,6 +93,7 @@ def create_app(hub: context.Hub) -> fastapi.FastAPI:
     app.include_router(serving_api.router)
     app.include_router(serving_api.endpoints)
     app.include_router(registry_api.router)
+    app.include_router(secrets_api.router)
     data_api.install(app, hub)
     api.install_error_handlers(app)
     ha_api.install(app)

@@ -28,11 +28,11 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 
 from taugrid import payloads as wire
-from taugrid.hub import metrics, wakeups
+from taugrid.hub import metrics, vault, wakeups
 from taugrid.platform import load as platform_load
 from taugrid.platform import models as pm
 from taugrid.scheduling import cycle
-from taugrid.store import auth, clusters, db, runs, tenancy
+from taugrid.store import auth, clusters, db, runs, secrets, tenancy
 
 __all__ = ["PLATFORM_TTL_S", "Hub", "HubConfig"]
 
@@ -77,6 +77,7 @@ class Hub:
         self.clusters = clusters.ClusterStore(self.engine)
         self.auth = auth.AuthStore(self.engine)
         self.tenancy = tenancy.TenancyStore(self.engine)
+        self.vault = vault.Vault(secrets.SecretStore(self.engine), config.tau_home)
         self.base_platform: pm.Platform = (
             platform_load.load_platform(config.platform_file)
             if config.platform_file

@@ -82,6 +82,7 @@ def submit(
     """Store a new run durably and create its record; returns the run row. ``spec``:
     the request already resolved and adjusted by the caller (``hub.serving``)."""
     spec = spec or resolve_request(hub, req)
+    hub.vault.check(spec.workspace, spec.secrets)  # names only: values stay sealed
     code = base64.b64decode(req.code_zip_b64) if req.code_zip_b64 else b""
     if len(code) > _MAX_CODE_BYTES:
         raise UserError(

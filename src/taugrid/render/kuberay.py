@@ -122,8 +122,9 @@ def _env(spec: runspec.RunSpec, run_id: str) -> dict[str, str]:
 
 def _container_env(spec: runspec.RunSpec, env: dict[str, str]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in env.items()]
+    secret = naming.secrets_name(env["TAU_RUN_ID"])  # the run's values, from the hub
     out += [
-        {"name": s.env, "valueFrom": {"secretKeyRef": {"name": s.name, "key": s.key}}}
+        {"name": s.env, "valueFrom": {"secretKeyRef": {"name": secret, "key": s.env}}}
         for s in spec.secrets
     ]
     return out

@@ -89,6 +89,12 @@ def object_name(value: str, limit: int = MAX_NAME) -> str:
     return f"{head}-{_digest(value)}" if head else f"x{_digest(value)}"
 
 
+def secrets_name(run_id: str) -> str:
+    """The Kubernetes Secret holding run ``run_id``'s ``runtime.secrets`` values, keyed by
+    env name (the agent creates it from the hub's workspace secrets; ``hub.vault``)."""
+    return object_name(f"tau-secrets-{run_id}")
+
+
 def label_value(value: str) -> str:
     """``value`` as a Kubernetes label value (≤ 63 chars, alphanumeric at both ends)."""
     cleaned = _LABEL_INVALID.sub("-", value).strip("-._")

@@ -29,6 +29,7 @@ from taugrid.spec import pipeline as spec_pipeline
 from taugrid.spec import roles as spec_roles
 
 __all__ = [
+    "NAME_PATTERN",
     "SCHEMA_VERSION",
     "Autoscaling",
     "Backoff",
@@ -58,11 +59,11 @@ __all__ = [
 
 SCHEMA_VERSION = 1
 """The current tau.yaml format; a file without ``schema_version`` is read as this one."""
-_NAME_RE = r"^[a-z0-9]([-a-z0-9]{0,51}[a-z0-9])?$"
+NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]{0,51}[a-z0-9])?$"
 _ENV_RE = r"^[A-Za-z_][A-Za-z0-9_]*$"
 _DATASET_RE = r"^[a-z0-9][-a-z0-9_.]*(@[A-Za-z0-9][-A-Za-z0-9_.]*)?$"
 
-Name = Annotated[str, pydantic.StringConstraints(pattern=_NAME_RE)]
+Name = Annotated[str, pydantic.StringConstraints(pattern=NAME_PATTERN)]
 EnvName = Annotated[str, pydantic.StringConstraints(pattern=_ENV_RE)]
 
 
@@ -552,4 +553,4 @@ class TauConfig(_Model):
 
 def is_valid_name(value: str) -> bool:
     """True when ``value`` is a valid run/workspace name (DNS-1123 label, ≤ 53 chars)."""
-    return re.match(_NAME_RE, value) is not None
+    return re.match(NAME_PATTERN, value) is not None

@@ -33,6 +33,7 @@ __all__ = [
     "phases",
     "quota_requests",
     "runs",
+    "secrets",
     "team_quotas",
     "teams",
     "tokens",
@@ -178,6 +179,22 @@ audit = sa.Table(
     sa.Column("action", sa.String(64), nullable=False),
     sa.Column("target", sa.String(256), nullable=False),
     sa.Column("detail", sa.JSON, nullable=False),
+)
+
+# -- workspace secrets (hub.vault): values sealed with the platform's key --------------
+# ``scope`` is a workspace's name or ``*`` (the platform's, set by admins); ``keys`` are
+# the secret's key names (shown by listings), ``sealed`` the encrypted JSON of its values.
+
+secrets = sa.Table(
+    "secrets",
+    metadata,
+    sa.Column("scope", sa.String(64), primary_key=True),
+    sa.Column("name", sa.String(128), primary_key=True),
+    sa.Column("keys", sa.JSON, nullable=False),
+    sa.Column("sealed", sa.LargeBinary, nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
+    sa.Column("updated_by", sa.String(128), nullable=False),
 )
 
 
