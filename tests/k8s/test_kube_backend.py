@@ -5,7 +5,9 @@ hub's run shows what those components said, naming their objects."""
 
 from __future__ import annotations
 
+import base64
 import json
+import time
 from typing import Any
 
 import pytest
@@ -236,3 +238,41 @@ def test_an_object_the_api_server_rejects_fails_the_run_with_its_message(
     assert kube_region.workload(kube, run_id) is None
     assert kube_region.run_pods(kube, run_id) == []
     assert run["state"] == "failed"
+
+
+def test_a_runs_secrets_become_its_own_secret_owned_by_its_rayjob(
+    hub: tuple[harness.HubServer, kube_region.KubeAgent], kube: client.ApiClient
+) -> None:
+    """The hub's workspace secret reaches the pods through a per-run Secret (values by
+    env name) that the RayJob owns: deleting the run's objects deletes it too."""
+    server, _ = hub
+    value = "hf_kube-s3cr3t"
+    text = kube_region.tau_yaml("secret", gpus=1) + (
+        "runtime:\n  secrets:\n    - {name: hf, key: token, env: HF_TOKEN}\n"
+    )
+    with server.http() as c:
+        put = c.put("/v1/workspaces/ml/secrets/hf", json={"data": {"token": value}})
+        assert put.status_code == 200, put.text
+        run_id = hub_region.submit_run(c, text, QUICKSTART)["id"]
+        kube_region.wait("running", c, run_id, lambda r: r["state"] == "running")
+    core = client.CoreV1Api(kube)
+    name = naming.secrets_name(run_id)
+    secret = core.read_namespaced_secret(name, "ml")
+    assert base64.b64decode(secret.data["HF_TOKEN"]).decode() == value
+    owner = secret.metadata.owner_references[0]
+    assert (owner.kind, owner.name) == ("RayJob", naming.object_name(run_id))
+    pods = core.list_namespaced_pod("ml", label_selector=f"{naming.LABEL_RUN_ID}").items
+    refs = [
+        e.value_from.secret_key_ref
+        for p in pods
+        if p.metadata.labels.get(naming.LABEL_RUN_ID) == naming.label_value(run_id)
+        for ct in p.spec.containers
+        for e in ct.env or []
+        if e.name == "HF_TOKEN"
+    ]
+    assert refs and all((r.name, r.key) == (name, "HF_TOKEN") for r in refs)
+    kube_region.cancel_and_wait_released(server, kube, run_id)
+    deadline = time.monotonic() + 60  # the garbage collector follows the owner
+    while any(s.metadata.name == name for s in core.list_namespaced_secret("ml").items):
+        assert time.monotonic() < deadline, f"Secret ml/{name} outlived its RayJob"
+        time.sleep(0.5)

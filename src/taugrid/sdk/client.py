@@ -115,7 +115,8 @@ class Client:
         self._http.close()
 
     def request(self, method: str, path: str, *, raw: bool = False, **kw: Any) -> Any:
-        """The decoded JSON reply (bytes for other content, or always with ``raw``)."""
+        """The decoded JSON reply (bytes for other content, or always with ``raw``; None
+        for 204 No Content)."""
         import httpx  # loaded by __init__ already
 
         try:
@@ -126,6 +127,8 @@ class Client:
             raise HubUnreachable(self.config.url, f"HTTP {r.status_code}: {r.text[:300]}")
         if r.status_code >= 400:
             raise _api_error(r)
+        if r.status_code == 204 and not raw:
+            return None
         if raw or not r.headers.get("content-type", "").startswith("application/json"):
             return r.content
         return r.json()
