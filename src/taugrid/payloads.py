@@ -36,6 +36,7 @@ __all__ = [
     "RelocationRequest",
     "RuntimeStatus",
     "SecretSet",
+    "SourceInfo",
     "SpanJoin",
     "StateReport",
     "StopOrder",
@@ -55,6 +56,14 @@ class _Payload(pydantic.BaseModel):
     model_config = pydantic.ConfigDict(extra="ignore")
 
 
+class SourceInfo(_Payload):
+    """The git commit, branch and dirty flag of the code a run was submitted from."""
+
+    commit: str = pydantic.Field(pattern=r"^[0-9a-f]{40}([0-9a-f]{24})?$")
+    branch: str | None = pydantic.Field(default=None, max_length=255)
+    dirty: bool = False
+
+
 class SubmitRequest(_Payload):
     """``POST /v1/runs``: a tau.yaml as text plus the zipped working directory."""
 
@@ -63,6 +72,9 @@ class SubmitRequest(_Payload):
     workspace: str | None = None
     code_zip_b64: str | None = None
     dry_run: bool = False
+    source: SourceInfo | None = pydantic.Field(
+        default=None, description="Where the code came from (git), when the client knows."
+    )
 
 
 class DeployRequest(_Payload):

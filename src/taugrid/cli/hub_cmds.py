@@ -1,4 +1,5 @@
-"""``tau admin hub status``: the hub's replicas, the leader and its lease, the database.
+"""``tau admin hub status``: the hub's replicas, the leader and its lease, the database;
+``tau version``: this client's version and the hub's, and whether they can work together.
 
 Talks to the hub only through ``taugrid.sdk`` (``GET /v1/admin/hub``). Ages are taken
 against the database's clock, which the replicas' leases use too.
@@ -61,3 +62,28 @@ def hub_status(output: views.Output = "text") -> None:
     ]
     cols = ["REPLICA", "URL", "HOST:PID", "ALIVE", "ROLE", "LAST SEEN", "SCHEMA"]
     views.console.print(views.table(cols, rows))
+
+
+@app.app.command("version")
+@views.guard
+def version_cmd(output: views.Output = "text") -> None:
+    """This client's version and the hub's (refused, with the fix, when the hub is older
+    than this client needs)."""
+    from taugrid import version
+
+    cli = embedded.ensure_client(views.progress)
+    hub = cli.compatible_health()
+    doc = {
+        "client": version.package_version(),
+        "hub": hub.get("version", "unknown"),
+        "hub_url": cli.config.url,
+        "hub_api_level": hub.get("api_level", 1),
+        "client_needs_api_level": version.MIN_HUB_API_LEVEL,
+    }
+    if output == "json":
+        views.emit_json(doc)
+        return
+    views.console.print(f"client {doc['client']}")
+    views.console.print(
+        f"hub    {doc['hub']} at {doc['hub_url']} (API level {doc['hub_api_level']})"
+    )

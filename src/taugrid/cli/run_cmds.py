@@ -113,7 +113,9 @@ def submit_cmd(
         )
         return
     cli = _client(start=True)
-    run = cli.submit(prepared.text, str(prepared.path), prepared.code_zip, workspace)
+    run = cli.submit(
+        prepared.text, str(prepared.path), prepared.code_zip, workspace, source=prepared.source
+    )
     if output == "json" and not watch:
         views.emit_json(run)
         return
@@ -192,6 +194,8 @@ def status_cmd(
         return
     if not watch:
         views.console.print(views.phase_tree(run))
+    if run.get("source"):
+        views.console.print(views.plain(views.source_line(run["source"])))
     for gap in run.get("gaps", []):
         views.console.print(views.plain(views.gap_line(gap)))
     views.console.print(_cost_line(cost))

@@ -231,6 +231,13 @@ def gap_line(gap: dict[str, Any]) -> str:
     )
 
 
+def source_line(source: dict[str, Any]) -> str:
+    """``source: 1a2b3c4d5e6f on main (uncommitted changes)``: where the code came from."""
+    line = f"source: {source['commit'][:12]}"
+    line += f" on {source['branch']}" if source.get("branch") else " (detached HEAD)"
+    return line + (" (uncommitted changes)" if source.get("dirty") else "")
+
+
 def _caption(phase: dict[str, Any]) -> str:
     """What the run waits on; a job reporting progress is running, not stuck."""
     if phase["phase"] == "progressing" and phase["status"] == "active":

@@ -33,6 +33,7 @@ import sqlalchemy as sa
 import swagger_ui_bundle
 from fastapi import responses
 
+from taugrid import version
 from taugrid.hub import (
     api,
     auth,
@@ -110,7 +111,12 @@ def create_app(hub: context.Hub) -> fastapi.FastAPI:
 
     @app.get("/healthz")
     def healthz() -> dict[str, Any]:
-        return {"ok": True, "time": time.time()}
+        return {
+            "ok": True,
+            "time": time.time(),
+            "version": version.package_version(),
+            "api_level": version.API_LEVEL,
+        }
 
     @app.get(
         "/metrics", include_in_schema=False, dependencies=[fastapi.Depends(auth.require_metrics)]

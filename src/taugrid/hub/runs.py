@@ -118,6 +118,7 @@ def submit(
         "not_before": 0.0,
         "created_at": now,
         "updated_at": now,
+        "source": req.source.model_dump() if req.source else None,
     }
     phases = ph.initial_phases(now)
     phases[ph.Phase.SUBMITTED] = ph.PhaseRecord(

@@ -141,6 +141,7 @@ class Client:
         code_zip: bytes | None,
         workspace: str | None = None,
         dry_run: bool = False,
+        source: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         body = {
             "tau_yaml": tau_yaml,
@@ -148,6 +149,7 @@ class Client:
             "workspace": workspace,
             "dry_run": dry_run,
             "code_zip_b64": base64.b64encode(code_zip).decode() if code_zip else None,
+            "source": source,
         }
         out: dict[str, Any] = self.request("POST", "/v1/runs", json=body)
         return out
@@ -213,6 +215,23 @@ class Client:
 
     def health(self) -> dict[str, Any]:
         out: dict[str, Any] = self.request("GET", "/healthz")
+        return out
+
+    def compatible_health(self) -> dict[str, Any]:
+        """``/healthz``, refused with the fix when the hub is older than this client
+        needs (``taugrid.version``)."""
+        from taugrid import version
+
+        out = self.health()
+        level = int(out.get("api_level") or 1)
+        if level < version.MIN_HUB_API_LEVEL:
+            raise errors.UserError(
+                f"the hub at {self.config.url} (version {out.get('version', 'unknown')}, API "
+                f"level {level}) is older than this client ({version.package_version()}) "
+                f"needs (API level {version.MIN_HUB_API_LEVEL})",
+                "upgrade the hub, or install the client version the hub runs: "
+                f"pip install taugrid=={out.get('version', '<the hub version>')}",
+            )
         return out
 
 

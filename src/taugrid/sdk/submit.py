@@ -19,8 +19,10 @@ import fnmatch
 import io
 import zipfile
 from pathlib import Path
+from typing import Any
 
 from taugrid.errors import UserError
+from taugrid.sdk import provenance
 from taugrid.spec import load as spec_load
 from taugrid.spec import models as sm
 from taugrid.spec import workdir as spec_workdir
@@ -83,6 +85,8 @@ class Prepared:
     text: str
     config: sm.TauConfig
     code_zip: bytes
+    source: dict[str, Any] | None = None
+    """The working directory's git commit, branch and dirty flag (``sdk.provenance``)."""
 
 
 def find_config(target: str | None, config: str | None) -> Path:
@@ -133,4 +137,5 @@ def prepare(target: str | None, config: str | None) -> Prepared:
     """Validate locally and zip the working directory (raises SpecError / UserError)."""
     checked = check(find_config(target, config))
     code = zip_dir(checked.workdir, list(checked.config.run.excludes))
-    return Prepared(checked.path, checked.text, checked.config, code)
+    source = provenance.git_source(checked.workdir)
+    return Prepared(checked.path, checked.text, checked.config, code, source)

@@ -128,7 +128,7 @@ def login(url: str, token: str, home: Path | None = None) -> tuple[Path, Doc]:
     """Check ``url`` and ``token`` against the hub, then save them; returns (file, whoami)."""
     c = client.Client(client.HubConfig(url.rstrip("/"), token), timeout_s=15)
     try:
-        c.health()
+        c.compatible_health()
         me = whoami(c)
     finally:
         c.close()

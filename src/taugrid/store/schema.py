@@ -69,6 +69,8 @@ runs = sa.Table(
     sa.Column("updated_at", sa.Float, nullable=False),
     # {"away_from": [cluster ids], "cpus": free CPUs asked} once the hub moved the run
     sa.Column("relocation", sa.JSON, nullable=True),
+    # the code's git commit, branch and dirty flag when submitted from a repository
+    sa.Column("source", sa.JSON, nullable=True),
 )
 
 attempts = sa.Table(
