@@ -198,3 +198,36 @@ def test_a_step_folder_without_a_marker_is_adopted_in_place(tmp_path: Path) -> N
     assert got.adopted == [("step-00000100", "step-00000100")]
     assert checkpoints.latest_name(root) == "step-00000100"
     assert (root / "step-00000100" / "w").read_text() == "100"
+
+
+def test_a_ray_train_v2_run_folder_is_committed_whole_and_restored_in_a_fresh_root(
+    tmp_path: Path,
+) -> None:
+    """Ray Train V2's own layout (``exp/checkpoint_<time>/`` and its snapshot; the real
+    thing runs in tests/hub/test_records_upload_s3.py): committed as one step named by
+    its report count, put back at ``exp/`` in another root, never over an existing one."""
+    root = tmp_path / "scratch-a1"
+    exp = root / "exp"
+    (exp / "checkpoint_2026-12-05_16-01-32.526315").mkdir(parents=True)
+    (exp / "checkpoint_2026-12-05_16-01-32.526315" / "state.json").write_text('{"step": 6}')
+    (exp / "checkpoint_2026-12-05_16-01-32.526315" / ".metadata.json").write_text("{}")
+    snapshot = {"current_report_index": 6, "checkpoint_results": [{"dir": "x"}]}
+    (exp / checkpoints.TRAIN_V2_SNAPSHOT).write_text(json.dumps(snapshot))
+    now = time.time()
+    got = checkpoints.adopt(root, attempt=1, run_id="r", token=5, since=now - 60, until=now + 1)
+    assert got.adopted == [("exp", "step-00000006")] and got.unusable == []
+    assert (exp / checkpoints.TRAIN_V2_SNAPSHOT).exists()  # copied: Ray Train's stays
+    fresh = tmp_path / "scratch-a2"
+    fresh.mkdir()
+    os.rename(root / "step-00000006", fresh / "step-00000006")  # what the download does
+    assert checkpoints.restore_layout(fresh, "step-00000006") == "exp"
+    restored = fresh / "exp" / "checkpoint_2026-12-05_16-01-32.526315" / ".metadata.json"
+    assert restored.exists() and (fresh / "exp" / checkpoints.TRAIN_V2_SNAPSHOT).exists()
+    assert checkpoints.restore_layout(fresh, "step-00000006") is None  # never over it
+    (exp / checkpoints.TRAIN_V2_SNAPSHOT).write_text(json.dumps({"current_report_index": 2}))
+    assert (
+        checkpoints.adopt(
+            root, attempt=1, run_id="r", token=5, since=now - 60, until=now + 1
+        ).adopted
+        == []
+    )

@@ -246,3 +246,61 @@ def test_a_cut_checkpoint_is_never_offered_and_a_fenced_upload_is_refused(
     monkeypatch.setenv("TAU_FENCING_TOKEN", "7")
     with pytest.raises(injob_fence.FencedError):
         injob_fence.check_fence("log metrics")
+
+
+TRAIN_V2_JOB = '''\
+"""Ray Train V2 with Ray Train's own checkpoints; the first attempt fails at step 7."""
+import json, os, tempfile
+import ray.train
+from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer
+
+def loop(config):
+    start = 0
+    ckpt = ray.train.get_checkpoint()
+    if ckpt is not None:
+        with ckpt.as_directory() as d:
+            start = json.load(open(os.path.join(d, "state.json")))["step"]
+    print("resumed at step", start, flush=True)
+    for step in range(start + 1, 11):
+        out = None
+        if step % 3 == 0:
+            d = tempfile.mkdtemp()
+            json.dump({"step": step}, open(os.path.join(d, "state.json"), "w"))
+            out = ray.train.Checkpoint.from_directory(d)
+        ray.train.report({"step": step}, checkpoint=out)
+        if step == 7 and os.environ["TAU_ATTEMPT"] == "1":
+            raise ValueError("loss is nan at step 7")
+
+DataParallelTrainer(
+    loop,
+    scaling_config=ray.train.ScalingConfig(num_workers=1),
+    run_config=ray.train.RunConfig(name="exp", storage_path=os.environ["CHECKPOINT_PATH"]),
+).fit()
+'''
+TRAIN_V2_YAML = """\
+schema_version: 1
+name: train-v2
+run: {entrypoint: job.py}
+compute: {gpus: 0, workers: 1, cpus: 1, memory: 1Gi}
+execution: {launcher: ray-train}
+resilience: {max_retries: 1, retry_on: [exit_nonzero], backoff: {initial: 1s}}
+"""
+
+
+def test_a_ray_train_v2_job_resumes_from_its_own_checkpoint_after_a_crash(
+    creds: ws.WeedS3, tmp_path: Path, ray_cluster: ray_local.LocalRayCluster
+) -> None:
+    """Ray Train writes ``exp/checkpoint_<time>/`` and its snapshot into
+    ``$CHECKPOINT_PATH`` (the first attempt's scratch); the retry, in a fresh scratch,
+    gets the run folder back and ``ray.train.get_checkpoint()`` returns step 6."""
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "job.py").write_text(TRAIN_V2_JOB)
+    with s3_platform(creds, tmp_path, ray_cluster) as (server, _), server.http() as c:
+        run = rg.submit_run(c, TRAIN_V2_YAML, code)
+        done = rg.wait_run(c, run["id"], rg.finished, timeout=300)
+        logs = c.get(f"/v1/runs/{run['id']}/logs").json()["text"]
+    first = done["attempts"][0]
+    assert done["state"] == "succeeded", done["reason"]
+    assert "resumed at step 0" in logs and "resumed at step 6" in logs, logs[-3000:]
+    assert first["summary"] == "exit code 1: rank 0: ValueError: loss is nan at step 7"

@@ -53,6 +53,30 @@ def test_exit_nonzero_names_the_code_and_the_error_line_once() -> None:
     assert "last available logs" not in detail and detail.count("step 4 loss") == 1
 
 
+# A Ray Train V2 driver whose rank 0 raised (Ray 2.60's output: colour codes, forwarded
+# worker lines prefixed with the actor, deduplication notes).
+TRAIN_V2 = (
+    "ray.train.WorkerGroupError: Training failed due to worker errors:\n"
+    "[Rank 0 Error Snippet]:\nTraceback (most recent call last):\n"
+    '  File "/tmp/ray/working_dir/job.py", line 21, in loop\n'
+    '    raise ValueError("loss is nan at step 7")\n'
+    "ValueError: loss is nan at step 7\n"
+    "\x1b[36m(TrainController pid=7809)\x1b[0m Traceback (most recent call last):"
+    "\x1b[32m [repeated 2x across cluster] (Ray deduplicates logs by default.)\x1b[0m\n"
+    '\x1b[36m(TrainController pid=7809)\x1b[0m     raise ValueError("loss is nan at step 7")'
+    "\x1b[32m [repeated 2x across cluster]\x1b[0m\n"
+    "\x1b[36m(RayTrainWorker pid=3523, ip=127.0.27.1)\x1b[0m ValueError: loss is nan at step 7"
+    "\x1b[32m [repeated 2x across cluster]\x1b[0m\n"
+)
+
+
+def test_a_ray_train_failure_names_the_rank_and_the_users_error_without_rays_decoration() -> None:
+    assert reasons.summary("exit_nonzero", TRAIN_V2, 1) == (
+        "exit code 1: rank 0: ValueError: loss is nan at step 7"
+    )
+    assert "\x1b[" not in reasons.detail(TRAIN_V2)
+
+
 @pytest.mark.parametrize(
     ("code", "phrase"),
     [

@@ -365,6 +365,7 @@ class RecordSync:
             if (root / name / MARKER).exists() or self._fetch(root, name, listed[name]):
                 self._done.add(name)
                 root.joinpath("latest").write_text(f"{name}\n")
+                checkpoints.restore_layout(root, name)  # a framework's run folder, in place
                 return
 
     def _fetch(self, root: Path, name: str, present: set[str]) -> bool:
@@ -372,7 +373,10 @@ class RecordSync:
             self.store.read(self._k(f"checkpoints/{name}/{MARKER}")) or b"{}"
         )
         files = doc.get("files")
-        if not isinstance(files, dict) or not set(files) <= present:
+        listed = (
+            {f for f in files if not recordstore.hidden(f)} if isinstance(files, dict) else {""}
+        )
+        if not isinstance(files, dict) or not listed <= present:
             log.warning(
                 "checkpoint %s of %s is incomplete in the store; skipped", name, self.a.run_id
             )

@@ -49,6 +49,7 @@ __all__ = [
     "RecordStoreError",
     "cached_store",
     "check_key",
+    "hidden",
     "open_store",
 ]
 
@@ -137,7 +138,9 @@ def _sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
-def _hidden(rel: str) -> bool:
+def hidden(rel: str) -> bool:
+    """Whether ``list`` leaves ``rel`` out (a dot-named part: temporary files of uploads
+    in flight; a framework's own dot-files are still stored and fetched by key)."""
     return any(part.startswith(".") for part in rel.split("/"))
 
 
@@ -189,7 +192,7 @@ class LocalRecordStore(RecordStore):
         for p in sorted(top.rglob("*")):
             rel = p.relative_to(top).as_posix()
             # A link that leads out of the prefix is not listed (fetching it is refused).
-            if p.is_file() and base in p.resolve().parents and not _hidden(rel):
+            if p.is_file() and base in p.resolve().parents and not hidden(rel):
                 out.append((rel, p.stat().st_size))
         return out
 
@@ -313,7 +316,7 @@ class ObjectRecordStore(RecordStore):
         out = []
         for path, info in sorted(found.items()):
             rel = path[len(top) :].lstrip("/")
-            if rel and info.get("type") != "directory" and not _hidden(rel):
+            if rel and info.get("type") != "directory" and not hidden(rel):
                 out.append((rel, int(info["size"])))
         return out
 

@@ -26,6 +26,10 @@ _FRAME = re.compile(
     r"^(File \"|Traceback \(most recent call last\)|During handling of|"
     r"The above exception was|\^+$|~+$|\.\.\.$|raise\b)"
 )
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_RAY_PREFIX = re.compile(r"^\((?:[\w.:-]+ )?pid=\d+(?:, ip=[\w.:-]+)?\) ?")
+_RAY_REPEAT = re.compile(r"\s*\[repeated \d+x across cluster\].*$")
+_TRAIN_RANK = re.compile(r"\[Rank (\d+) Error Snippet\]")
 _DOTTED_EXC = re.compile(r"^(?:[A-Za-z_][\w]*\.)+([A-Z]\w*(?:Error|Exception|Exit|Interrupt)\b)")
 _MAX = 500
 
@@ -48,12 +52,24 @@ def last_meaningful_line(text: str) -> str:
     """The last line that says what went wrong: not blank, not a traceback frame or a
     source line under one, not Ray's "last available logs" header; exception names lose
     their module path (``aiohttp.client_exceptions.ClientConnectorError`` → its class)."""
-    for raw in reversed(text.splitlines()):
+    for raw in map(_plain, reversed(text.splitlines())):
         line = raw.strip()
         if not line or raw[:1].isspace() or _FRAME.match(line) or _RAY_LOGS.match(line):
             continue
         return _DOTTED_EXC.sub(r"\1", line)
     return ""
+
+
+def _plain(raw: str) -> str:
+    """A log line without Ray's decoration: colour codes, the ``(Actor pid=N)`` prefix of
+    forwarded worker output and the ``[repeated Nx across cluster]`` note."""
+    return _RAY_REPEAT.sub("", _RAY_PREFIX.sub("", _ANSI.sub("", raw)))
+
+
+def _worker(text: str) -> str:
+    """``rank N: `` when Ray Train says which worker's error ended the run."""
+    ranks = _TRAIN_RANK.findall(text)
+    return f"rank {ranks[-1]}: " if ranks else ""
 
 
 def detail(text: str) -> str:
@@ -63,6 +79,7 @@ def detail(text: str) -> str:
     Ray's failed-job message ends with the job's last logs and the agent appends its own
     log tail, so the same lines often come twice in a row: the second copy is removed.
     """
+    text = _ANSI.sub("", text)
     lines = [ln for ln in text.strip().splitlines() if not _RAY_LOGS.match(ln.strip())]
     for size in range(len(lines) // 2, 0, -1):
         body = lines[:-size]
@@ -90,7 +107,7 @@ def summary(kind: str, message: str, exit_code: int | None = None) -> str:
     if len(text.splitlines()) > 1 and first and last and first != last and exit_code is None:
         line = f"{first.rstrip(' :')}: {last}" if not first.endswith(last) else first
     else:
-        line = last or first
+        line = _worker(text) + (last or first)
     line = re.sub(r"\s+", " ", line).strip()
     if len(line) > _MAX:
         line = line[: _MAX - 1] + "…"

@@ -18,6 +18,12 @@ Rules:
 - Staging folders are moved (they would be swept anyway); framework checkpoints at
   the root are copied (and hashed for the marker; the hub's handling of the ending
   report waits for it), so the framework's own resume still finds them in place.
+- Ray Train V2 (``RunConfig(storage_path=$CHECKPOINT_PATH, name=N)``) keeps its run in
+  ``N/``: timestamped ``checkpoint_<time>/`` folders and ``checkpoint_manager_snapshot.json``,
+  from which it resumes by itself when it finds the folder again. Such a folder is
+  committed whole, as ``step-<its report count>/N/`` with ``restore: N`` in the marker;
+  ``restore_layout`` puts it back at ``N/`` in a retry's empty checkpoint root (another
+  scratch, another region), so ``ray.train.get_checkpoint()`` returns its latest.
 - A step that is already committed is left alone. What cannot be used (empty, no
   step in its name, written after the end) is returned with the reason, for the hub
   to report; nothing is deleted here.
@@ -38,11 +44,21 @@ import time
 import uuid
 from pathlib import Path
 
-__all__ = ["Adoption", "adopt", "checkpoint_root", "latest_listed", "latest_name"]
+__all__ = [
+    "TRAIN_V2_SNAPSHOT",
+    "Adoption",
+    "adopt",
+    "checkpoint_root",
+    "latest_listed",
+    "latest_name",
+    "restore_layout",
+]
 
 MARKER_FILE = "_CHECKPOINT.json"
 LATEST_FILE = "latest"
 STAGING_DIR = ".staging"
+TRAIN_V2_SNAPSHOT = "checkpoint_manager_snapshot.json"
+"""Ray Train V2's state file in its run folder (``<storage_path>/<RunConfig.name>/``)."""
 _COMMITTED = re.compile(r"^step-(\d{8,})$")
 _STAGE = re.compile(r"^attempt-(\d+)-\d+$")
 _LAYOUTS = (
@@ -103,6 +119,7 @@ def adopt(
         found += [(s, p, True) for s, p in inner]
     for path in _root_candidates(root):
         step = _step_of(path.name)
+        step = _train_v2_step(path) if step is None else step
         if step is not None and _newest_mtime(path) >= since:
             found.append((step, path, False))
     for step, path, move in sorted(found, key=lambda f: f[0]):
@@ -132,11 +149,42 @@ def _root_candidates(root: Path) -> list[Path]:
         committed = _COMMITTED.match(p.name) and _marker_step(p) is not None
         if p.name.startswith(".") or p.name == LATEST_FILE or committed:
             continue
-        if _step_of(p.name) is not None:
+        if _step_of(p.name) is not None or _train_v2_step(p) is not None:
             out.append(p)
         elif p.is_dir():
             out += [c for c in _children(p) if _step_of(c.name) is not None]
     return out
+
+
+def _train_v2_step(path: Path) -> int | None:
+    """A Ray Train V2 run folder's report count (None: not one, or nothing reported)."""
+    try:
+        doc = json.loads((path / TRAIN_V2_SNAPSHOT).read_text())
+    except (OSError, ValueError):
+        return None
+    count = doc.get("current_report_index") if isinstance(doc, dict) else None
+    if not isinstance(count, int) or not doc.get("checkpoint_results"):
+        return None
+    return count
+
+
+def restore_layout(root: Path, name: str) -> str | None:
+    """Put the run folder that committed step ``name`` holds back where its framework
+    looks (``root/<folder>``), unless something is there already; the folder's name."""
+    try:
+        doc = json.loads((root / name / MARKER_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    folder = doc.get("restore") if isinstance(doc, dict) else None
+    if not isinstance(folder, str) or not folder or "/" in folder or folder.startswith("."):
+        return None
+    target, source = root / folder, root / name / folder
+    if target.exists() or not source.is_dir():
+        return None
+    staged = root / STAGING_DIR / f"restore-{uuid.uuid4().hex}"
+    shutil.copytree(source, staged, symlinks=True)
+    os.rename(staged, target)
+    return folder
 
 
 def _step_of(name: str) -> int | None:
@@ -162,7 +210,11 @@ def _commit(
     root: Path, source: Path, step: int, move: bool, who: dict[str, object], token: int
 ) -> Path:
     staged = root / STAGING_DIR / f"adopt-{uuid.uuid4().hex}"
-    if move and source.is_dir():
+    restore = {}
+    if source.is_dir() and (source / TRAIN_V2_SNAPSHOT).is_file():  # the run folder, whole
+        shutil.copytree(source, staged / source.name, symlinks=True)
+        restore = {"restore": source.name}
+    elif move and source.is_dir():
         os.rename(source, staged)
     elif source.is_dir():
         shutil.copytree(source, staged, symlinks=True)
@@ -180,6 +232,7 @@ def _commit(
         "files": files,
         "tree_sha256": _tree(files),
         "adopted_from": _rel(root, source),
+        **restore,
     }
     (staged / MARKER_FILE).write_text(json.dumps(marker, indent=2, sort_keys=True))
     target = root / f"step-{step:08d}"
