@@ -47,7 +47,20 @@ def test_healthz_is_liveness_only(hub_server: HubServer) -> None:
         assert _submit(c).status_code == 201
     with httpx.Client(base_url=hub_server.url) as anon:
         body = anon.get("/healthz").json()
-    assert body["ok"] is True and set(body) == {"ok", "time"}
+    assert body["ok"] is True and set(body) == {"ok", "time", "version", "api_level"}
+
+
+def test_an_image_no_region_can_use_is_refused_at_submit(hub_server: HubServer) -> None:
+    """The embedded platform has Ray regions only: they run jobs in their nodes' Python
+    environment, so an image tau.yaml names would be ignored; it is refused instead."""
+    text = QUICK + "runtime:\n  image: registry.example/team/train:1\n"
+    with hub_server.http() as c:
+        r = _submit(c, text)
+        assert r.status_code == 400, r.text
+        body = r.json()
+        assert "runtime.image registry.example/team/train:1" in body["detail"]
+        assert "runtime.pip" in body["hint"]
+        assert c.get("/v1/runs").json() == []
 
 
 def test_docs_serve_swagger_ui_from_the_hub_not_a_cdn(hub_server: HubServer) -> None:

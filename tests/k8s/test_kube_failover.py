@@ -88,6 +88,7 @@ def test_a_silent_kubernetes_region_fails_over_to_ray_from_the_pods_checkpoint(
             region.agent.stop()  # the Kubernetes region goes silent; its pod runs on
             done = rg.wait_run(c, run["id"], _ended, timeout=240)
             metrics = c.get(f"/v1/runs/{run['id']}/metrics").json()
+            events = c.get(f"/v1/runs/{run['id']}/events").json()
         finally:
             ray_agent.stop()
         assert done["state"] == "succeeded", (done["reason"], done["attempts"])
@@ -105,6 +106,9 @@ def test_a_silent_kubernetes_region_fails_over_to_ray_from_the_pods_checkpoint(
     assert first["cluster_id"] == kube_region.CLUSTER, first
     assert first["failure_kind"] == "lost_contact", first
     assert second["cluster_id"] == pod_region.RAY_REGION and second["resumed_from"], second
+    # the image its pods ran is not used in the Ray region, and the run says so
+    unused = [e["payload"]["cluster"] for e in events if e["kind"] == "image_not_used"]
+    assert unused == [pod_region.RAY_REGION], unused
     fs = weed_s3.filesystem()
     base = f"{region.prefix}/{kube_region.WORKSPACE}/runs/{run['id']}"
     ckpt = f"{base}/checkpoints/{second['resumed_from']}/_CHECKPOINT.json"

@@ -46,6 +46,15 @@ def _config(req: SubmitRequest) -> sm.TauConfig:
 
 
 def check_capacity(hub: context.Hub, spec: runspec.RunSpec) -> None:
+    image = rs.named_image(spec.model_dump(mode="json"))
+    kube = any(c.backend == "kubernetes" for r in hub.platform.regions for c in r.clusters)
+    if image and not kube:
+        raise UserError(
+            f"runtime.image {image}: no region of this platform runs jobs in images (its "
+            "Ray regions run them in their nodes' Python environment)",
+            "remove runtime.image (list Python packages in runtime.pip instead), or ask "
+            "the platform team for a Kubernetes region",
+        )
     have = hub.platform.total_gpus(spec.gpu_model)
     if spec.total_gpus > have:
         raise UserError(

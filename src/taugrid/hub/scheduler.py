@@ -24,6 +24,7 @@ from taugrid.hub import attempts, context, data_view, guests, limits, runs, snap
 from taugrid.lifecycle import phases as ph
 from taugrid.lifecycle import states as st
 from taugrid.render import command, runspec
+from taugrid.render import resolve as rs
 from taugrid.scheduling import cycle
 
 __all__ = ["Scheduler", "tick"]
@@ -72,6 +73,20 @@ def _unplaced(hub: context.Hub, run: dict[str, Any], d: cycle.Decision) -> None:
     )
     hub.runs.update_run(run["id"], reason=why)
     runs.phase(hub, run["id"], ph.Phase.PLACED, ph.PhaseStatus.WARNING, "scheduler", why)
+
+
+def _image_unused(hub: context.Hub, run: dict[str, Any], cluster_id: str) -> str:
+    """Said where it is true: a Ray cluster runs the job in its nodes' Python
+    environment, not in the image tau.yaml names (a Kubernetes region uses it)."""
+    image = rs.named_image(run["spec"])
+    cluster = hub.platform.cluster(cluster_id)
+    if image is None or cluster is None or cluster.backend == "kubernetes":
+        return ""
+    hub.runs.add_event(run["id"], "image_not_used", {"image": image, "cluster": cluster_id})
+    return (
+        f"; runtime.image {image} is not used there: a Ray cluster runs jobs in its "
+        "nodes' Python environment"
+    )
 
 
 def _charged_model(hub: context.Hub, run: dict[str, Any]) -> str | None:
@@ -128,7 +143,8 @@ def _place(hub: context.Hub, run: dict[str, Any], d: cycle.Decision) -> None:
         ph.Phase.PLACED,
         ph.PhaseStatus.DONE,
         "scheduler",
-        f"cluster {d.cluster_id} ({d.reason}); attempt {attempt['number']}",
+        f"cluster {d.cluster_id} ({d.reason}); attempt {attempt['number']}"
+        + _image_unused(hub, run, d.cluster_id),
     )
     runs.phase(
         hub,

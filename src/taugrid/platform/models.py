@@ -402,6 +402,9 @@ class Platform(_Model):
     def team(self, name: str) -> TeamSpec | None:
         return next((t for t in self.teams if t.name == name), None)
 
+    def cluster(self, name: str) -> ClusterSpec | None:
+        return next((c for r in self.regions for c in r.clusters if c.name == name), None)
+
     def profile(self, name: str) -> ProfileSpec | None:
         return next((p for p in self.profiles if p.name == name), None)
 

@@ -42,6 +42,7 @@ __all__ = [
     "RESERVED_ENV",
     "ResolveError",
     "canonical_hash",
+    "named_image",
     "resolve",
 ]
 
@@ -467,3 +468,10 @@ def _ordered(prov: dict[str, str], spec: runspec.RunSpec) -> dict[str, str]:
     prov.setdefault("config_hash", "tau.yaml (sha256 of the canonical config)")
     prov.setdefault("profile_hash", f"profile {spec.profile}" if spec.profile else BUILTIN)
     return {f: prov[f] for f in type(spec).model_fields if f in prov}
+
+
+def named_image(spec: Mapping[str, Any]) -> str | None:
+    """The image a resolved run spec (``RunSpec`` dump) names in tau.yaml, None when its
+    image is the built-in default (what a Ray region runs anyway)."""
+    source = (spec.get("provenance") or {}).get("image", BUILTIN)
+    return None if source == BUILTIN else spec.get("image")

@@ -206,13 +206,17 @@ class RuntimeSpec(_Model):
     """``runtime``: image and Ray runtime environment."""
 
     image: str | None = None
-    """Container image of the head and workers (default: the profile's)."""
+    """Container image of the pods on Kubernetes regions (default: Ray's image of this Ray
+    version). Ray regions run jobs in their nodes' Python environment: without a
+    Kubernetes region the submission is refused, and a run placed on a Ray region says
+    the image is not used there."""
     pip: list[str] = pydantic.Field(default_factory=list)
     """pip requirements installed into the Ray runtime environment."""
     env: dict[EnvName, str] = pydantic.Field(default_factory=dict)
     """Environment variables; values are strings (quote numbers)."""
     secrets: list[SecretRef] = pydantic.Field(default_factory=list)
-    """Workspace secrets exposed as environment variables."""
+    """Workspace secrets exposed as environment variables (`tau secret set`; a missing
+    one refuses the submission; docs/secrets.md)."""
 
     @pydantic.model_validator(mode="after")
     def _unique_env(self) -> RuntimeSpec:
