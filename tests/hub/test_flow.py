@@ -19,6 +19,7 @@ from taugrid.portal import session
 from taugrid.store import db
 from tests.hub import region as rg
 from tests.hub.harness import HubServer, make_hub
+from tests.sdk import tensorboard_events
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -61,7 +62,7 @@ def test_quickstart_runs_to_completion_on_both_databases(
 ) -> None:
     for server, _agent in _platform(engine, tmp_path, ray_cluster):
         with server.http() as c:
-            run = rg.submit_run(c, rg.quickstart_yaml())
+            run = rg.submit_run(c, rg.quickstart_yaml() + "metrics:\n  tensorboard: true\n")
             done = rg.wait_run(c, run["id"], rg.finished)
             metrics = c.get(f"/v1/runs/{run['id']}/metrics").json()
             logs = c.get(f"/v1/runs/{run['id']}/logs").json()["text"]
@@ -89,6 +90,9 @@ def test_quickstart_runs_to_completion_on_both_databases(
             and sub["runtime_env"]["env_vars"]["TAU_RUN_ID"] == run["id"]
         )
         assert json.loads((record / "run.json").read_text())["state"] == "succeeded"
+        # metrics.tensorboard: the same losses as TensorBoard scalars among the artifacts
+        scalars = tensorboard_events.scalars(record / "artifacts" / "tensorboard")
+        assert [v for tag, _, v in scalars if tag == "loss"] == pytest.approx(losses)
 
 
 def test_failing_entrypoint_reports_exit_code_and_log_tail(

@@ -1,4 +1,5 @@
-"""tau.log, tau.heartbeat, the run environment accessors and the package-root API."""
+"""tau.log (and its TensorBoard mirror), tau.heartbeat, the run environment accessors and
+the package-root API."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ from pathlib import Path
 import pytest
 
 import taugrid as tau
+from taugrid.render import naming
 from taugrid.sdk import injob, injob_env
+from tests.sdk import tensorboard_events
 
 
 def _lines(record: Path) -> list[dict[str, object]]:
@@ -158,3 +161,16 @@ def test_import_taugrid_stays_light() -> None:
         "assert not heavy, heavy"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_tensorboard_scalars_mirror_what_tau_log_writes_when_asked(
+    record: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tau.log({"loss": 1.0})  # not asked: no event file
+    assert not (record / "artifacts" / "tensorboard").exists()
+    monkeypatch.setenv(naming.TENSORBOARD_ENV, "1")
+    tau.log({"loss": 0.5, "acc": 0.25}, step=3)
+    tau.log({"loss": float("nan")}, step=4)  # non-finite: JSONL only
+    tau.log({"loss": 0.125}, step=5)
+    got = tensorboard_events.scalars(record / "artifacts" / "tensorboard")
+    assert sorted(got) == [("acc", 3, 0.25), ("loss", 3, 0.5), ("loss", 5, 0.125)]

@@ -29,7 +29,7 @@ from __future__ import annotations
 import dataclasses
 import shlex
 
-from taugrid.render import runspec
+from taugrid.render import naming, runspec
 from taugrid.spec import models as sm
 from taugrid.spec import workdir as spec_workdir
 
@@ -165,6 +165,8 @@ def run_env(
     }
     if spec.gpu_model:
         env["TAU_GPU_MODEL"] = spec.gpu_model
+    if spec.tensorboard:
+        env[naming.TENSORBOARD_ENV] = "1"
     # resolve() rejects tau.yaml env that overrides TauGrid's reserved keys.
     return {**env, **spec.env}
 

@@ -35,6 +35,7 @@ __all__ = [
     "MODEL_RECORD_ENV",
     "PRIORITY_LABEL",
     "QUEUE_LABEL",
+    "TENSORBOARD_ENV",
     "WORKLOAD_SERVICE_ACCOUNT",
     "code_dir",
     "data_claim",
@@ -59,6 +60,9 @@ ANNOTATION_PROVENANCE = "taugrid.io/provenance"
 GPU_RESOURCE = "nvidia.com/gpu"
 DEFAULT_FLAVOR = "default-flavor"
 DATA_MOUNT = "/data"
+TENSORBOARD_ENV = "TAU_TENSORBOARD"
+"""``1`` when tau.yaml asks for TensorBoard scalars (``metrics.tensorboard``): ``tau.log``
+then also writes them under ``artifacts/tensorboard/``."""
 MODEL_RECORD_ENV = "TAU_MODEL_RECORD_PATH"
 """A serving run's model inside a run record, relative to the data root
 (``<ws>/runs/<id>/...``); a pod's ``TAU_MODEL_PATH`` is it under ``DATA_MOUNT``."""

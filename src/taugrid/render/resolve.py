@@ -306,6 +306,7 @@ _FILE_FIELDS: tuple[tuple[str, str, Any], ...] = (
     ("outputs", "data.outputs", []),
     ("output_dir", "storage.output", None),
     ("metrics_history", "metrics.history", []),
+    ("tensorboard", "metrics.tensorboard", False),
     ("max_retries", "resilience.max_retries", _DEFAULT_RETRIES),
     ("retry_on", "resilience.retry_on", list(_DEFAULT_RETRY_ON)),
     ("backoff", "resilience.backoff", sm.Backoff()),

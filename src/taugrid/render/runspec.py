@@ -97,6 +97,7 @@ class RunSpec(pydantic.BaseModel):
     outputs: tuple[spec_models.DataOutput, ...] = ()
     output_dir: str | None = None
     metrics_history: tuple[str, ...] = ()
+    tensorboard: bool = False
 
     # resilience
     max_retries: int = pydantic.Field(default=0, ge=0)

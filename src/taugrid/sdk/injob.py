@@ -42,7 +42,14 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from taugrid.sdk import injob_artifacts, injob_checkpoint, injob_env, injob_fence, injob_fs
+from taugrid.sdk import (
+    injob_artifacts,
+    injob_checkpoint,
+    injob_env,
+    injob_fence,
+    injob_fs,
+    injob_tensorboard,
+)
 
 __all__ = [
     "ArtifactError",
@@ -112,6 +119,8 @@ def log(metrics: Mapping[str, float], step: int | None = None, *, all_ranks: boo
     path = injob_env.output_dir() / METRICS_FILE
     with _lock:
         os.write(_fd_for(path), data)
+    if injob_tensorboard.enabled():
+        injob_tensorboard.write(records)
 
 
 def heartbeat(step: int | None = None) -> None:

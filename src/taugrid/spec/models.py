@@ -430,10 +430,13 @@ class ResilienceSpec(_Model):
 
 
 class MetricsSpec(_Model):
-    """``metrics``: extra metric history files (JSONL) the job writes."""
+    """``metrics``: extra metric history files (JSONL) the job writes, and TensorBoard."""
 
     history: list[str] = pydantic.Field(default_factory=list)
     """JSONL files (relative to the working dir) with step/name/value metric events."""
+    tensorboard: bool = False
+    """Also write every ``tau.log`` value as a TensorBoard scalar into the run's
+    ``artifacts/tensorboard/`` (``tau run get`` fetches it; ``tensorboard --logdir``)."""
 
 
 class Autoscaling(_Model):
