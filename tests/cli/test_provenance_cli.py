@@ -11,25 +11,14 @@ import http.server
 import json
 import subprocess
 import threading
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
-import sqlalchemy as sa
 
 from taugrid import version
 from taugrid.portal import session
 from taugrid.sdk import provenance
 from tests.cli.test_secret_cli import tau
 from tests.hub import tenancy_builders as tb
-from tests.hub.harness import HubServer, make_hub
-
-
-@pytest.fixture
-def server(engine: sa.Engine, tmp_path: Path) -> Iterator[HubServer]:
-    s = HubServer(make_hub(engine, tmp_path / "hub-home")).start()
-    yield s
-    s.stop()
+from tests.hub.harness import HubServer
 
 
 def _git(repo: Path, *args: str) -> str:

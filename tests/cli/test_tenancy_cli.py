@@ -10,24 +10,13 @@ import shutil
 import stat
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-import sqlalchemy as sa
-
 from tests.hub import tenancy_builders as tb
-from tests.hub.harness import HubServer, make_hub
+from tests.hub.harness import HubServer
 
 TAU = shutil.which("tau") or str(Path(sys.executable).parent / "tau")
-
-
-@pytest.fixture
-def server(engine: sa.Engine, tmp_path: Path) -> Iterator[HubServer]:
-    s = HubServer(make_hub(engine, tmp_path / "hub-home")).start()
-    yield s
-    s.stop()
 
 
 def tau(

@@ -10,21 +10,12 @@ from __future__ import annotations
 
 import json
 import pathlib
-from collections.abc import Iterator
 
 import pytest
-import sqlalchemy as sa
 
 from tests.cli.test_spec_cli import tau
-from tests.hub.harness import HubServer, make_hub
+from tests.hub.harness import HubServer
 from tests.spec.spec_builders import QUICKSTART
-
-
-@pytest.fixture
-def server(engine: sa.Engine, tmp_path: pathlib.Path) -> Iterator[HubServer]:
-    s = HubServer(make_hub(engine, tmp_path / "hub-home")).start()
-    yield s
-    s.stop()
 
 
 def _env(server: HubServer) -> dict[str, str]:
@@ -78,7 +69,17 @@ def test_validate_refuses_what_submit_refuses_with_the_same_message(
 def test_validate_checks_a_valid_file_on_the_platform_and_stores_nothing(
     server: HubServer, tmp_path: pathlib.Path
 ) -> None:
-    work = _project(tmp_path, QUICKSTART.replace("gpus: 1", "gpus: 1\n  gpu_model: A100-80G"))
+    text = QUICKSTART.replace("gpus: 1", "gpus: 1\n  gpu_model: A100-80G")
+    work = _project(tmp_path, text)  # its AKS image: no region here runs images
+    refused = tau("run", "validate", cwd=work, env=_env(server))
+    assert refused.returncode == 2 and "no region of this platform runs jobs in images" in (
+        refused.stderr
+    )
+    (tmp_path / "no-image").mkdir()
+    work = _project(
+        tmp_path / "no-image",
+        "\n".join(line for line in text.splitlines() if not line.startswith("  image:")) + "\n",
+    )
     result = tau("run", "validate", cwd=work, env=_env(server))
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.splitlines() == [
