@@ -194,7 +194,8 @@ class NodeReport(_Payload):
 
 
 class StateReport(_Payload):
-    """A full state report (DESIGN §4 field names), sent every report interval."""
+    """A full state report, sent every report interval (docs/ARCHITECTURE.md, "The
+    agent's state report")."""
 
     cluster_id: str
     gpu_nodes: int = 0

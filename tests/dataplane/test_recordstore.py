@@ -1,7 +1,8 @@
 """The record store contract, run alike against both implementations: a local directory
 and an S3 bucket on a real SeaweedFS server (tests/weed_s3.py) read through s3fs.
 
-Also: the run record (``store.record.RunRecord``) keeps DESIGN §2's layout in both, and
+Also: the run record (``store.record.RunRecord``) keeps its layout (docs/ARCHITECTURE.md,
+"The run record") in both, and
 ``check`` turns a missing bucket, refused credentials and an unreachable endpoint into
 clear errors (``RecordStoreConfigError`` is a UserError; unreachable is retryable)."""
 
@@ -138,7 +139,7 @@ def test_run_record_keeps_the_layout(store: recordstore.RecordStore) -> None:
 
 
 def test_local_store_is_the_data_root_layout(tmp_path: Path) -> None:
-    """The embedded default: files exactly where DESIGN §2 (and every tool) expects."""
+    """The embedded default: files exactly where the record's layout (and every tool) expects."""
     st = recordstore.open_store(pm.RecordStoreSpec(), tmp_path)
     rec = record.RunRecord(st, "ws", "r-9")
     rec.create("x: 1\n")

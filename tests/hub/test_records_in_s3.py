@@ -1,5 +1,6 @@
 """Run records in an S3 bucket (platform.yaml ``records``) on a real SeaweedFS server:
-the hub writes a submitted run's record there in DESIGN §2's layout and serves it back
+the hub writes a submitted run's record there in the run record's layout
+(docs/ARCHITECTURE.md, "The run record") and serves it back
 (``tau run get`` reads ``/files`` and ``/file``); a missing bucket or wrong credentials
 are refused clearly at submit (HTTP 422, nothing stored) and by ``tau platform validate``
 (exit 2) through the real console script."""

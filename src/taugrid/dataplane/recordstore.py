@@ -1,4 +1,6 @@
-"""Record stores: where run records live (DESIGN §2), behind one interface.
+"""Record stores: where run records live, behind one interface.
+
+The record's layout: docs/ARCHITECTURE.md, "The run record".
 
 (Here rather than in ``store``, which is the hub's database: the CLI may reach this
 module through the SDK to check a platform's stores, never the database.)
@@ -6,7 +8,7 @@ module through the SDK to check a platform's stores, never the database.)
     RecordStore              keys are '/'-separated paths under the store's root,
     ├── LocalRecordStore     e.g. ``<ws>/runs/<run-id>/run.json``; a directory
     │                        (``$TAU_HOME/data`` in the embedded platform): the layout
-    │                        on disk is exactly DESIGN §2's
+    │                        on disk is exactly the run record's
     └── ObjectRecordStore    an fsspec URL (``s3://bucket/prefix``, ``memory://x``):
                              the same keys as objects under the prefix
 
@@ -145,7 +147,7 @@ def hidden(rel: str) -> bool:
 
 
 class LocalRecordStore(RecordStore):
-    """A directory: the embedded platform's ``$TAU_HOME/data`` (DESIGN §2 layout)."""
+    """A directory: the embedded platform's ``$TAU_HOME/data`` (the run record's layout)."""
 
     def __init__(self, root: Path) -> None:
         self.root = root

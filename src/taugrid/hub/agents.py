@@ -1,6 +1,7 @@
 """The hub's sync endpoint: agent registration, syncs, and what attempt reports mean.
 
-Owns how agent signals become run state and phases (DESIGN §1): Ray job submitted →
+Owns how agent signals become run state and phases (docs/ARCHITECTURE.md, "The nine
+phases"): Ray job submitted →
 Scheduled active; running on nodes → Scheduled done + GPU healthy from node marks;
 metric lines → Progressing; terminal job state → Completed (+ retry decision);
 declared outputs present → Artifacts saved; quota released *and* the agent confirms the

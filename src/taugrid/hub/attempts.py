@@ -1,6 +1,7 @@
 """The attempt lifecycle in the hub: how an attempt ends and what its run does next.
 
-Owns the state machine after dispatch (DESIGN §1, states in ``lifecycle.states``): an
+Owns the state machine after dispatch (docs/ARCHITECTURE.md, "The run flow as
+implemented"; states in ``lifecycle.states``): an
 attempt ends (succeeded, failed with a ``FailureKind``, stopped, revoked); the run is
 then retried from its latest checkpoint (``retry_on``, ``max_retries``, backoff;
 preemption and relocation never use up a retry), finished (Completed, Artifacts saved

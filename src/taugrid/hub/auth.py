@@ -1,4 +1,4 @@
-"""Authentication and authorization of hub requests (DESIGN §6).
+"""Authentication and authorization of hub requests (docs/tenancy.md, "Roles and scope").
 
 Every endpoint but ``/healthz`` requires ``Authorization: Bearer <token>``. A
 ``Principal`` is the looked-up token: ``admin`` may do anything; ``researcher`` sees

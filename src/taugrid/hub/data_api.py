@@ -1,11 +1,12 @@
 """HTTP routes of the data plane (``/v1``): datasets, replicas, replication, the link
 matrix, explain-placement, and the agents' data channel.
 
-Who may call what (DESIGN §6): a dataset belongs to a workspace, scoped like runs: a
-researcher lists, reads, replicates and registers datasets of its own workspaces only —
-a dataset of another workspace is a 404 (it does not exist for them), naming a foreign
-workspace explicitly is a 403; admins see every workspace. Transfers are listed for
-visible datasets; the link matrix is readable by any admin or researcher.
+Who may call what (docs/tenancy.md, "Roles and scope"): a dataset belongs to a
+workspace, scoped like runs: a researcher lists, reads, replicates and registers
+datasets of its own workspaces only — a dataset of another workspace is a 404 (it does
+not exist for them), naming a foreign workspace explicitly is a 403; admins see every
+workspace. Transfers are listed for visible datasets; the link matrix is readable by any
+admin or researcher.
 ``/runs/{ref}/placement`` follows the run's workspace scope; the data channel
 ``/agents/{cluster}/data/sync`` is for that cluster's agent token only. Errors map as in
 ``hub.api`` (UserError 400, NotFound 404). ``install`` also registers the link gauges on

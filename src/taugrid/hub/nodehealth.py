@@ -1,6 +1,7 @@
 """Node marks with their source, suspicion from failed attempts, and a node's history.
 
-Owns the hub's side of health-driven recovery (DESIGN §1 GPU healthy, §4):
+Owns the hub's side of health-driven recovery (docs/ARCHITECTURE.md, "Node health";
+the *GPU healthy* phase):
 
 - ``mark`` / ``clear``: the one path for marks, whoever sets them (``source``:
   ``admin`` through ``tau admin node``, ``checker`` from an agent's node health

@@ -1,7 +1,8 @@
 """HTTP routes of tenancy (``/v1``): workspaces, members, quotas and quota requests, the
 queue, tokens, the audit log and ``whoami``.
 
-Owns who may call what (DESIGN §6); the rules live in ``hub.tenancy``:
+Owns who may call what (docs/tenancy.md, "Roles and scope"); the rules live in
+``hub.tenancy``:
 
     admin       everything below
     researcher  its workspaces only: list/status/quota/queue, request quota;

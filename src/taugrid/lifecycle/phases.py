@@ -1,4 +1,6 @@
-"""The nine phases of a run (DESIGN §1) and how signals move them.
+"""The nine phases of a run and how signals move them.
+
+Documented in docs/ARCHITECTURE.md, "The nine phases".
 
 Each phase has a ``PhaseStatus`` — ``pending | active | done | warning | failed |
 skipped`` — plus the signal's source component, a reason and a timestamp. The hub

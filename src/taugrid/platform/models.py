@@ -187,7 +187,9 @@ class ProfileSpec(_Model):
 
 
 class RecordStoreSpec(_Model):
-    """``records``: where run records live (DESIGN §2), per platform or per workspace.
+    """``records``: where run records live, per platform or per workspace.
+
+    The layout: docs/ARCHITECTURE.md, "The run record".
 
     No ``url``: the platform's data root (``$TAU_HOME/data`` embedded). A directory or
     ``file://`` path: that directory. ``s3://bucket/prefix``: an S3-compatible object

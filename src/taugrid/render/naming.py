@@ -2,7 +2,7 @@
 
 Owns the label/annotation keys, how a run ID becomes a Kubernetes object name, the
 per-workspace object names (data PVC, service accounts) and the storage-contract paths
-(DESIGN.md section 2: ``/data/<workspace>/runs/<run-id>/...``).
+(``/data/<workspace>/runs/<run-id>/...``: docs/ARCHITECTURE.md, "The run record").
 
 Invariants: every name returned is a valid DNS-1123 label (object names at most
 ``MAX_NAME`` characters, so that KubeRay's derived names stay under 63); every label

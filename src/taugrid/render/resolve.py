@@ -1,7 +1,7 @@
 """Resolve: tau.yaml + platform.yaml → RunSpec, with the provenance of every value.
 
 Owns the precedence rules and the fail-closed checks that run *before* anything is
-sent anywhere (DESIGN.md section 1: "errors raised here").
+sent anywhere (step 2 of docs/ARCHITECTURE.md, "The run flow as implemented").
 
 Precedence, highest first (the platform's profile wins over the researcher's file)::
 

@@ -1,6 +1,7 @@
 """Where an in-job process is: the run's identity and paths, read from the environment.
 
-The platform starts every attempt of a run with these variables (DESIGN.md section 2):
+The platform starts every attempt of a run with these variables (the record they name:
+docs/ARCHITECTURE.md, "The run record"):
 
     TAU_RUN_ID          the run ID (the key of the run record)
     TAU_ATTEMPT         attempt number, an int starting at 1

@@ -1,10 +1,11 @@
 """Fencing inside a job: may this attempt still write checkpoints and artifacts?
 
-DESIGN.md section 4: every attempt carries a fencing token and exactly one attempt of a
-run is authoritative. The hub writes the authoritative token, a bare integer, to the
-record's ``FENCE``; the agent mirrors it into ``$TAU_OUTPUT_DIR/FENCE`` (the attempt's
-scratch) every second (``agent.recordsync``) and refuses the uploads of a revoked
-attempt itself. The attempt learns its own token from ``$TAU_FENCING_TOKEN``.
+Every attempt carries a fencing token and exactly one attempt of a run is authoritative
+(docs/ARCHITECTURE.md, "Fencing and exactly-one execution"). The hub writes the
+authoritative token, a bare integer, to the record's ``FENCE``; the agent mirrors it
+into ``$TAU_OUTPUT_DIR/FENCE`` (the attempt's scratch) every second
+(``agent.recordsync``) and refuses the uploads of a revoked attempt itself. The attempt
+learns its own token from ``$TAU_FENCING_TOKEN``.
 
 Decision table of ``check_fence`` (``mine`` = TAU_FENCING_TOKEN, ``fence`` = FENCE):
 

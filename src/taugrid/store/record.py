@@ -1,4 +1,6 @@
-"""The evidence record: ``<workspace>/runs/<run-id>/`` in a record store (DESIGN §2).
+"""The evidence record: ``<workspace>/runs/<run-id>/`` in a record store.
+
+The layout is documented in docs/ARCHITECTURE.md, "The run record".
 
 The store (``dataplane.recordstore``, seen here through the ``Store`` protocol) is the
 data root directory in the embedded platform (``<data_root>/<workspace>/runs/<run-id>/``
