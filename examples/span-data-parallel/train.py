@@ -77,11 +77,15 @@ def _loss(w: np.ndarray, held_out: tuple[np.ndarray, np.ndarray]) -> float:
 
 
 def _region_of() -> dict[str, str]:
-    """Node IP → region, from each node's ``region:<name>`` resource ("" when none)."""
-    out = {}
+    """Node IP → region, from each node's ``region:<name>`` resource ("" when none).
+
+    A node restarted on the same IP is listed twice, its dead entry without resources:
+    that entry must not hide the region of the live one."""
+    out: dict[str, str] = {}
     for node in ray.nodes():
         names = [k.split(":", 1)[1] for k in node["Resources"] if k.startswith("region:")]
-        out[node["NodeManagerAddress"]] = names[0] if names else ""
+        if names or not out.get(node["NodeManagerAddress"]):
+            out[node["NodeManagerAddress"]] = names[0] if names else ""
     return out
 
 
