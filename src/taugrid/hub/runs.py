@@ -46,7 +46,7 @@ def _config(req: SubmitRequest) -> sm.TauConfig:
 
 
 def check_capacity(hub: context.Hub, spec: runspec.RunSpec) -> None:
-    image = rs.named_image(spec.model_dump(mode="json"))
+    image = rs.named_image({"image": spec.image, "provenance": spec.provenance})
     kube = any(c.backend == "kubernetes" for r in hub.platform.regions for c in r.clusters)
     if image and not kube:
         raise UserError(
