@@ -274,6 +274,13 @@ class AttemptReport(_Payload):
     checkpoint_step: Count32 | None = None
     released: bool = False
     submission: dict[str, Any] | None = None
+    staged_checkpoint: str | None = pydantic.Field(
+        default=None,
+        max_length=200,
+        description="The checkpoint the agent staged before submitting (sent once, with "
+        "``submission``; empty when there was none): the hub's ``resumed_from`` was its "
+        "guess at placement, and a fenced attempt may have taken that checkpoint back since.",
+    )
     progress_warning: str = pydantic.Field(default="", max_length=2000)
     """Set once when the attempt stops showing progress (``resilience.stall``)."""
     phases: list[dict[str, str]] = pydantic.Field(default_factory=list, max_length=20)

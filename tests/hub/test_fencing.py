@@ -40,10 +40,12 @@ def hub(engine: sa.Engine, tmp_path: Path) -> Iterator[HubServer]:
         yield server
 
 
-def _running_attempt(hub: HubServer, c: httpx.Client, *, retry: bool) -> dict[str, Any]:
+def _running_attempt(
+    hub: HubServer, c: httpx.Client, *, retry: bool, backoff: str = "5m"
+) -> dict[str, Any]:
     """Submit a run, take its assignment as agent ``a`` and report it running."""
     ab.sync(hub, "a", ab.report("a", 4))
-    text = ab.ONE_GPU_RUN.format(name="r") + (RETRY if retry else "")
+    text = ab.ONE_GPU_RUN.format(name="r") + (RETRY.replace("5m", backoff) if retry else "")
     run = c.post("/v1/runs", json={"tau_yaml": text}).json()
     ab.wait(c, run["id"], lambda r: r["state"] == "placed", "placed")
     (assignment,) = ab.sync(hub, "a", ab.report("a", 4))["assignments"]
@@ -231,3 +233,29 @@ def test_a_ray_train_v2_run_folder_is_committed_whole_and_restored_in_a_fresh_ro
         ).adopted
         == []
     )
+
+
+def test_the_attempt_resumes_from_what_its_agent_staged_not_from_the_hubs_guess(
+    hub: HubServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hub guesses the resume point when it places the retry (the newest checkpoint
+    it lists); the agent stages the newest one left when it submits, which is older when
+    a fenced attempt took its last marker back meanwhile (``recordsync``): the attempt
+    then says what it really resumed from, and an event says it changed."""
+    with hub.http() as c:
+        a = _running_attempt(hub, c, retry=True, backoff="0s")
+        _as_attempt(monkeypatch, a)
+        with tau.checkpoint(10) as d:
+            (d / "w.txt").write_text("10")
+        ended = {"token": a["token"], "state": "failed", "failure_kind": "node_failure"}
+        ab.sync(hub, "a", ab.report("a", 4), attempts=[{**ended, "released": True}])
+        placed = ab.wait(c, a["run_id"], lambda r: len(r["attempts"]) == 2, "placed again")
+        (second,) = ab.sync(hub, "a", ab.report("a", 4))["assignments"]
+        assert second["resumed_from"] == "step-00000010", second
+        starting = {"token": second["token"], "state": "starting", "submission": {}}
+        ab.sync(hub, "a", ab.report("a", 4), attempts=[{**starting, "staged_checkpoint": ""}])
+        run = c.get(f"/v1/runs/{placed['id']}").json()
+        events = c.get(f"/v1/runs/{placed['id']}/events").json()
+    assert run["attempts"][1]["resumed_from"] is None, run["attempts"][1]
+    (changed,) = [e for e in events if e["kind"] == "resume_point_changed"]
+    assert changed["payload"]["resumed_from"] is None, changed

@@ -167,6 +167,8 @@ class RecordSync:
         self._metrics_seen = -1  # size of the scratch file at the last look
         self._live_seen: dict[str, tuple[int, int]] = {}  # LIVE_FILES: (mtime_ns, size)
         self._fence_seen: int | None = None
+        self.staged: str | None = None
+        """The checkpoint ``stage`` put into scratch (``""``: none), once it staged."""
         self._wake, self._stop = threading.Event(), threading.Event()
         self._thread = threading.Thread(
             target=self._loop, name=f"tau-upload-{a.token}", daemon=True
@@ -181,6 +183,7 @@ class RecordSync:
         if not metrics.exists():
             self.store.get_file(self._k(METRICS), metrics)
         self._metrics_size = metrics.stat().st_size if metrics.exists() else -1
+        self.staged = ""
         if self.ckpt_root is not None:
             self._download_latest(self.ckpt_root)
 
@@ -364,6 +367,7 @@ class RecordSync:
         for name in sorted((n for n in listed if MARKER in listed[n]), reverse=True):
             if (root / name / MARKER).exists() or self._fetch(root, name, listed[name]):
                 self._done.add(name)
+                self.staged = name
                 root.joinpath("latest").write_text(f"{name}\n")
                 checkpoints.restore_layout(root, name)  # a framework's run folder, in place
                 return

@@ -169,6 +169,7 @@ class AttemptTracker:
             metrics_to=self.metrics_offset,
             checkpoint_step=self._checkpoint_step(),
             submission=self.submission,
+            staged_checkpoint=self._staged() if self.submission is not None else None,
             phases=[s.model_dump() for s in status.signals],
             serve_status=self._serve_changed(status.serve),
         )
@@ -262,6 +263,9 @@ class AttemptTracker:
             self.released = backend.release_check(self.submission_id)
         r.released = self.released
         return r
+
+    def _staged(self) -> str | None:
+        return self.sync.staged if self.sync is not None else None
 
     def _lost(self, why: str) -> wire.AttemptReport:
         self.state = st.AttemptState.FAILED

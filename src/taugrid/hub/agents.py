@@ -265,6 +265,8 @@ def _apply(hub: context.Hub, rep: wire.AttemptReport) -> None:
         _log_gap(hub, run["id"], a, new.gap)
     if new.log_text:  # before its offset is stored: a crash here resends, never loses
         rec.append_log("driver.log", new.log_text)
+    if rep.staged_checkpoint is not None:
+        _staged(hub, a, rep.staged_checkpoint or None)
     if rep.submission:
         rec.write_rendered(
             f"ray-job-submission-a{a['number']}.json", json.dumps(rep.submission, indent=2)
@@ -284,6 +286,19 @@ def _apply(hub: context.Hub, rep: wire.AttemptReport) -> None:
         relocation.consider(hub, run, hub.runs.get_attempt(a["token"]) or a, rep.relocate)
     _signals(hub, run["id"], rep)
     attempts.check_released(hub, run["id"])
+
+
+def _staged(hub: context.Hub, a: dict[str, Any], staged: str | None) -> None:
+    """The agent says which checkpoint it staged: that is what the attempt resumed from.
+
+    The hub's ``resumed_from`` is the newest checkpoint it listed when it placed the
+    attempt; a fenced attempt whose marker upload raced its revocation deletes that
+    marker again, and the agent then stages the newest one left.
+    """
+    if staged == a["resumed_from"]:
+        return
+    hub.runs.update_attempt(a["token"], resumed_from=staged, event="resume_point_changed")
+    a["resumed_from"] = staged
 
 
 def _signals(hub: context.Hub, run_id: str, rep: wire.AttemptReport) -> None:
