@@ -94,8 +94,10 @@ def isolate(config: pytest.Config, late: tuple[str, ...] = ()) -> None:
         config.option.loadscopereorder = False  # ``order`` decides
         fd, lock = tempfile.mkstemp(prefix="tau-ray-start-", suffix=".lock")
         os.close(fd)
-        os.environ[_procs.START_LOCK_ENV] = lock
         os.environ[GROUPS_ENV] = f"{lock}.groups.json"
+        # A caller running two test sessions side by side (.ci/run) names one lock for
+        # both, so their Ray starts take turns too; it is the caller's to remove.
+        os.environ.setdefault(_procs.START_LOCK_ENV, lock)
         os.environ[LATE_ENV] = ",".join(late)
         return
     print(
@@ -216,9 +218,10 @@ def cleanup(config: pytest.Config) -> None:
     """Remove the start slot's lock file and the group map (controller only)."""
     if getattr(config, "workerinput", None) is not None:
         return
-    for env in (_procs.START_LOCK_ENV, GROUPS_ENV):
-        if path := os.environ.get(env):
-            Path(path).unlink(missing_ok=True)
+    groups = os.environ.get(GROUPS_ENV)
+    if groups:
+        Path(groups).unlink(missing_ok=True)
+        Path(groups.removesuffix(".groups.json")).unlink(missing_ok=True)  # this run's lock
 
 
 def write_recorded() -> None:
@@ -229,4 +232,6 @@ def write_recorded() -> None:
     merged = {**load_durations(), **{g: round(s, 1) for g, s in _seconds.items()}}
     ordered = dict(sorted(merged.items(), key=lambda kv: -kv[1]))
     DURATIONS.parent.mkdir(parents=True, exist_ok=True)
-    DURATIONS.write_text(json.dumps(ordered, indent=1) + "\n")
+    tmp = DURATIONS.with_name(f"{DURATIONS.name}.{os.getpid()}")  # another run may read it
+    tmp.write_text(json.dumps(ordered, indent=1) + "\n")
+    tmp.replace(DURATIONS)
