@@ -46,6 +46,7 @@ from taugrid.hub import (
     results,
     scheduler,
     secrets_api,
+    sweeps_api,
     serving_api,
     tenancy_api,
 )
@@ -95,6 +96,7 @@ def create_app(hub: context.Hub) -> fastapi.FastAPI:
     app.include_router(serving_api.endpoints)
     app.include_router(registry_api.router)
     app.include_router(secrets_api.router)
+    app.include_router(sweeps_api.router)
     data_api.install(app, hub)
     api.install_error_handlers(app)
     ha_api.install(app)

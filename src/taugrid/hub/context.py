@@ -32,7 +32,7 @@ from taugrid.hub import metrics, vault, wakeups
 from taugrid.platform import load as platform_load
 from taugrid.platform import models as pm
 from taugrid.scheduling import cycle
-from taugrid.store import auth, clusters, db, runs, secrets, tenancy
+from taugrid.store import auth, clusters, db, runs, secrets, sweeps, tenancy
 
 __all__ = ["PLATFORM_TTL_S", "Hub", "HubConfig"]
 
@@ -78,6 +78,7 @@ class Hub:
         self.auth = auth.AuthStore(self.engine)
         self.tenancy = tenancy.TenancyStore(self.engine)
         self.vault = vault.Vault(secrets.SecretStore(self.engine), config.tau_home)
+        self.sweeps = sweeps.SweepStore(self.engine)
         self.base_platform: pm.Platform = (
             platform_load.load_platform(config.platform_file)
             if config.platform_file

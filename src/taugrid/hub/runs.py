@@ -28,7 +28,16 @@ from taugrid.spec import models as sm
 from taugrid.spec import yamlpos
 from taugrid.store import checkpoints, record
 
-__all__ = ["NotFound", "cancel", "close_scheduled", "detail", "record_of", "resume", "submit"]
+__all__ = [
+    "NotFound",
+    "cancel",
+    "close_scheduled",
+    "code_of",
+    "detail",
+    "record_of",
+    "resume",
+    "submit",
+]
 
 _MAX_CODE_BYTES = 100 * 2**20
 
@@ -77,29 +86,39 @@ def default_workspace(req: SubmitRequest, scoped: list[str] | None) -> SubmitReq
     return req.model_copy(update={"workspace": scoped[0]})
 
 
-def resolve_request(hub: context.Hub, req: SubmitRequest) -> runspec.RunSpec:
-    """Parse, resolve and capacity-check a submission (no side effects)."""
+def resolve_request(
+    hub: context.Hub, req: SubmitRequest, *, sweep: bool = False
+) -> runspec.RunSpec:
+    """Parse, resolve and capacity-check a submission (no side effects). A tau.yaml with a
+    ``sweep`` section is refused unless ``sweep`` (``hub.sweeps`` resolves its trials)."""
+    config = _config(req)
+    if config.sweep is not None and not sweep:
+        raise UserError(
+            f"{req.filename} declares a sweep (its sweep section): it is a set of runs",
+            f"submit it with: tau sweep submit (or remove the sweep section from {req.filename})",
+        )
     lines = yamlpos.key_lines(req.tau_yaml, req.filename)  # provenance: tau.yaml:LINE
-    spec = rs.resolve(_config(req), hub.platform, source=req.filename, lines=lines)
+    spec = rs.resolve(config, hub.platform, source=req.filename, lines=lines)
     check_capacity(hub, spec)
     return spec
 
 
 def submit(
-    hub: context.Hub, req: SubmitRequest, actor: str, spec: runspec.RunSpec | None = None
+    hub: context.Hub,
+    req: SubmitRequest,
+    actor: str,
+    spec: runspec.RunSpec | None = None,
+    run_id: str | None = None,
 ) -> dict[str, Any]:
     """Store a new run durably and create its record; returns the run row. ``spec``:
-    the request already resolved and adjusted by the caller (``hub.serving``)."""
+    the request already resolved and adjusted by the caller (``hub.serving``,
+    ``hub.sweeps``); ``run_id``: the caller's (a sweep trial's: the same ID twice is
+    refused by the store, so a trial is never submitted twice)."""
     spec = spec or resolve_request(hub, req)
     hub.vault.check(spec.workspace, spec.secrets)  # names only: values stay sealed
-    code = base64.b64decode(req.code_zip_b64) if req.code_zip_b64 else b""
-    if len(code) > _MAX_CODE_BYTES:
-        raise UserError(
-            f"working directory is {len(code) / 2**20:.0f} MiB zipped (limit 100 MiB)",
-            "add large files to run.excludes and read data through data.inputs",
-        )
+    code = code_of(req)
     now = time.time()
-    run_id = f"{spec.name}-{secrets.token_hex(3)}"
+    run_id = run_id or f"{spec.name}-{secrets.token_hex(3)}"
     store = record_store(hub, spec.workspace)
     store.check()  # a missing bucket or refused credentials: a clear error, nothing stored
     rec = record.RunRecord(store, spec.workspace, run_id)
@@ -136,6 +155,17 @@ def submit(
     hub.runs.insert_run(row, phases.values())
     write_run_json(hub, run_id)
     return row
+
+
+def code_of(req: SubmitRequest) -> bytes:
+    """The submission's zipped working directory (empty when none), within the limit."""
+    code = base64.b64decode(req.code_zip_b64) if req.code_zip_b64 else b""
+    if len(code) > _MAX_CODE_BYTES:
+        raise UserError(
+            f"working directory is {len(code) / 2**20:.0f} MiB zipped (limit 100 MiB)",
+            "add large files to run.excludes and read data through data.inputs",
+        )
+    return code
 
 
 def find(hub: context.Hub, ref: str, workspaces: list[str] | None) -> dict[str, Any]:

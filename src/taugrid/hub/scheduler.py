@@ -20,7 +20,17 @@ import threading
 import time
 from typing import Any
 
-from taugrid.hub import attempts, context, data_view, guests, limits, runs, snapshot, staging
+from taugrid.hub import (
+    attempts,
+    context,
+    data_view,
+    guests,
+    limits,
+    runs,
+    snapshot,
+    staging,
+    sweeps,
+)
 from taugrid.lifecycle import phases as ph
 from taugrid.lifecycle import states as st
 from taugrid.render import command, runspec
@@ -200,6 +210,7 @@ def tick(hub: context.Hub, policy: cycle.Policy, now: float | None = None) -> li
     _lost_contact(hub, now)
     limits.enforce_max_runtime(hub, now)
     staging.advance(hub)
+    sweeps.advance(hub)  # stops trials that fall behind, submits the next ones
     waiting = hub.runs.waiting_runs()
     if not waiting:
         return []

@@ -33,6 +33,7 @@ __all__ = [
     "LABEL_WORKSPACE",
     "MAX_NAME",
     "MODEL_RECORD_ENV",
+    "PARAMS_ENV",
     "PRIORITY_LABEL",
     "QUEUE_LABEL",
     "TENSORBOARD_ENV",
@@ -63,6 +64,9 @@ DATA_MOUNT = "/data"
 TENSORBOARD_ENV = "TAU_TENSORBOARD"
 """``1`` when tau.yaml asks for TensorBoard scalars (``metrics.tensorboard``): ``tau.log``
 then also writes them under ``artifacts/tensorboard/``."""
+PARAMS_ENV = "TAU_PARAMS"
+"""A sweep trial's parameter values as a JSON object (``tau.params()``; the same values
+are also appended to the entrypoint's arguments as ``--name=value``)."""
 MODEL_RECORD_ENV = "TAU_MODEL_RECORD_PATH"
 """A serving run's model inside a run record, relative to the data root
 (``<ws>/runs/<id>/...``); a pod's ``TAU_MODEL_PATH`` is it under ``DATA_MOUNT``."""

@@ -32,7 +32,7 @@ from typing import Any
 
 from taugrid import errors
 from taugrid.platform import models as pm
-from taugrid.render import capacity, runspec
+from taugrid.render import capacity, naming, runspec
 from taugrid.spec import models as sm
 from taugrid.spec import units
 
@@ -49,7 +49,14 @@ __all__ = [
 RAY_VERSION = "2.60.0"
 BUILTIN = "built-in default"
 RESERVED_ENV = frozenset(
-    {"TAU_RUN_ID", "TAU_ATTEMPT", "TAU_OUTPUT_DIR", "TAU_FENCING_TOKEN", "CHECKPOINT_PATH"}
+    {
+        "TAU_RUN_ID",
+        "TAU_ATTEMPT",
+        "TAU_OUTPUT_DIR",
+        "TAU_FENCING_TOKEN",
+        "CHECKPOINT_PATH",
+        naming.PARAMS_ENV,
+    }
 )
 _DEFAULT_CPUS = 1.0
 _DEFAULT_MEMORY = "4Gi"

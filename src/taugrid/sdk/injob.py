@@ -67,6 +67,7 @@ __all__ = [
     "latest_checkpoint",
     "log",
     "output_dir",
+    "params",
     "rank",
     "request_relocation",
     "run_id",
@@ -88,6 +89,7 @@ checkpoint_info = injob_checkpoint.checkpoint_info
 commit_checkpoint = injob_checkpoint.commit_checkpoint
 latest_checkpoint = injob_checkpoint.latest_checkpoint
 output_dir = injob_env.output_dir
+params = injob_env.params
 rank = injob_env.rank
 run_id = injob_env.run_id
 save_artifact = injob_artifacts.save_artifact

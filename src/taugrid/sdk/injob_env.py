@@ -10,6 +10,7 @@ docs/ARCHITECTURE.md, "The run record"):
                         the record ``/data/<ws>/runs/<run-id>/`` itself on Kubernetes
     CHECKPOINT_PATH     where checkpoints go; default ``$TAU_OUTPUT_DIR/checkpoints``
     TAU_FENCING_TOKEN   this attempt's fencing token, an int (see ``injob_fence``)
+    TAU_PARAMS          a sweep trial's parameter values, a JSON object (``params``)
     RANK / WORLD_SIZE   worker rank and count of a multi-worker run
 
 Invariants:
@@ -22,13 +23,16 @@ Invariants:
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import threading
 import warnings
 from pathlib import Path
+from typing import Any
 
 from taugrid import errors
+from taugrid.render.naming import PARAMS_ENV
 
 __all__ = [
     "LOCAL_DIR_NAME",
@@ -39,6 +43,7 @@ __all__ = [
     "fencing_token",
     "in_run",
     "output_dir",
+    "params",
     "rank",
     "run_id",
     "world_size",
@@ -76,6 +81,20 @@ def checkpoint_root() -> Path:
     """``$CHECKPOINT_PATH``, else ``<output_dir>/checkpoints``."""
     value = os.environ.get("CHECKPOINT_PATH")
     return Path(value) if value else output_dir() / "checkpoints"
+
+
+def params() -> dict[str, Any]:
+    """This sweep trial's parameter values (``tau sweep``); empty outside a sweep."""
+    raw = os.environ.get(PARAMS_ENV)
+    if not raw:
+        return {}
+    try:
+        doc = json.loads(raw)
+    except ValueError as exc:
+        raise InJobEnvError(f"{PARAMS_ENV} is not JSON: {exc}") from exc
+    if not isinstance(doc, dict):
+        raise InJobEnvError(f"{PARAMS_ENV} is not a JSON object: {raw[:80]!r}")
+    return doc
 
 
 def run_id() -> str:

@@ -27,6 +27,7 @@ import pydantic
 from taugrid.spec import errors, rules, units
 from taugrid.spec import pipeline as spec_pipeline
 from taugrid.spec import roles as spec_roles
+from taugrid.spec import sweep as spec_sweep
 
 __all__ = [
     "NAME_PATTERN",
@@ -531,6 +532,9 @@ class TauConfig(_Model):
     """Stages and target throughput (only with workload_kind: pipeline)."""
     roles: dict[Name, spec_roles.RoleSpec] = pydantic.Field(default_factory=dict)
     """Ray actor roles of a single-controller job (e.g. actor, critic, reward), by name."""
+    sweep: spec_sweep.SweepSpec | None = None
+    """A hyperparameter sweep: trials of this tau.yaml with other parameter values
+    (``tau sweep submit``; ``tau run submit`` refuses it)."""
 
     @pydantic.field_validator("schema_version")
     @classmethod

@@ -34,6 +34,8 @@ __all__ = [
     "quota_requests",
     "runs",
     "secrets",
+    "sweep_trials",
+    "sweeps",
     "team_quotas",
     "teams",
     "tokens",
@@ -199,6 +201,41 @@ secrets = sa.Table(
     sa.Column("updated_by", sa.String(128), nullable=False),
 )
 
+# -- sweeps (hub.sweeps): a set of trial runs of one tau.yaml ---------------------------
+# ``spec`` is the tau.yaml's ``sweep`` section; ``code`` the zipped working directory the
+# trials are submitted with. A trial is a run (``runs.id``); ``rung`` is the highest
+# asha rung it passed, ``stopped`` why the sweep stopped it early.
+
+sweeps = sa.Table(
+    "sweeps",
+    metadata,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("name", sa.String(64), nullable=False),
+    sa.Column("workspace", sa.String(64), nullable=False, index=True),
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("reason", sa.Text, nullable=False),
+    sa.Column("spec", sa.JSON, nullable=False),
+    sa.Column("tau_yaml", sa.Text, nullable=False),
+    sa.Column("filename", sa.String(256), nullable=False),
+    sa.Column("code", sa.LargeBinary, nullable=True),
+    sa.Column("source", sa.JSON, nullable=True),
+    sa.Column("model", sa.JSON, nullable=True),
+    sa.Column("created_by", sa.String(128), nullable=False),
+    sa.Column("created_at", sa.Float, nullable=False),
+    sa.Column("updated_at", sa.Float, nullable=False),
+)
+
+sweep_trials = sa.Table(
+    "sweep_trials",
+    metadata,
+    sa.Column("sweep_id", sa.String(64), primary_key=True),
+    sa.Column("idx", sa.Integer, primary_key=True),
+    sa.Column("run_id", sa.String(128), nullable=False, unique=True),
+    sa.Column("params", sa.JSON, nullable=False),
+    sa.Column("rung", sa.Integer, nullable=False),
+    sa.Column("stopped", sa.Text, nullable=True),
+    sa.Column("created_at", sa.Float, nullable=False),
+)
 
 # -- tenancy (hub.tenancy): teams, workspaces, quotas, quota requests ------------------
 # ``origin`` is ``platform`` for an object seeded from platform.yaml and never changed
