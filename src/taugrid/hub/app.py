@@ -46,8 +46,8 @@ from taugrid.hub import (
     results,
     scheduler,
     secrets_api,
-    sweeps_api,
     serving_api,
+    sweeps_api,
     tenancy_api,
 )
 
