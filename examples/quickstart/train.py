@@ -55,6 +55,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--fail-message", default=env("FAIL_MESSAGE", ""))
     p.add_argument("--step-sleep", type=float, default=float(env("STEP_SLEEP", "0")))
     p.add_argument("--seed", type=int, default=int(env("SEED", "0")))
+    p.add_argument("--lr", type=float, default=LR, help="learning rate (sweep.yaml varies it)")
     return p.parse_args(argv)
 
 
@@ -105,10 +106,10 @@ def gradients(state: Arrays, x: np.ndarray, y: np.ndarray) -> tuple[float, float
     return loss, acc, grads
 
 
-def apply(state: Arrays, grads: Arrays) -> None:
+def apply(state: Arrays, grads: Arrays, lr: float) -> None:
     """SGD with momentum, in place."""
     for k in PARAMS:
-        state[f"v_{k}"] = MOMENTUM * state[f"v_{k}"] - LR * grads[k]
+        state[f"v_{k}"] = MOMENTUM * state[f"v_{k}"] - lr * grads[k]
         state[k] = state[k] + state[f"v_{k}"]
 
 
@@ -152,7 +153,7 @@ def train(args: argparse.Namespace) -> tuple[dict[str, float], Arrays]:
     for step in range(start + 1, args.steps + 1):
         idx = batch_for(step, args.seed, len(y_tr))
         loss, batch_acc, grads = gradients(state, x_tr[idx], y_tr[idx])
-        apply(state, grads)
+        apply(state, grads, args.lr)
         val_acc = accuracy(state, x_va, y_va)
         tau.log({"loss": loss, "train_accuracy": batch_acc, "val_accuracy": val_acc}, step=step)
         if step % args.checkpoint_every == 0 or step == args.steps:

@@ -6,39 +6,18 @@ delete, and a submission naming a missing secret refused with the fix."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
+from typing import Any
 
 from tests.hub import tenancy_builders as tb
 from tests.hub.harness import HubServer
 
-TAU = shutil.which("tau") or str(Path(sys.executable).parent / "tau")
 VALUE = "cli-s3cr3t-value"
 
 
-def tau(
-    server: HubServer,
-    *args: str,
-    token: str | None = None,
-    stdin: str = "",
-    cwd: Path | None = None,
-) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TAU_")}
-    env.update(COLUMNS="200", TAU_HOME=str(server.hub.config.tau_home / "cli"))
-    env.update(TAU_HUB_URL=server.url, TAU_TOKEN=token or server.admin_token)
-    return subprocess.run(
-        [TAU, *args],
-        env=env,
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        cwd=cwd,
-    )
+def tau(server: HubServer, *args: str, **kw: Any) -> subprocess.CompletedProcess[str]:
+    return server.tau(*args, **kw)
 
 
 def test_set_list_delete_and_a_submission_that_names_a_missing_secret(

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import shutil
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -16,6 +20,9 @@ import uvicorn
 
 from taugrid import home as tau_home
 from taugrid.hub import app, context, daemon
+
+TAU = shutil.which("tau") or str(Path(sys.executable).parent / "tau")
+"""The ``tau`` console script of this environment."""
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -59,6 +66,31 @@ class HubServer:
 
     def agent_token(self, cluster: str = "local") -> str:
         return tau_home.agent_token(self.hub.config.tau_home, cluster).read_text().strip()
+
+    def tau(
+        self,
+        *args: str,
+        token: str | None = None,
+        stdin: str = "",
+        cwd: Path | None = None,
+        timeout: float = 60,
+    ) -> subprocess.CompletedProcess[str]:
+        """The real ``tau`` console script talking to this hub (admin unless ``token``;
+        ``token=""``: no hub named), with a home of its own and wide output."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TAU_")}
+        env.update(COLUMNS="200", TAU_HOME=str(self.hub.config.tau_home / "cli"))
+        if token != "":
+            env.update(TAU_HUB_URL=self.url, TAU_TOKEN=token or self.admin_token)
+        return subprocess.run(
+            [TAU, *args],
+            env=env,
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            cwd=cwd,
+        )
 
     def http(self, token: str | None = None) -> httpx.Client:
         tok = self.admin_token if token is None else token

@@ -11,10 +11,7 @@ from __future__ import annotations
 
 import datetime
 import json
-import os
-import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,7 +28,6 @@ from tests.hub import tenancy_builders as tb
 from tests.hub.harness import HubServer, make_hub
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
-TAU = shutil.which("tau") or str(Path(sys.executable).parent / "tau")
 PRICE, EGRESS = 3.0, 0.08
 PLATFORM = f"""\
 schema_version: 1
@@ -80,10 +76,7 @@ def platform(tmp_path: Path, ray_cluster: ray_local.LocalRayCluster) -> Iterator
 
 
 def _tau(server: HubServer, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TAU_")}
-    env.update(COLUMNS="200", TAU_HOME=str(server.hub.config.tau_home / "cli"))
-    env.update(TAU_HUB_URL=server.url, TAU_TOKEN=server.admin_token)
-    proc = subprocess.run([TAU, *args], env=env, capture_output=True, text=True, timeout=60)
+    proc = server.tau(*args)
     assert proc.returncode == 0, proc.stderr + proc.stdout
     return proc
 

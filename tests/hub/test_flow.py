@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
 
 from taugrid.backends import ray_local
+from taugrid.platform import load as platform_load
 from taugrid.portal import session
 from taugrid.store import db
 from tests.hub import region as rg
@@ -346,3 +349,48 @@ def test_a_secret_deleted_before_its_run_starts_fails_the_run_with_the_reason(
         server.stop()
     assert done["state"] == "failed"
     assert "secret hf (key token) no longer exists" in done["attempts"][0]["reason"]
+
+
+def test_a_sweep_of_twelve_trials_under_a_quota_of_two_stops_laggards_and_registers_the_best(
+    sqlite_engine: sa.Engine, tmp_path: Path, ray_cluster: ray_local.LocalRayCluster
+) -> None:
+    """``tau sweep submit`` of examples/quickstart/sweep.yaml (12 learning rates, the
+    median rule, model ``digits-mlp``) with the workspace's quota at 2 GPUs: every trial
+    is a Ray job, never more than 2 run at once, the diverging and the barely-moving
+    learning rates are stopped early, and the best trial's model is registered."""
+    platform_file = tmp_path / "platform.yaml"
+    text = platform_load.default_platform_text()
+    platform_file.write_text(text.replace("nominal: 8", "nominal: 2"))
+    server = HubServer(make_hub(sqlite_engine, tmp_path / "home", platform_file)).start()
+    agent = rg.AgentThread(server, ray_cluster, tmp_path / "agent").start()
+    try:
+        sub = server.tau("sweep", "submit", "-c", "sweep.yaml", "-o", "json", cwd=rg.QUICKSTART)
+        assert sub.returncode == 0, sub.stderr + sub.stdout
+        sweep_id = json.loads(sub.stdout)["id"]
+        with server.http() as c:
+            deadline = time.time() + 420
+            while (sw := c.get(f"/v1/sweeps/{sweep_id}").json())["state"] == "running":
+                assert time.time() < deadline, sw
+                time.sleep(1)
+            attempts = [
+                a for t in sw["trials"] for a in c.get(f"/v1/runs/{t['run_id']}").json()["attempts"]
+            ]
+        board = server.tau("sweep", "status", sweep_id)
+    finally:
+        agent.stop()
+        server.stop()
+    assert sw["state"] == "succeeded" and sw["submitted"] == 12, sw["reason"]
+    assert _most_at_once(attempts) <= 2, attempts
+    stopped = {t["params"]["lr"] for t in sw["trials"] if t["stopped"]}
+    assert {0.0001, 10.0} <= stopped, sw["trials"]
+    best = sw["trials"][0]
+    assert best["state"] == "succeeded" and 0.1 <= best["params"]["lr"] <= 0.4, best
+    assert sw["model"]["name"] == "digits-mlp" and sw["model"]["run"] == best["run_id"], sw["model"]
+    assert board.returncode == 0 and "stopped early" in board.stdout, board.stderr + board.stdout
+    assert f"model: digits-mlp v{sw['model']['version']} from {best['run_id']}" in board.stdout
+
+
+def _most_at_once(attempts: list[dict[str, Any]]) -> int:
+    """The most attempts that held GPUs at the same moment (from their start and end)."""
+    spans = [(a["created_at"], a["ended_at"] or time.time()) for a in attempts]
+    return max(sum(1 for s, e in spans if s <= t < e) for t, _ in spans)

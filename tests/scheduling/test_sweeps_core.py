@@ -85,6 +85,8 @@ def test_the_median_rule_stops_a_trial_worse_than_the_median_of_the_others_at_it
     stops = _judged(spec, [*done, bad, good, early])
     assert set(stops) == {2}
     assert "median 1 of 3 other trials" in stops[2].reason, stops[2].reason
+    diverged = core.Trial(5, True, ((1, float("nan")), (2, float("nan"))))
+    assert 5 in _judged(spec, [*done, diverged])  # NaN is the worst value
     # too few others at that step: nobody is judged
     assert _judged(spec, [done[0], bad]) == {}
 

@@ -283,6 +283,13 @@ CASES: dict[str, Case] = {
         "launcher torchrun needs compute.workers",
         "set compute.workers",
     ),
+    "the removed ray-tune launcher": Case(
+        q("  workers: 1\n", "") + "execution:\n  launcher: ray-tune\n",
+        15,
+        13,
+        "launcher ray-tune was removed",
+        "tau sweep submit",
+    ),
     "autoscaling bounds": Case(
         MINIMAL.replace("t.py", "t.py\n  workload_kind: rayservice")
         + "serve:\n  import_path: a:b\n  autoscaling:\n"

@@ -30,6 +30,7 @@ from taugrid.cli import (
     secret_cmds,
     serve_cmds,
     spec_cmds,
+    sweep_cmds,
     tenancy_cmds,
     views,
 )
@@ -51,6 +52,7 @@ _COMMAND_MODULES = (
     secret_cmds,
     serve_cmds,
     spec_cmds,
+    sweep_cmds,
     tenancy_cmds,
 )  # imported to register
 

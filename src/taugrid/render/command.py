@@ -101,8 +101,8 @@ def user_command(spec: runspec.RunSpec) -> list[str]:
 
 def pinnable(spec: runspec.RunSpec) -> bool:
     """Whether TauGrid starts the run's workers itself (and so can pin them to nodes):
-    not Ray Train/Tune scripts, pipelines or Serve apps, which place their own workers."""
-    own = spec.launcher in (sm.Launcher.RAY_TRAIN, sm.Launcher.RAY_TUNE)
+    not Ray Train scripts, pipelines or Serve apps, which place their own workers."""
+    own = spec.launcher is sm.Launcher.RAY_TRAIN
     return not own and spec.workload_kind is not sm.WorkloadKind.PIPELINE and spec.serve is None
 
 

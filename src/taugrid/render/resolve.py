@@ -88,10 +88,10 @@ def canonical_hash(value: Any) -> str:
 
 
 def _hashed_config(config: sm.TauConfig) -> dict[str, Any]:
-    """The config as hashed: sections added later (``pipeline``, ``roles``) are left out
-    while unset, so a tau.yaml that does not use them keeps the hash it always had."""
+    """The config as hashed: sections added later (``pipeline``, ``roles``, ``sweep``) are
+    left out while unset, so a tau.yaml that does not use them keeps the hash it always had."""
     doc = config.model_dump(mode="json")
-    for key, unset in (("pipeline", None), ("roles", {})):
+    for key, unset in (("pipeline", None), ("roles", {}), ("sweep", None)):
         if doc.get(key) == unset:
             doc.pop(key, None)
     return doc

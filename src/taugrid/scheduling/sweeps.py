@@ -92,8 +92,10 @@ def _score(value: float, mode: str) -> float:
 
 
 def best_up_to(points: Sequence[Point], step: int, mode: str) -> float | None:
-    """The best value logged at or before ``step`` (None when none was)."""
-    vals = [v for s, v in points if s <= step and math.isfinite(v)]
+    """The best value logged at or before ``step`` (None when none was); a NaN counts as
+    the worst value there is (a trial that diverged is judged, and loses)."""
+    worst = math.inf if mode == "min" else -math.inf
+    vals = [worst if math.isnan(v) else v for s, v in points if s <= step]
     if not vals:
         return None
     return min(vals) if mode == "min" else max(vals)
@@ -178,6 +180,8 @@ def _quantile(xs: Sequence[float], q: float) -> float:
     """Linear interpolation between closest ranks (numpy's default percentile)."""
     pos = (len(xs) - 1) * q
     lo, hi = math.floor(pos), math.ceil(pos)
+    if not (math.isfinite(xs[lo]) and math.isfinite(xs[hi])):  # a diverged trial's -inf
+        return xs[lo] if pos - lo < 0.5 else xs[hi]
     return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 

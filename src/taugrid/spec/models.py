@@ -105,7 +105,6 @@ class Launcher(enum.StrEnum):
     PYTHON = "python"
     TORCHRUN = "torchrun"
     RAY_TRAIN = "ray-train"
-    RAY_TUNE = "ray-tune"
 
 
 class RetryOn(enum.StrEnum):
@@ -495,7 +494,21 @@ class ExecutionSpec(_Model):
     """``execution``: the launcher that starts the entrypoint on the workers."""
 
     launcher: Launcher = Launcher.PYTHON
-    """python (plain driver), torchrun, ray-train or ray-tune."""
+    """python (plain driver), torchrun or ray-train (a Ray script that places its own
+    workers: Ray Train, or Ray Tune run by the script itself)."""
+
+    @pydantic.field_validator("launcher", mode="before")
+    @classmethod
+    def _no_tune(cls, v: object) -> object:
+        if v == "ray-tune":
+            raise errors.FieldError(
+                "launcher ray-tune was removed: it only meant a Ray script that places its "
+                "own workers",
+                loc=(),
+                hint="use launcher: ray-train for a script that runs Ray Tune itself, or a "
+                "sweep section and tau sweep submit (docs/sweeps.md)",
+            )
+        return v
 
 
 class TauConfig(_Model):
