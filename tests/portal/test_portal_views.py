@@ -157,12 +157,15 @@ def test_expired_or_altered_session_goes_back_to_login(hub: HubServer, page: Any
 def test_every_page_fits_a_phone_and_is_keyboard_reachable(hub: HubServer, page: Any) -> None:
     with hub.http() as admin:
         run = tb.ok(tb.submit(admin, name="phone-run"), 201)
+        sweep = tb.ok(admin.post("/v1/sweeps", json={"tau_yaml": SWEEP}), 201)
     login(page, hub.url, hub.admin_token)
     for path in (
         "/ui/runs",
         f"/ui/runs/{run['id']}",
         "/ui/submit",
         "/ui/cost",
+        "/ui/sweeps",
+        f"/ui/sweeps/{sweep['id']}",
         "/ui/admin/platform",
         "/ui/admin/queue",
         "/ui/admin/quotas",
@@ -171,3 +174,34 @@ def test_every_page_fits_a_phone_and_is_keyboard_reachable(hub: HubServer, page:
     ):
         assert page.goto(f"{hub.url}{path}").status == 200, path
         _narrow_and_keyboard(page)
+
+
+SWEEP = tb.tau_yaml("lr-sweep") + "sweep:\n  parameters:\n    lr: {values: [0.1, 0.01, 0.001]}\n"
+
+
+def test_the_sweep_pages_show_its_trials_and_only_to_its_workspace(
+    hub: HubServer, page: Any
+) -> None:
+    tb.workspace(hub, "vision")
+    tb.workspace(hub, "speech")
+    other = tb.token(hub, "ana", workspaces=["speech"])
+    with hub.http() as admin:
+        body = {"tau_yaml": SWEEP, "workspace": "vision"}
+        sweep = tb.ok(admin.post("/v1/sweeps", json=body), 201)
+        deadline = time.time() + 20
+        while admin.get(f"/v1/sweeps/{sweep['id']}").json()["submitted"] < 2:  # parallel: 2
+            assert time.time() < deadline
+            time.sleep(0.2)
+    login(page, hub.url, hub.admin_token)
+    page.goto(f"{hub.url}/ui/sweeps")
+    assert "lr-sweep" in page.inner_text("table.sweeps")
+    follow(page, "table.sweeps a")
+    rows = _rows(page, "table.leaderboard")
+    assert len(rows) == 2 and "lr=0.1" in rows[0] and "lr=0.01" in rows[1], rows
+    assert "2 of 3 trials submitted" in page.inner_text("main")
+    shot(page, "sweep")
+    page.context.clear_cookies()
+    login(page, hub.url, other)
+    page.goto(f"{hub.url}/ui/sweeps")
+    assert "lr-sweep" not in page.inner_text("table.sweeps")
+    assert page.goto(f"{hub.url}/ui/sweeps/{sweep['id']}").status == 404

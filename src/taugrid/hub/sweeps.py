@@ -138,21 +138,17 @@ def _unfinished(run: Row | None) -> bool:
     return run is not None and st.RunState(run["state"]) not in st.TERMINAL_RUN_STATES
 
 
-def _points(hub: context.Hub, spec: ss.SweepSpec, run_id: str) -> tuple[core.Point, ...]:
-    if spec.metric is None:
-        return ()
-    rows = hub.runs.metrics(run_id, spec.metric.name)
-    return tuple((int(r["step"]), float(r["value"])) for r in rows if r["step"] is not None)
-
-
 def _views(
     hub: context.Hub, spec: ss.SweepSpec, trials: list[Row], by_run: dict[str, Row]
 ) -> list[core.Trial]:
+    points: dict[str, list[core.Point]] = {}
+    if spec.metric is not None and trials:
+        points = hub.runs.metric_points([t["run_id"] for t in trials], spec.metric.name)
     return [
         core.Trial(
             index=t["idx"],
             active=_unfinished(by_run.get(t["run_id"])) and not t["stopped"],
-            points=_points(hub, spec, t["run_id"]),
+            points=tuple(points.get(t["run_id"], ())),
             rung=t["rung"],
         )
         for t in trials

@@ -14,7 +14,15 @@ import anyio.to_thread
 import fastapi
 from fastapi import responses, staticfiles
 
-from taugrid.portal import admin_views, cost_views, render, runs_views, session, submit_views
+from taugrid.portal import (
+    admin_views,
+    cost_views,
+    render,
+    runs_views,
+    session,
+    submit_views,
+    sweeps_views,
+)
 from taugrid.sdk import client, tenancy
 
 __all__ = ["install"]
@@ -128,4 +136,5 @@ def install(app: fastapi.FastAPI) -> None:
     app.include_router(admin_views.router)
     app.include_router(submit_views.router)
     app.include_router(cost_views.router)
+    app.include_router(sweeps_views.router)
     _install_errors(app)

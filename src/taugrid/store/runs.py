@@ -421,6 +421,20 @@ class RunStore:
             if token and fields:
                 c.execute(t.attempts.update().where(t.attempts.c.token == token).values(**fields))
 
+    def metric_points(self, run_ids: list[str], name: str) -> dict[str, list[tuple[int, float]]]:
+        """(step, value) of metric ``name`` per run, in one query (runs without any: absent)."""
+        q = (
+            sa.select(t.metrics.c.run_id, t.metrics.c.step, t.metrics.c.value)
+            .where(t.metrics.c.run_id.in_(run_ids), t.metrics.c.name == name)
+            .where(t.metrics.c.step.is_not(None))
+            .order_by(t.metrics.c.id)
+        )
+        out: dict[str, list[tuple[int, float]]] = {}
+        with self.engine.connect() as c:
+            for run_id, step, value in c.execute(q):
+                out.setdefault(run_id, []).append((int(step), float(value)))
+        return out
+
     def metrics(self, run_id: str, name: str | None = None) -> list[Row]:
         q = sa.select(t.metrics).where(t.metrics.c.run_id == run_id)
         if name:
