@@ -103,7 +103,8 @@ def main() -> None:
         "the rule stops; *after*: the cycle after that (the stopped ones are no longer "
         "judged). The judging cycle is what every scheduling cycle pays while a sweep runs "
         "(the hub's cycle is 0.5 s by default).\n\n"
-        "| trials N | points per trial M | rule | submit (s) | judge (ms) | stopped | after (ms) |\n"
+        "| trials N | points per trial M | rule | submit (s) | judge (ms) | stopped "
+        "| after (ms) |\n"
         "| ---: | ---: | --- | ---: | ---: | ---: | ---: |\n" + "\n".join(rows) + "\n"
     )
 
