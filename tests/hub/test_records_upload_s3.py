@@ -181,6 +181,22 @@ class CutStore(recordstore.ObjectRecordStore):
         return self.inner.put_file(key, src)
 
 
+class FenceMovesAtCommit(CutStore):
+    """The race seam: the hub moves ``FENCE`` to ``fence`` right after a marker's upload
+    (between the uploader's two reads of it)."""
+
+    def __init__(self, inner: recordstore.RecordStore, fence: int) -> None:
+        super().__init__(inner, fail_at=0)
+        self.fail_at = fence  # reused as the fence the hub writes
+
+    def put_file(self, key: str, src: Path) -> str:
+        got = self.inner.put_file(key, src)
+        if key.endswith(f"/{recordsync.MARKER}"):
+            fence_key = key.split("/checkpoints/")[0] + "/FENCE"
+            self.inner.write(fence_key, str(self.fail_at).encode())
+        return got
+
+
 def _assignment(attempt: int, token: int, url: str, server: ws.WeedS3) -> wire.Assignment:
     spec = pm.RecordStoreSpec(
         url=url,
@@ -304,3 +320,24 @@ def test_a_ray_train_v2_job_resumes_from_its_own_checkpoint_after_a_crash(
     assert done["state"] == "succeeded", done["reason"]
     assert "resumed at step 0" in logs and "resumed at step 6" in logs, logs[-3000:]
     assert first["summary"] == "exit code 1: rank 0: ValueError: loss is nan at step 7"
+
+
+@pytest.mark.parametrize(("fence", "kept"), [(0, True), (8, False)])
+def test_a_marker_uploaded_as_the_fence_moved_stays_only_while_no_attempt_owns_it(
+    creds: ws.WeedS3, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fence: int, kept: bool
+) -> None:
+    """The hub revokes the attempt (``FENCE`` 0) between the uploader's two reads: the
+    checkpoint is whole and the hub may list it as the retry's resume point, so it stays.
+    A newer attempt owning the record (``FENCE`` 8) means it goes."""
+    url = f"s3://{BUCKET}/{secrets.token_hex(4)}"
+    a1 = _assignment(1, 7, url, creds)
+    store = recordsync.open_for(a1, None)
+    store.write("default/runs/r-cut/FENCE", b"7")
+    s1 = tmp_path / "a1"
+    sync = recordsync.RecordSync(a1, s1, FenceMovesAtCommit(store, fence))  # type: ignore[arg-type]
+    sync.stage()
+    _commit(s1, 20, monkeypatch, 7)
+    with pytest.raises(recordsync.Fenced):
+        sync._round(fenced=True)
+    marker = "default/runs/r-cut/checkpoints/step-00000020/_CHECKPOINT.json"
+    assert store.exists(marker) is kept

@@ -19,7 +19,9 @@ the record store through ``dataplane.recordstore``: the same code for a local di
   verified by reading it back (sha256, checked against its marker), ``_CHECKPOINT.json``
   last, with the fence read before and after it: a checkpoint cut half-way has no marker
   in the store and is never offered; a fenced attempt's marker is refused, or deleted
-  again when the fence moved meanwhile.
+  again when a newer attempt took the fence meanwhile (a fence moved only to
+  ``NO_ATTEMPT``, revoked with no retry placed yet, keeps it: the checkpoint is whole,
+  and the hub may already have chosen it as the retry's resume point).
 - a store that does not answer: retried with backoff (``UPLOAD_S`` doubling up to
   ``BACKOFF_MAX_S``); the job keeps running and nothing is marked saved.
 - ``finish``, once the job ended: framework checkpoints it never committed are adopted
@@ -53,7 +55,7 @@ from taugrid import errors
 from taugrid import payloads as wire
 from taugrid.dataplane import recordstore
 from taugrid.platform import models as pm
-from taugrid.store import checkpoints
+from taugrid.store import checkpoints, record
 
 __all__ = [
     "BACKOFF_MAX_S",
@@ -84,10 +86,12 @@ _DOWNLOAD = ".staging"
 
 
 class Fenced(errors.SystemFault):
-    """The store's ``FENCE`` names another attempt: this one may no longer upload."""
+    """The store's ``FENCE`` names another attempt (``fence``): this one may no longer
+    upload."""
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, fence: int | None = None) -> None:
         super().__init__(message, "another attempt of the run is authoritative", retryable=False)
+        self.fence = fence
 
 
 def scratch_dir(state_dir: Path, a: wire.Assignment) -> Path:
@@ -284,7 +288,8 @@ class RecordSync:
         if fence is not None and fence != self.a.token:
             raise Fenced(
                 f"attempt {self.a.attempt} of run {self.a.run_id} is fenced (its token "
-                f"{self.a.token}, the record's {fence}): its uploads are refused"
+                f"{self.a.token}, the record's {fence}): its uploads are refused",
+                fence,
             )
 
     def _metrics(self) -> None:
@@ -337,8 +342,12 @@ class RecordSync:
         if fenced:
             try:
                 self._check_fence()
-            except Fenced:
-                self.store.delete(marker)
+            except Fenced as exc:
+                # Revoked meanwhile, no attempt placed yet: the checkpoint is whole and
+                # the hub may already have listed it as the retry's resume point, so it
+                # stays. A newer attempt owns the record: it goes.
+                if exc.fence != record.NO_ATTEMPT:
+                    self.store.delete(marker)
                 raise
         self.store.write(self._k("checkpoints/latest"), f"{name}\n".encode())
         self._done.add(name)

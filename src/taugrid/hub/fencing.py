@@ -23,12 +23,11 @@ from typing import Any
 
 from taugrid.hub import context, runs
 from taugrid.lifecycle import phases as ph
-from taugrid.store import checkpoints
+from taugrid.store import checkpoints, record
 
 __all__ = ["NO_ATTEMPT", "adopt", "report", "revoke"]
 
-NO_ATTEMPT = 0
-"""The ``FENCE`` value between attempts: tokens start at 1, so no attempt matches it."""
+NO_ATTEMPT = record.NO_ATTEMPT
 
 
 def revoke(hub: context.Hub, a: dict[str, Any]) -> float:
