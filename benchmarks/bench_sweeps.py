@@ -82,7 +82,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="seconds-long smoke run")
     parser.add_argument("--no-write", action="store_true", help="print only")
     args = parser.parse_args()
-    shapes = [(12, 50)] if args.quick else [(12, 100), (100, 100), (300, 200)]
+    shapes = [(12, 50)] if args.quick else [(12, 100), (50, 100), (100, 200)]
     rows = []
     for n, m in shapes:
         for rule in ("median", "asha"):

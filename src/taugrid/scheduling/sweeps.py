@@ -19,6 +19,7 @@ every scheduling cycle; nothing here reads a store or a clock):
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import itertools
 import math
@@ -108,6 +109,24 @@ def _best(points: Sequence[Point], mode: str) -> tuple[float, int] | None:
     return min(finite, key=lambda vs: (-_score(vs[0], mode), vs[1]))
 
 
+class _Running:
+    """A trial's best value so far at each step it logged: ``at(step)`` by bisection."""
+
+    def __init__(self, points: Sequence[Point], mode: str) -> None:
+        worst = math.inf if mode == "min" else -math.inf
+        pick = min if mode == "min" else max
+        self.steps: list[int] = []
+        self.bests: list[float] = []
+        for step, value in sorted(points):
+            v = worst if math.isnan(value) else value
+            self.steps.append(step)
+            self.bests.append(pick(v, self.bests[-1]) if self.bests else v)
+
+    def at(self, step: int) -> float | None:
+        i = bisect.bisect_right(self.steps, step)
+        return self.bests[i - 1] if i else None
+
+
 def judge(spec: ss.SweepSpec, trials: Sequence[Trial]) -> list[Decision]:
     """What the early-stopping rule decides now about the active trials."""
     rule, metric = spec.early_stop, spec.metric
@@ -120,16 +139,17 @@ def judge(spec: ss.SweepSpec, trials: Sequence[Trial]) -> list[Decision]:
 
 def _median(rule: ss.EarlyStop, metric: ss.SweepMetric, trials: Sequence[Trial]) -> list[Decision]:
     out = []
+    running = {u.index: _Running(u.points, metric.mode) for u in trials}
     for t in trials:
         step = t.last_step
         if not t.active or step is None or step < rule.grace_steps:
             continue
-        mine = best_up_to(t.points, step, metric.mode)
+        mine = running[t.index].at(step)
         others = [
             b
             for u in trials
             if u.index != t.index and (u.last_step or -1) >= step
-            if (b := best_up_to(u.points, step, metric.mode)) is not None
+            if (b := running[u.index].at(step)) is not None
         ]
         if mine is None or len(others) < rule.min_trials:
             continue
@@ -151,18 +171,19 @@ def rungs(rule: ss.EarlyStop, up_to: int) -> list[int]:
 
 def _asha(rule: ss.EarlyStop, metric: ss.SweepMetric, trials: Sequence[Trial]) -> list[Decision]:
     out = []
+    running = {u.index: _Running(u.points, metric.mode) for u in trials}
     for t in trials:
         if not t.active or t.last_step is None:
             continue
         for rung in (r for r in rungs(rule, t.last_step) if r > t.rung):
-            mine = best_up_to(t.points, rung, metric.mode)
+            mine = running[t.index].at(rung)
             if mine is None:
                 continue
             recorded = [
                 _score(b, metric.mode)
                 for u in trials
                 if (u.last_step or -1) >= rung
-                if (b := best_up_to(u.points, rung, metric.mode)) is not None
+                if (b := running[u.index].at(rung)) is not None
             ]
             cutoff = _quantile(sorted(recorded), 1 - 1 / rule.eta)
             if _score(mine, metric.mode) < cutoff:
