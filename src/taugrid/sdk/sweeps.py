@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from taugrid import errors
-from taugrid.sdk import client, submit
+from taugrid.sdk import client
 
 __all__ = ["cancel", "listing", "status", "submit_sweep"]
 
@@ -26,6 +26,8 @@ def submit_sweep(
 ) -> Doc:
     """Check and send a sweep; the hub's row (``dry_run``: its trials' parameters)."""
     import base64
+
+    from taugrid.sdk import submit  # tau.yaml's models: not at CLI start
 
     p = submit.prepare(target, config)
     if p.config.sweep is None:
