@@ -106,7 +106,7 @@ def gradients(state: Arrays, x: np.ndarray, y: np.ndarray) -> tuple[float, float
     return loss, acc, grads
 
 
-def apply(state: Arrays, grads: Arrays, lr: float) -> None:
+def apply(state: Arrays, grads: Arrays, lr: float = LR) -> None:
     """SGD with momentum, in place."""
     for k in PARAMS:
         state[f"v_{k}"] = MOMENTUM * state[f"v_{k}"] - lr * grads[k]
