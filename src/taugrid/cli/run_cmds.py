@@ -88,17 +88,13 @@ def _done(run: dict[str, Any]) -> bool:
 @app.run_app.command("submit", hidden=True)
 @views.guard
 def submit_cmd(
-    target: Annotated[
-        str | None, typer.Argument(help="Directory with tau.yaml, or the file")
-    ] = None,
-    config: Annotated[str | None, typer.Option("-c", "--config", help="tau.yaml to use")] = None,
+    target: views.Target = None,
+    config: views.ConfigFile = None,
     watch: Annotated[bool, typer.Option("--watch", "-w", help="Follow the run to the end")] = False,
     dry_run: Annotated[
         str | None, typer.Option("--dry-run", help="client: print what would be sent")
     ] = None,
-    workspace: Annotated[
-        str | None, typer.Option("--workspace", help="Override policy.workspace")
-    ] = None,
+    workspace: views.WorkspaceOverride = None,
     output: views.SubmitOutput = "text",
 ) -> None:
     """Submit a run: tau run [TARGET] [-c FILE] [--watch]."""

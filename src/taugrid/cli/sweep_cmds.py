@@ -34,13 +34,9 @@ def _client(start: bool = False) -> sdk_client.Client:
 @sweep_app.command("submit")
 @views.guard
 def submit_cmd(
-    target: Annotated[
-        str | None, typer.Argument(help="Directory with tau.yaml, or the file")
-    ] = None,
-    config: Annotated[str | None, typer.Option("-c", "--config", help="tau.yaml to use")] = None,
-    workspace: Annotated[
-        str | None, typer.Option("--workspace", help="Override policy.workspace")
-    ] = None,
+    target: views.Target = None,
+    config: views.ConfigFile = None,
+    workspace: views.WorkspaceOverride = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="List the trials; submit nothing")
     ] = False,

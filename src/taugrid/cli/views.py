@@ -60,6 +60,13 @@ Output = Annotated[
 """``-o``/``--output`` of every command: ``text`` (a table for a person) or ``json``; any
 other value is a usage error, never a silent table."""
 
+Target = Annotated[str | None, typer.Argument(help="Directory with tau.yaml, or the file")]
+"""What ``tau run`` and ``tau sweep submit`` submit: a directory with tau.yaml, or the file."""
+ConfigFile = Annotated[str | None, typer.Option("-c", "--config", help="tau.yaml to use")]
+WorkspaceOverride = Annotated[
+    str | None, typer.Option("--workspace", help="Override policy.workspace")
+]
+
 SubmitOutput = Annotated[
     str,
     typer.Option(

@@ -95,11 +95,7 @@ def _score(value: float, mode: str) -> float:
 def best_up_to(points: Sequence[Point], step: int, mode: str) -> float | None:
     """The best value logged at or before ``step`` (None when none was); a NaN counts as
     the worst value there is (a trial that diverged is judged, and loses)."""
-    worst = math.inf if mode == "min" else -math.inf
-    vals = [worst if math.isnan(v) else v for s, v in points if s <= step]
-    if not vals:
-        return None
-    return min(vals) if mode == "min" else max(vals)
+    return _Running(points, mode).at(step)
 
 
 def _best(points: Sequence[Point], mode: str) -> tuple[float, int] | None:
