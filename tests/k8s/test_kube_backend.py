@@ -96,6 +96,19 @@ def _hold_quota(kube: client.ApiClient, gpus: int) -> None:
         "spec": {"template": pod},
     }
     client.BatchV1Api(kube).create_namespaced_job("ml", job)
+    # admitted before the run arrives: Kueue admits in arrival order, and under load the
+    # run's RayJob could otherwise reach the queue first and take the quota itself
+    custom = client.CustomObjectsApi(kube)
+    controlplane.wait_until(
+        "the holder's Workload admitted by Kueue",
+        lambda: any(
+            (wl.get("status") or {}).get("admission")
+            for wl in custom.list_namespaced_custom_object(*kube_region.KUEUE, "ml", "workloads")[
+                "items"
+            ]
+            if any(o["name"] == "holder" for o in wl["metadata"].get("ownerReferences") or [])
+        ),
+    )
 
 
 def test_a_run_over_kueue_quota_stays_pending_with_kueues_reason(

@@ -277,6 +277,9 @@ def _apply(hub: context.Hub, rep: wire.AttemptReport) -> None:
         rec.write_bytes(serving.STATUS_FILE, json.dumps(doc).encode())
     if rep.progress_warning:
         nodehealth.stalled(hub, run["id"], a["number"], rep.progress_warning)
+    # the cluster's phases before the state they came with: whoever sees ``running`` sees
+    # them, and a retry's reset of the phases (an ended attempt) is not overwritten
+    _signals(hub, run["id"], rep)
     if rep.state != a["state"]:
         _transition(hub, run, a, rep)
         runs.write_run_json(hub, run["id"])
@@ -284,7 +287,6 @@ def _apply(hub: context.Hub, rep: wire.AttemptReport) -> None:
         _running(hub, run, a, rep)
     if rep.relocate is not None:  # after the state: the ask may come with its first "running"
         relocation.consider(hub, run, hub.runs.get_attempt(a["token"]) or a, rep.relocate)
-    _signals(hub, run["id"], rep)
     attempts.check_released(hub, run["id"])
 
 
@@ -299,6 +301,11 @@ def _staged(hub: context.Hub, a: dict[str, Any], staged: str | None) -> None:
         return
     hub.runs.update_attempt(a["token"], resumed_from=staged, event="resume_point_changed")
     a["resumed_from"] = staged
+
+
+def _said(rep: wire.AttemptReport, phase: ph.Phase) -> bool:
+    """Whether the cluster reported ``phase`` itself (a Kubernetes backend does)."""
+    return any(s.get("phase") == phase.value for s in rep.phases)
 
 
 def _signals(hub: context.Hub, run_id: str, rep: wire.AttemptReport) -> None:
@@ -420,14 +427,15 @@ def _transition(
         hub.runs.update_attempt(
             a["token"], state=state, submission_id=rep.submission_id, event="attempt_starting"
         )
-        runs.phase(
-            hub,
-            run["id"],
-            ph.Phase.SCHEDULED,
-            ph.PhaseStatus.ACTIVE,
-            "ray",
-            f"submitted to Ray as {rep.submission_id}; waiting for resources",
-        )
+        if not _said(rep, ph.Phase.SCHEDULED):  # the cluster's own words win (Kubernetes)
+            runs.phase(
+                hub,
+                run["id"],
+                ph.Phase.SCHEDULED,
+                ph.PhaseStatus.ACTIVE,
+                "ray",
+                f"submitted to Ray as {rep.submission_id}; waiting for resources",
+            )
     elif state == st.AttemptState.RUNNING.value:
         _running(hub, run, a, rep)
     elif state in (
@@ -486,8 +494,7 @@ def _running(
         if rep.worker_nodes:
             _binding_mismatch(hub, run, a, rep.worker_nodes)
     where = ", ".join(node_ids.short(n) for n in rep.nodes) or "Ray"
-    said = {s.get("phase") for s in rep.phases}  # the cluster's own words win (Kubernetes)
-    if ph.Phase.SCHEDULED.value not in said:
+    if not _said(rep, ph.Phase.SCHEDULED):  # the cluster's own words win (Kubernetes)
         runs.phase(
             hub,
             run["id"],
@@ -512,7 +519,7 @@ def _running(
         runs.phase(
             hub, run["id"], ph.Phase.GPU_HEALTHY, ph.PhaseStatus.WARNING, "node health", unknown
         )
-    elif rep.nodes and ph.Phase.GPU_HEALTHY.value not in said:
+    elif rep.nodes and not _said(rep, ph.Phase.GPU_HEALTHY):
         runs.phase(
             hub,
             run["id"],
