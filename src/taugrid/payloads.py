@@ -190,6 +190,10 @@ class NodeReport(_Payload):
     """The node checker's conditions (``health.conditions``); empty before its first round."""
     health_check: str = "unknown"
     """The worst of ``conditions`` (``ok``, ``warning``, ``failed``, ``unknown``)."""
+    pool: str | None = None
+    """The platform.yaml node pool it belongs to (its ``taugrid.io/pool`` label), if known."""
+    spot: bool = False
+    """Set by the hub from the pool's ``capacity``: the provider may reclaim the node."""
     checked_at: float | None = None
 
 

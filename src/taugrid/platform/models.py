@@ -21,6 +21,7 @@ import pydantic
 
 from taugrid.platform import checks
 from taugrid.spec import units
+from taugrid.spec.models import Capacity
 
 __all__ = [
     "ClusterSpec",
@@ -78,6 +79,17 @@ class NodePool(_Model):
     memory_per_node: str = "32Gi"
     nodes: int = pydantic.Field(default=1, ge=0)
     cost_per_gpu_hour: float = pydantic.Field(default=0.0, ge=0)
+    capacity: Capacity = pydantic.Field(
+        default=Capacity.ON_DEMAND,
+        description="on-demand, or spot: cheaper nodes the provider may reclaim at any time "
+        "(nodes carry the label taugrid.io/pool=<pool name>; docs/spot.md).",
+    )
+    reclaims_per_hour: float = pydantic.Field(
+        default=0.0,
+        ge=0,
+        description="capacity spot: expected reclaims per node-hour, used until the hub has "
+        "observed the pool (e.g. 0.05: one node in twenty is reclaimed per hour).",
+    )
 
     _check_memory = pydantic.field_validator("memory_per_node")(units.check_quantity)
 
@@ -85,6 +97,15 @@ class NodePool(_Model):
     def _gpu_pairs(self) -> NodePool:
         if self.gpus_per_node > 0 and self.gpu_model is None:
             raise ValueError(f"node pool '{self.name}' has GPUs but no gpu_model; set gpu_model")
+        if self.capacity is Capacity.ANY:
+            raise ValueError(
+                f"node pool '{self.name}' has capacity any; a pool sells spot or on-demand"
+            )
+        if self.reclaims_per_hour and self.capacity is not Capacity.SPOT:
+            raise ValueError(
+                f"node pool '{self.name}' sets reclaims_per_hour but is not spot; "
+                "set capacity: spot or remove reclaims_per_hour"
+            )
         return self
 
 

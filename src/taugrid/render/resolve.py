@@ -87,13 +87,27 @@ def canonical_hash(value: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+_ADDED_LATER: tuple[tuple[tuple[str, ...], object], ...] = (
+    (("pipeline",), None),
+    (("roles",), {}),
+    (("sweep",), None),
+    (("resilience", "capacity"), sm.Capacity.ON_DEMAND.value),
+    (("resilience", "max_price"), None),
+)
+"""Fields added after configs were first hashed, with the value they have while unset."""
+
+
 def _hashed_config(config: sm.TauConfig) -> dict[str, Any]:
-    """The config as hashed: sections added later (``pipeline``, ``roles``, ``sweep``) are
-    left out while unset, so a tau.yaml that does not use them keeps the hash it always had."""
+    """The config as hashed: fields added later (``_ADDED_LATER``) are left out while
+    unset, so a tau.yaml that does not use them keeps the hash it always had."""
     doc = config.model_dump(mode="json")
-    for key, unset in (("pipeline", None), ("roles", {}), ("sweep", None)):
-        if doc.get(key) == unset:
-            doc.pop(key, None)
+    for path, unset in _ADDED_LATER:
+        *parents, key = path
+        where = doc
+        for part in parents:
+            where = where.get(part) or {}
+        if key in where and where[key] == unset:
+            del where[key]
     return doc
 
 

@@ -81,6 +81,8 @@ class ClusterVerdict:
     scores: dict[str, float]
     total: float
     code: str = plugins.Code.SUCCESS.value
+    capacity: str = snap.ON_DEMAND
+    """The nodes it was judged for: spot or on-demand (a run of capacity any gets both)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,6 +117,8 @@ class Decision:
     unresolvable: bool = False
     nodes: tuple[str, ...] = ()
     guests: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    capacity: str = snap.ON_DEMAND
+    """With PLACED: the capacity its nodes are (spot, on-demand; any for a span of both)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -172,6 +176,7 @@ def policy_from(spec: pm.Scheduling) -> Policy:
             plugins.RegionFilter(),
             plugins.ComplianceFilter(),
             plugins.GpuShareFilter(),
+            plugins.CapacityFilter(),
             plugins.RelocationFilter(),
             plugins.FitFilter(),
             plugins_data.DataMoveFilter(),
@@ -220,15 +225,18 @@ class _Work:
         return self.weights[key]
 
     def verdicts_for(self, run: snap.PendingRun) -> tuple[ClusterVerdict, ...]:
-        """Every cluster's verdict for ``run``, in cluster ID order (memoised)."""
-        key, out, weights = run.request, [], self.weights_of(run)
-        for cluster_id in self.order:
-            memo = self.verdicts[cluster_id]
-            v = memo.get(key)
-            if v is None:
-                v = _verdict(run, self.clusters[cluster_id], self.policy, weights)
-                memo[key] = v
-            out.append(v)
+        """Every cluster's verdict for ``run``, in cluster ID order (memoised); a run of
+        capacity any is judged as spot and as on-demand on each cluster."""
+        out, weights = [], self.weights_of(run)
+        for one in _capacities(run):
+            key = one.request
+            for cluster_id in self.order:
+                memo = self.verdicts[cluster_id]
+                v = memo.get(key)
+                if v is None:
+                    v = _verdict(one, self.clusters[cluster_id], self.policy, weights)
+                    memo[key] = v
+                out.append(v)
         return tuple(out)
 
     def keeps(self, run: snap.PendingRun, c: snap.ClusterView) -> bool:
@@ -243,6 +251,13 @@ class _Work:
         self.clusters[cluster_id] = take(run, view, nodes)
         self.verdicts[cluster_id] = {}
         return nodes
+
+
+def _capacities(run: snap.PendingRun) -> tuple[snap.PendingRun, ...]:
+    """``run`` as each capacity it may use: spot then on-demand for ``any``."""
+    if run.capacity != snap.ANY:
+        return (run,)
+    return tuple(dataclasses.replace(run, capacity=c) for c in (snap.SPOT, snap.ON_DEMAND))
 
 
 def _heads(pending: list[snap.PendingRun]) -> list[snap.PendingRun]:
@@ -308,14 +323,15 @@ def _verdict(
     run: snap.PendingRun, c: snap.ClusterView, policy: Policy, weights: dict[str, float]
 ) -> ClusterVerdict:
     """Filter, then score ``c`` for ``run``; a plugin that raises drops only ``c``."""
-    name = ""
+    name, kind = "", run.capacity
     try:
         for f in policy.filters:
             name = f.name
             st = f.filter(run, c)
             if not st.ok:
                 why = f"{f.name}: {st.reason}"
-                return ClusterVerdict(c.cluster_id, c.region, False, why, {}, 0.0, st.code.value)
+                code = st.code.value
+                return ClusterVerdict(c.cluster_id, c.region, False, why, {}, 0.0, code, kind)
         # Zero-weight scorers cannot change the choice; skipping them keeps a cycle cheap.
         scores = {}
         for s in policy.scorers:
@@ -324,9 +340,9 @@ def _verdict(
                 scores[s.name] = min(100.0, max(0.0, s.score(run, c)))
     except Exception as exc:  # one plugin's bug must not abort the whole cycle
         why = f"plugin {name} failed: {type(exc).__name__}: {exc}"
-        return ClusterVerdict(c.cluster_id, c.region, False, why, {}, 0.0, PLUGIN_ERROR)
-    total = sum(weights[n] * v for n, v in scores.items())
-    return ClusterVerdict(c.cluster_id, c.region, True, "fits", scores, round(total, 3))
+        return ClusterVerdict(c.cluster_id, c.region, False, why, {}, 0.0, PLUGIN_ERROR, kind)
+    total = round(sum(weights[n] * v for n, v in scores.items()), 3)
+    return ClusterVerdict(c.cluster_id, c.region, True, "fits", scores, total, capacity=kind)
 
 
 def reserve(run: snap.PendingRun, cluster: snap.ClusterView) -> snap.ClusterView:
@@ -373,16 +389,17 @@ def _place(run: snap.PendingRun, work: _Work) -> Decision:
     verdicts = work.verdicts_for(run)
     objective, weights = work.policy.objective_of(run.objective), work.weights_of(run)
     best: ClusterVerdict | None = None
-    for v in verdicts:
-        if v.ok and (best is None or (v.total, v.cluster_id) > (best.total, best.cluster_id)):
+    for v in verdicts:  # ties: the higher cluster ID, then on-demand over spot
+        if v.ok and (best is None or _rank(v) > _rank(best)):
             best = v
     if best is None:
         span = _span(run, work)
         if isinstance(span, spanning.Span):
             return _place_span(run, work, span, verdicts)
-        reasons = (
-            "; ".join(f"{v.cluster_id}: {v.reason}" for v in verdicts) or "no clusters registered"
+        said = (
+            f"{v.cluster_id}{' (spot)' * (v.capacity == snap.SPOT)}: {v.reason}" for v in verdicts
         )
+        reasons = "; ".join(said) or "no clusters registered"
         if work.policy.span_min_bps is not None and run.communication in spanning.SPAN_MODES:
             reasons += f"; not spanning: {span}"
         return Decision(
@@ -395,8 +412,9 @@ def _place(run: snap.PendingRun, work: _Work) -> Decision:
             weights=weights,
             unresolvable=bool(verdicts) and all(v.code == _NEVER for v in verdicts),
         )
-    nodes = work.reserve(run, best.cluster_id)
-    why = f"best score {best.total:g}"
+    chosen = dataclasses.replace(run, capacity=best.capacity)
+    nodes = work.reserve(chosen, best.cluster_id)
+    why = f"best score {best.total:g}" + (" on spot" if best.capacity == snap.SPOT else "")
     return Decision(
         run.run_id,
         Outcome.PLACED,
@@ -406,7 +424,12 @@ def _place(run: snap.PendingRun, work: _Work) -> Decision:
         objective=objective,
         weights=weights,
         nodes=nodes,
+        capacity=best.capacity,
     )
+
+
+def _rank(v: ClusterVerdict) -> tuple[float, str, bool]:
+    return (v.total, v.cluster_id, v.capacity == snap.ON_DEMAND)
 
 
 def _span(run: snap.PendingRun, work: _Work) -> spanning.Span | str:
@@ -433,6 +456,7 @@ def _place_span(
         weights=work.weights_of(run),
         nodes=nodes,
         guests=tuple(bound[1:]),
+        capacity=run.capacity,
     )
 
 

@@ -8,11 +8,12 @@ Extension points (each a ``Protocol``):
   weighted by ``Policy.weights`` (normalised to sum to 1).
 
 Built-ins here: cluster readiness, region allow-list, compliance domains, GPU shares
-(a worker asking a share of one GPU only where GPUs are not handed out whole), relocation
+(a worker asking a share of one GPU only where GPUs are not handed out whole), capacity
+(a spot run only where a spot pool is within its price), relocation
 (a moved run never back to a cluster it left, and only where its asked-for CPUs are
 free), fit (every
 worker fits on one usable node of the requested model), free-capacity score (free GPUs
-x speed), cost score, and
+x speed), cost score (spot priced after its expected reclaims), and
 the interconnect score of ``sync`` runs.
 
 A run is always placed whole on one cluster (no plugin splits it), so a ``sync`` run
@@ -29,6 +30,7 @@ from typing import Protocol
 from taugrid.scheduling import snapshot as snap
 
 __all__ = [
+    "CapacityFilter",
     "Code",
     "ComplianceFilter",
     "CostScore",
@@ -216,8 +218,31 @@ class CostScore:
     max_cost: float = 10.0
 
     def score(self, run: snap.PendingRun, cluster: snap.ClusterView) -> float:
-        per_work = cluster.cost_per_gpu_hour / cluster.gpu_speed
+        per_work = cluster.price(run) / cluster.gpu_speed
         return max(0.0, 100.0 * (1.0 - per_work / self.max_cost))
+
+
+@dataclasses.dataclass(frozen=True)
+class CapacityFilter:
+    """A spot run goes only to clusters with a spot pool at most its ``max_price``
+    (its workers then take spot nodes only, an on-demand run's on-demand nodes only:
+    ``snapshot.node_slots``)."""
+
+    name: str = "capacity"
+
+    def filter(self, run: snap.PendingRun, cluster: snap.ClusterView) -> Status:
+        if run.capacity != snap.SPOT:
+            return OK
+        price = cluster.spot_cost_per_gpu_hour
+        if price is None:
+            never = Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+            return Status(never, f"cluster {cluster.cluster_id} has no spot pool")
+        if run.max_price is not None and price > run.max_price:
+            return Status(
+                Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                f"spot costs ${price:g}/GPU-hour here, above max_price ${run.max_price:g}",
+            )
+        return OK
 
 
 @dataclasses.dataclass(frozen=True)

@@ -127,13 +127,16 @@ def finish_time_s(
     """Expected seconds until ``run`` finishes on ``cluster`` if sent there now.
 
     Transfer estimate + expected wait + declared run time (``DEFAULT_RUNTIME_S`` when
-    none) over the cluster's GPU speed; ``math.inf`` when a dataset has no replica.
+    none) over the cluster's GPU speed, stretched by the expected reclaims on spot nodes
+    (``snapshot.spot_overhead``); ``math.inf`` when a dataset has no replica.
     """
     est = estimate(run, cluster, default_bps)
     if est.missing:
         return math.inf
-    runtime = run.runtime_s or DEFAULT_RUNTIME_S
-    return est.seconds + expected_wait_s(run, cluster) + runtime / cluster.gpu_speed
+    runtime = (run.runtime_s or DEFAULT_RUNTIME_S) / cluster.gpu_speed
+    if run.capacity == snap.SPOT:
+        runtime *= snap.spot_overhead(run, cluster)
+    return est.seconds + expected_wait_s(run, cluster) + runtime
 
 
 def wait_near_data(run: snap.PendingRun, clusters: tuple[snap.ClusterView, ...]) -> float | None:

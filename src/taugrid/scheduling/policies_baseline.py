@@ -79,7 +79,7 @@ def sky_cost(run: snap.PendingRun, cluster: snap.ClusterView) -> float:
         moved += need.size_bytes
         egress += need.size_bytes / 1e9 * per_gb
     hours = (SKY_RUNTIME_S + moved / FIXED_BPS) / 3600
-    return run.total_gpus * cluster.cost_per_gpu_hour * hours + egress
+    return run.total_gpus * cluster.price(run) * hours + egress
 
 
 @dataclasses.dataclass(frozen=True)

@@ -21,8 +21,13 @@ from typing import Any
 
 from taugrid import payloads as wire
 from taugrid.platform import models as pm
+from taugrid.spec import models as sm
 
 __all__ = [
+    "ANY",
+    "ON_DEMAND",
+    "RECLAIM_LOSS_S",
+    "SPOT",
     "AdmittedRun",
     "ClusterView",
     "DataNeed",
@@ -36,7 +41,21 @@ __all__ = [
     "cluster_from_report",
     "links_from_report",
     "node_slots",
+    "spot_overhead",
 ]
+
+ON_DEMAND, SPOT, ANY = (c.value for c in sm.Capacity)
+RECLAIM_LOSS_S = 900.0
+"""Work a reclaim costs a run, in seconds on its GPUs: half of a 20-minute checkpoint
+interval lost, plus five minutes to be placed again and restart (docs/spot.md)."""
+
+
+def spot_overhead(run: PendingRun, cluster: ClusterView) -> float:
+    """Expected GPU time per unit of useful work on ``cluster``'s spot nodes: each of the
+    run's nodes is reclaimed ``reclaims_per_hour`` times an hour, and each reclaim costs
+    ``RECLAIM_LOSS_S`` of work (1.0: never reclaimed)."""
+    nodes = max(1, run.workers)
+    return 1.0 + nodes * cluster.reclaims_per_hour * RECLAIM_LOSS_S / 3600
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,20 +70,25 @@ class NodeView:
     memory_free: float
     healthy: bool = True
     alive: bool = True
+    spot: bool = False
+    """In a spot pool: the provider may reclaim it (platform.yaml ``capacity: spot``)."""
 
     @property
     def usable(self) -> bool:
         return self.healthy and self.alive
 
 
-Shape = tuple[str | None, float, float, float]
-"""One worker's request: (GPU model or None for any, GPUs, CPUs, memory)."""
+Shape = tuple[str | None, float, float, float, bool | None]
+"""One worker's request: (GPU model or None for any, GPUs, CPUs, memory, spot nodes only
+(True), on-demand nodes only (False) or either (None))."""
 
 
 def node_slots(n: NodeView, shape: Shape, *, use_free: bool = True) -> float:
     """Workers of ``shape`` that fit on node ``n`` on its own (inf: the shape needs nothing)."""
-    model, gpus, cpus, memory = shape
+    model, gpus, cpus, memory, spot = shape
     if not (n.healthy and n.alive) or (model is not None and n.gpu_model != model):
+        return 0
+    if spot is not None and n.spot != spot:
         return 0
     have = n.gpus_free if use_free else n.gpus_total
     if have < gpus or n.cpus_free < cpus or n.memory_free < memory:
@@ -128,6 +152,17 @@ class ClusterView:
     """GPUs are handed out whole only (Kubernetes device plugins): no shares of one GPU."""
     spannable: bool = False
     """Its agent can head a spanning run or lend it nodes (``StateReport.spannable``)."""
+    spot_cost_per_gpu_hour: float | None = None
+    """$/GPU-hour of its cheapest spot pool (None: it has none); ``cost_per_gpu_hour`` is
+    then its cheapest on-demand pool's."""
+    reclaims_per_hour: float = 0.0
+    """Reclaims per node-hour of its spot nodes (observed, else platform.yaml's estimate)."""
+
+    def price(self, run: PendingRun) -> float:
+        """Expected $ per GPU-hour of useful work for ``run`` here (``spot_overhead``)."""
+        if run.capacity == SPOT and self.spot_cost_per_gpu_hour is not None:
+            return self.spot_cost_per_gpu_hour * spot_overhead(run, self)
+        return self.cost_per_gpu_hour
 
     def link_from(self, region: str) -> LinkView | None:
         """The latest measured link from ``region`` into this cluster, if any."""
@@ -239,6 +274,10 @@ class PendingRun:
     """Declared run time on reference-speed GPUs (``resilience.max_runtime``; None: unknown)."""
     relocation: Relocation | None = None
     """Set once the hub moved the run off a cluster (``plugins.RelocationFilter``)."""
+    capacity: str = ON_DEMAND
+    """``resilience.capacity``: spot, on-demand or any (the cycle tries both for any)."""
+    max_price: float | None = None
+    """``resilience.max_price``: most $/GPU-hour a spot pool may charge it."""
 
     @property
     def total_gpus(self) -> float:
@@ -248,7 +287,8 @@ class PendingRun:
     def shape(self) -> Shape:
         """One worker's request (the model only matters when it asks for GPUs)."""
         model = self.gpu_model if self.gpus_per_worker else None
-        return (model, self.gpus_per_worker, self.cpus_per_worker, self.memory_per_worker)
+        spot = {SPOT: True, ON_DEMAND: False}.get(self.capacity)
+        return (model, self.gpus_per_worker, self.cpus_per_worker, self.memory_per_worker, spot)
 
     @functools.cached_property
     def request(self) -> tuple[object, ...]:
@@ -272,6 +312,8 @@ class PendingRun:
             self.compliance,
             self.runtime_s,
             self.relocation,
+            self.capacity,
+            self.max_price,
         )
 
 
@@ -356,6 +398,7 @@ def _node_view(row: wire.NodeReport | Mapping[str, Any], faulty: Collection[str]
         memory_free=n.memory_free,
         healthy=n.node_id not in faulty and n.healthy,
         alive=n.alive,
+        spot=n.spot,
     )
 
 
@@ -397,4 +440,6 @@ def cluster_from_report(
         interconnect_gbps=interconnect_gbps,
         whole_gpus=whole_gpus,
         spannable=bool(report.get("spannable", False)),
+        spot_cost_per_gpu_hour=report.get("spot_cost_per_gpu_hour"),
+        reclaims_per_hour=float(report.get("reclaims_per_hour", 0.0)),
     )

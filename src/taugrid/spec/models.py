@@ -34,6 +34,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "Autoscaling",
     "Backoff",
+    "Capacity",
     "Communication",
     "ComputeSpec",
     "DataInput",
@@ -105,6 +106,17 @@ class Launcher(enum.StrEnum):
     PYTHON = "python"
     TORCHRUN = "torchrun"
     RAY_TRAIN = "ray-train"
+
+
+class Capacity(enum.StrEnum):
+    """What kind of capacity a run may use (``resilience.capacity``) or a node pool sells
+    (platform.yaml ``node_pools[].capacity``; a pool is never ``any``)."""
+
+    ON_DEMAND = "on-demand"
+    SPOT = "spot"
+    """Cheaper, and the provider may reclaim it at any time (preemptible)."""
+    ANY = "any"
+    """Spot where that finishes the work cheaper after its expected reclaims, else on-demand."""
 
 
 class RetryOn(enum.StrEnum):
@@ -415,11 +427,22 @@ class ResilienceSpec(_Model):
     """Delay between attempts."""
     stall: StallSpec = pydantic.Field(default_factory=StallSpec)
     """When a run that shows no progress is flagged and restarted."""
+    capacity: Capacity = Capacity.ON_DEMAND
+    """Spot (reclaimable, cheaper) or on-demand nodes, or ``any``: the hub weighs the spot
+    price against the pool's reclaim rate (docs/spot.md)."""
+    max_price: float | None = pydantic.Field(default=None, gt=0)
+    """Most $/GPU-hour a spot pool may charge to take the run (capacity spot or any)."""
 
     _check_runtime = pydantic.field_validator("max_runtime")(units.check_duration)
 
     @pydantic.model_validator(mode="after")
     def _retries(self) -> ResilienceSpec:
+        if self.max_price is not None and self.capacity is Capacity.ON_DEMAND:
+            raise errors.FieldError(
+                "resilience.max_price applies to spot pools but capacity is on-demand",
+                loc=("max_price",),
+                hint="set capacity: spot (or any), or remove max_price",
+            )
         if self.retry_on and self.max_retries == 0:
             raise errors.FieldError(
                 "resilience.retry_on is set but max_retries is 0",
