@@ -226,7 +226,9 @@ def explain(hub: context.Hub, run: Doc, policy: cycle.Policy) -> Doc:
     preset and the weights its scores were combined with."""
     spec = run["spec"]
     objective = policy.objective_of(spec.get("objective"))
-    weights = policy.weights_for(spec.get("objective"), spec.get("communication"))
+    weights = policy.weights_for(
+        spec.get("objective"), spec.get("communication"), spec.get("capacity")
+    )
     attempts = hub.runs.attempts_for_run(run["id"])
     waiting = run["state"] in (st.RunState.QUEUED.value, st.RunState.ADMITTED.value)
     if attempts and not waiting:

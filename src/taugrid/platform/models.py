@@ -342,6 +342,9 @@ OBJECTIVE_PRESETS: dict[str, dict[str, float]] = {
 """Weights per ``placement.objective`` (tau.yaml), unless platform.yaml overrides them."""
 COMMUNICATION_WEIGHTS: dict[str, dict[str, float]] = {"sync": {"interconnect": 0.2}}
 """Weights added per ``placement.communication``: only sync runs weigh the interconnect."""
+CAPACITY_WEIGHTS: dict[str, dict[str, float]] = {"spot": {"cost": 0.5}, "any": {"cost": 0.5}}
+"""Weights added per ``resilience.capacity``: a run that asks for spot asks for savings, so
+the price after expected reclaims counts whatever its objective (docs/spot.md)."""
 
 
 class Scheduling(_Model):

@@ -139,9 +139,16 @@ class Policy:
     modes: Mapping[str, Mapping[str, float]] = dataclasses.field(default_factory=dict)
     default_objective: str = pm.DEFAULT_OBJECTIVE
     span_min_bps: float | None = None
+    capacities: Mapping[str, Mapping[str, float]] = dataclasses.field(
+        default_factory=lambda: pm.CAPACITY_WEIGHTS
+    )
 
     def normalised_weights(self) -> dict[str, float]:
         return self.weights_for(None, None)
+
+    def weights_of(self, run: snap.PendingRun) -> dict[str, float]:
+        """``run``'s normalised weights: objective, communication mode and capacity."""
+        return self.weights_for(run.objective, run.communication, run.capacity)
 
     def objective_of(self, objective: str | None) -> str:
         """The preset a run with ``objective`` is scored by (the default when unknown)."""
@@ -149,11 +156,16 @@ class Policy:
             return objective
         return self.default_objective
 
-    def weights_for(self, objective: str | None, communication: str | None) -> dict[str, float]:
-        """Normalised weights of one run: its objective's preset plus its mode's terms."""
+    def weights_for(
+        self, objective: str | None, communication: str | None, capacity: str | None = None
+    ) -> dict[str, float]:
+        """Normalised weights of one run: its objective's preset plus its communication
+        mode's and its capacity's terms."""
         raw = dict(self.presets.get(self.objective_of(objective), self.weights))
-        for name, w in self.modes.get(communication or "", {}).items():
-            raw[name] = raw.get(name, 0.0) + w
+        added = (self.modes.get(communication or "", {}), self.capacities.get(capacity or "", {}))
+        for terms in added:
+            for name, w in terms.items():
+                raw[name] = raw.get(name, 0.0) + w
         total = sum(raw.get(s.name, 0.0) for s in self.scorers) or 1.0
         return {s.name: raw.get(s.name, 0.0) / total for s in self.scorers}
 
@@ -208,7 +220,9 @@ class _Work:
 
     clusters: dict[str, snap.ClusterView]
     policy: Policy
-    weights: dict[tuple[str | None, str | None], dict[str, float]] = dataclasses.field(init=False)
+    weights: dict[tuple[str | None, str | None, str], dict[str, float]] = dataclasses.field(
+        init=False
+    )
     order: list[str] = dataclasses.field(init=False)
     verdicts: dict[str, dict[tuple[object, ...], ClusterVerdict]] = dataclasses.field(init=False)
 
@@ -219,9 +233,9 @@ class _Work:
 
     def weights_of(self, run: snap.PendingRun) -> dict[str, float]:
         """``run``'s normalised weights (memoised per objective and communication)."""
-        key = (run.objective, run.communication)
+        key = (run.objective, run.communication, run.capacity)
         if key not in self.weights:
-            self.weights[key] = self.policy.weights_for(*key)
+            self.weights[key] = self.policy.weights_of(run)
         return self.weights[key]
 
     def verdicts_for(self, run: snap.PendingRun) -> tuple[ClusterVerdict, ...]:
@@ -229,7 +243,7 @@ class _Work:
         capacity any is judged as spot and as on-demand on each cluster."""
         out, weights = [], self.weights_of(run)
         for one in _capacities(run):
-            key = one.request
+            key = (one.request, run.capacity)  # an ``any`` run's weights are its own
             for cluster_id in self.order:
                 memo = self.verdicts[cluster_id]
                 v = memo.get(key)

@@ -25,8 +25,10 @@ from taugrid.spec import models as sm
 
 __all__ = [
     "ANY",
+    "CHECKPOINT_EVERY_S",
     "ON_DEMAND",
     "RECLAIM_LOSS_S",
+    "RESTART_S",
     "SPOT",
     "AdmittedRun",
     "ClusterView",
@@ -45,9 +47,13 @@ __all__ = [
 ]
 
 ON_DEMAND, SPOT, ANY = (c.value for c in sm.Capacity)
-RECLAIM_LOSS_S = 900.0
-"""Work a reclaim costs a run, in seconds on its GPUs: half of a 20-minute checkpoint
-interval lost, plus five minutes to be placed again and restart (docs/spot.md)."""
+CHECKPOINT_EVERY_S = 1200.0
+"""How often a run is assumed to checkpoint when it declares nothing (20 minutes)."""
+RESTART_S = 300.0
+"""Seconds a reclaimed run takes to be placed again and restart from its checkpoint."""
+RECLAIM_LOSS_S = CHECKPOINT_EVERY_S / 2 + RESTART_S
+"""Work a reclaim costs a run, in seconds on its GPUs: half a checkpoint interval lost
+on average, plus the restart (docs/spot.md)."""
 
 
 def spot_overhead(run: PendingRun, cluster: ClusterView) -> float:

@@ -23,6 +23,13 @@ in three classes (small 1-20 GB, medium 50-500 GB, huge 1-4 TB; each times
 ``data_scale``), homes skewed to the first region ("data gravity"); jobs Poisson at an
 offered load of ``load`` x capacity. ``link_gbps`` and ``data_scale`` make the
 data-heavy family (slow links, bigger datasets), ``load`` the queue-heavy one.
+
+Spot (``spot=True``; docs/spot.md): every pool gets a *spot twin* in its region (cluster
+``<region>-<model>-spot``, as many nodes) at ``SPOT_DISCOUNT`` of its price, whose nodes
+are reclaimed as a Poisson process of ``reclaims_per_hour`` per node (log-uniform in
+``reclaims``) and come back ``NODE_RETURN_S`` later. The twins are drawn from their own
+stream after everything else, so the rest of the scenario equals the one without them,
+and jobs are offered at ``load`` of the on-demand capacity only (spot is room beyond it).
 """
 
 from __future__ import annotations
@@ -36,6 +43,8 @@ import numpy as np
 __all__ = [
     "GPU_PRICES",
     "GPU_SPEED",
+    "NODE_RETURN_S",
+    "SPOT_DISCOUNT",
     "Comm",
     "Dataset",
     "Job",
@@ -60,6 +69,10 @@ GPU_SPEED = {"H100": 2.0, "A100": 1.0, "L4": 0.4}
 ``duration`` is its run time on A100s; on a pool it takes ``duration / speed``."""
 REGIONS = ("us-east", "us-west", "eu-west", "ap-south", "eu-north", "ap-east")
 GB = 10**9
+SPOT_DISCOUNT = (0.3, 0.5)
+"""Spot price as a share of the on-demand price (public clouds: 50-70 % off)."""
+NODE_RETURN_S = 1800.0
+"""Seconds a reclaimed spot node stays gone before the provider has capacity again."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,10 +83,13 @@ class Pool:
     price: float
     """$ per GPU-hour."""
     gpus_per_node: int = 8
+    spot: bool = False
+    reclaims_per_hour: float = 0.0
+    """Spot: reclaims per node-hour (a Poisson process per node)."""
 
     @property
     def cluster_id(self) -> str:
-        return f"{self.region}-{self.gpu_model.lower()}"
+        return f"{self.region}-{self.gpu_model.lower()}" + ("-spot" if self.spot else "")
 
     @property
     def gpus(self) -> int:
@@ -103,6 +119,8 @@ class Job:
     comm: Comm = Comm.NONE
     max_runtime: float = 0.0
     """Declared runtime limit in seconds (0: the true duration)."""
+    capacity: str = "on-demand"
+    """``resilience.capacity``: spot, on-demand or any."""
 
     @property
     def gpus(self) -> int:
@@ -123,6 +141,8 @@ class Scenario:
     egress: tuple[tuple[str, str, float], ...]
     """(src, dst, $/GB) for every ordered pair of distinct regions."""
     jobs: tuple[Job, ...]
+    seed: int = 0
+    """Seeds the spot reclaims the simulator draws."""
 
     def link_bps(self) -> dict[tuple[str, str], float]:
         return {(s, d): v for s, d, v in self.bandwidth}
@@ -233,6 +253,8 @@ def generate(
     data_scale: float = 1.0,
     link_gbps: tuple[float, float] = (0.5, 10.0),
     async_share: float = 0.0,
+    spot: bool = False,
+    reclaims: tuple[float, float] = (0.02, 0.5),
 ) -> Scenario:
     """A random scenario; the same arguments always give an equal ``Scenario``.
 
@@ -262,4 +284,21 @@ def generate(
         job = _job(rng, len(out), t, pools, datasets, async_share)
         if job is not None:
             out.append(job)
-    return Scenario(names, pools, ds, bw, eg, tuple(out))
+    if spot:
+        pools += _spot_twins(np.random.default_rng((seed, 1)), pools, reclaims)
+    return Scenario(names, pools, ds, bw, eg, tuple(out), seed)
+
+
+def _spot_twins(
+    rng: np.random.Generator, pools: tuple[Pool, ...], reclaims: tuple[float, float]
+) -> tuple[Pool, ...]:
+    """A spot pool beside each pool: as many nodes, discounted, reclaimed at its own rate."""
+    return tuple(
+        dataclasses.replace(
+            p,
+            spot=True,
+            price=round(p.price * float(rng.uniform(*SPOT_DISCOUNT)), 2),
+            reclaims_per_hour=round(_loguniform(rng, *reclaims), 3),
+        )
+        for p in pools
+    )

@@ -26,6 +26,15 @@ A run is placed on one cluster, hence one region, unless the policy has a link b
 each member region and the job starts when the last copy ends, and it runs at its
 slowest member's GPU speed. Nothing else is charged for spanning (no cross-region
 slowdown is modelled). ``sync`` jobs never span.
+
+Spot pools (``mr_scenario`` with ``spot=True``): a spot node is reclaimed at the times of
+its Poisson process; every job holding it loses its attempt (all of its GPUs are freed),
+keeps the work up to its last checkpoint (every ``snapshot.CHECKPOINT_EVERY_S`` of its run
+time) and waits again; its next attempt spends ``snapshot.RESTART_S`` restarting. The
+node returns ``mr_scenario.NODE_RETURN_S`` later. ``restart_in_place`` pins a reclaimed
+job to the spot pool it ran on (a spot setup without managed recovery); otherwise the
+cycle places it again like any pending run. GPU cost counts every attempt, reclaimed
+ones included (``reclaim_cost``). ``compare_spot`` plays the three ways of using spot.
 """
 
 from __future__ import annotations
@@ -41,7 +50,16 @@ from taugrid.scheduling import cycle, plugins_data, policies_baseline
 from taugrid.scheduling import snapshot as snap
 from taugrid.sim import mr_scenario as sc
 
-__all__ = ["POLICIES", "Placement", "Result", "compare", "mean", "simulate"]
+__all__ = [
+    "POLICIES",
+    "SPOT_WAYS",
+    "Placement",
+    "Result",
+    "compare",
+    "compare_spot",
+    "mean",
+    "simulate",
+]
 
 POLICIES = (*policies_baseline.BASELINES, "TauGrid")
 TEAM = "sim"
@@ -84,6 +102,10 @@ class Result:
     """GPU-seconds of work done / (all GPUs x first submission to last finish)."""
     cycles: int
     placements: tuple[Placement, ...]
+    reclaims: int = 0
+    """Attempts lost to a spot reclaim."""
+    reclaim_cost: float = 0.0
+    """$ of GPU time held by attempts that were reclaimed (part of ``gpu_cost``)."""
 
 
 @dataclasses.dataclass
@@ -113,8 +135,10 @@ class _Held:
 class _World:
     """Mutable state of one simulation: nodes, replicas, copies, jobs."""
 
-    def __init__(self, scenario: sc.Scenario, policy: cycle.Policy) -> None:
-        self.s, self.policy = scenario, policy
+    def __init__(
+        self, scenario: sc.Scenario, policy: cycle.Policy, restart_in_place: bool = False
+    ) -> None:
+        self.s, self.policy, self.in_place = scenario, policy, restart_in_place
         self.bps, self.egress = scenario.link_bps(), scenario.egress_per_gb()
         self.pools = {p.cluster_id: p for p in scenario.pools}
         self.nodes = {
@@ -126,11 +150,24 @@ class _World:
                     p.gpus_per_node,
                     _ROOM,
                     _ROOM,
+                    spot=p.spot,
                 )
                 for i in range(p.nodes)
             ]
             for p in scenario.pools
         }
+        self.rng = np.random.default_rng((scenario.seed, 2))
+        self.progress: dict[str, float] = {}  # checkpointed work (A100-seconds) per job
+        self.restarts: dict[str, int] = {}
+        self.pinned: dict[str, sc.Pool] = {}  # restart in place: the pool it waits for
+        self.reclaims, self.reclaim_cost = 0, 0.0
+        self.reclaim_at = {
+            (p.cluster_id, i): self._draw(p, 0.0)
+            for p in scenario.pools
+            if p.spot
+            for i in range(p.nodes)
+        }
+        self.back_at: dict[tuple[str, int], float] = {}
         self.replicas = {d.name: {d.home} for d in scenario.datasets}
         self.sizes = {d.name: d.size_bytes for d in scenario.datasets}
         self.copies: dict[tuple[str, str], _Copy] = {}
@@ -187,9 +224,78 @@ class _World:
 
     # -- jobs ---------------------------------------------------------------------------
 
+    def _speed(self, h: _Held) -> float:
+        return min(self.pools[cid].speed for cid, _ in h.allocs)
+
     def _runtime(self, h: _Held) -> float:
-        """The job's duration at its slowest member's GPU speed."""
-        return h.job.duration / min(self.pools[cid].speed for cid, _ in h.allocs)
+        """The work left at its slowest member's GPU speed, plus a restart after a reclaim."""
+        job_id = h.job.job_id
+        left = (h.job.duration - self.progress.get(job_id, 0.0)) / self._speed(h)
+        return left + (snap.RESTART_S if self.restarts.get(job_id) else 0.0)
+
+    # -- spot reclaims ------------------------------------------------------------------
+
+    def _draw(self, p: sc.Pool, now: float) -> float:
+        rate = p.reclaims_per_hour
+        return now + float(self.rng.exponential(3600 / rate)) if rate > 0 else math.inf
+
+    def next_spot_event(self) -> float:
+        """The next node return, or reclaim while a job runs (an idle node's reclaim
+        changes nothing until then: ``spot_events`` plays it at its own time)."""
+        backs = min(self.back_at.values(), default=math.inf)
+        if not self.held:
+            return backs
+        return min(backs, min(self.reclaim_at.values(), default=math.inf))
+
+    def spot_events(self, now: float) -> None:
+        """Play every reclaim and return due by ``now``, each at its own time."""
+        while True:
+            due = [(t, k, True) for k, t in self.reclaim_at.items() if t <= now + _EPS]
+            due += [(t, k, False) for k, t in self.back_at.items() if t <= now + _EPS]
+            if not due:
+                return
+            t, (cid, i), reclaim = min(due)
+            if reclaim:
+                self._reclaim(cid, i, t)
+            else:
+                del self.back_at[(cid, i)]
+                nodes = self.nodes[cid]
+                nodes[i] = dataclasses.replace(nodes[i], alive=True)
+                self.reclaim_at[(cid, i)] = self._draw(self.pools[cid], t)
+
+    def _reclaim(self, cid: str, i: int, t: float) -> None:
+        for job_id, h in list(self.held.items()):
+            if any(c == cid and any(j == i for j, _ in alloc) for c, alloc in h.allocs):
+                self._evict(job_id, h, t)
+        nodes = self.nodes[cid]
+        nodes[i] = dataclasses.replace(nodes[i], alive=False, gpus_free=nodes[i].gpus_total)
+        self.reclaim_at[(cid, i)] = math.inf
+        self.back_at[(cid, i)] = t + sc.NODE_RETURN_S
+
+    def _evict(self, job_id: str, h: _Held, t: float) -> None:
+        """The attempt ends at ``t``: GPUs back, work kept to its last checkpoint."""
+        del self.held[job_id]
+        self._release(h)
+        for c in self.copies.values():  # a copy it waited for goes on: the region keeps it
+            if job_id in c.waiting:
+                c.waiting.remove(job_id)
+        self.reclaim_cost += h.job.gpus * (t - h.placed) / 3600 * self.pools[h.cluster].price
+        if h.start is not None:
+            restart = snap.RESTART_S if self.restarts.get(job_id) else 0.0
+            ran = max(0.0, t - h.start - restart)
+            kept = math.floor(ran / snap.CHECKPOINT_EVERY_S) * snap.CHECKPOINT_EVERY_S
+            self.progress[job_id] = self.progress.get(job_id, 0.0) + kept * self._speed(h)
+        self.restarts[job_id] = self.restarts.get(job_id, 0) + 1
+        self.reclaims += 1
+        if self.in_place:
+            self.pinned[job_id] = self.pools[h.cluster]
+        self.pending[job_id] = h.job
+
+    def _release(self, h: _Held) -> None:
+        for cluster_id, alloc in h.allocs:
+            nodes = self.nodes[cluster_id]
+            for i, gpus in alloc:
+                nodes[i] = dataclasses.replace(nodes[i], gpus_free=nodes[i].gpus_free + gpus)
 
     def next_job_end(self) -> float:
         ends = [h.start + self._runtime(h) for h in self.held.values() if h.start is not None]
@@ -200,10 +306,7 @@ class _World:
             if h.start is None or h.start + self._runtime(h) > now + _EPS:
                 continue
             del self.held[job_id]
-            for cluster_id, alloc in h.allocs:
-                nodes = self.nodes[cluster_id]
-                for i, gpus in alloc:
-                    nodes[i] = dataclasses.replace(nodes[i], gpus_free=nodes[i].gpus_free + gpus)
+            self._release(h)
             end = h.start + self._runtime(h)
             self.done.append(
                 Placement(
@@ -283,6 +386,8 @@ class _World:
         report = {
             "nodes": [wire.NodeReport(**dataclasses.asdict(n)) for n in self.nodes[p.cluster_id]],
             "cost_per_gpu_hour": p.price,
+            "spot_cost_per_gpu_hour": p.price if p.spot else None,
+            "reclaims_per_hour": p.reclaims_per_hour,
             "gpu_speed": p.speed,
             "probes": self._probes(p.region),
             "spannable": True,  # every simulated cluster may head or join a span
@@ -309,6 +414,7 @@ class _World:
         if job.dataset is not None:
             regions = tuple(sorted(self.replicas[job.dataset]))
             needs = (snap.DataNeed(job.dataset, self.sizes[job.dataset], regions),)
+        pool = self.pinned.get(job.job_id)
         return snap.PendingRun(
             run_id=job.job_id,
             team=TEAM,
@@ -318,11 +424,13 @@ class _World:
             gpus_per_worker=job.gpus_per_worker,
             cpus_per_worker=0.0,
             memory_per_worker=0.0,
-            gpu_model=job.gpu_model,
+            gpu_model=pool.gpu_model if pool else job.gpu_model,
+            allowed_regions=(pool.region,) if pool else (),
             admitted=job.job_id in self.admitted,
             datasets=needs,
             communication=job.comm.value,
             runtime_s=job.declared,
+            capacity=snap.SPOT if pool else job.capacity,
         )
 
     def cycle(self, now: float) -> None:
@@ -346,19 +454,25 @@ class _World:
                 self.admitted.add(d.run_id)
 
 
-def simulate(scenario: sc.Scenario, policy_name: str, policy: cycle.Policy | None = None) -> Result:
+def simulate(
+    scenario: sc.Scenario,
+    policy_name: str,
+    policy: cycle.Policy | None = None,
+    *,
+    restart_in_place: bool = False,
+) -> Result:
     """Replay ``scenario`` under one policy of ``POLICIES`` (or ``policy``, so named).
 
     Deterministic: the same scenario and policy give the same result.
     """
     order = tuple(p.cluster_id for p in scenario.pools)
     policy = policy or policies_baseline.make_policy(policy_name, order)
-    world = _World(scenario, policy)
+    world = _World(scenario, policy, restart_in_place)
     jobs = sorted(scenario.jobs, key=lambda j: (j.submit, j.job_id))
     now, nxt = 0.0, 0
     while nxt < len(jobs) or world.pending or world.held:
         arrival = jobs[nxt].submit if nxt < len(jobs) else math.inf
-        t = min(arrival, world.next_job_end(), world.next_copy_end(now))
+        t = min(arrival, world.next_job_end(), world.next_copy_end(now), world.next_spot_event())
         if math.isinf(t):
             stuck = ", ".join(sorted(world.pending)[:5])
             raise RuntimeError(f"jobs {stuck} wait but no pool can ever run them")
@@ -366,6 +480,7 @@ def simulate(scenario: sc.Scenario, policy_name: str, policy: cycle.Policy | Non
         now = t
         world.finish_copies(now)
         world.finish_jobs(now)
+        world.spot_events(now)
         while nxt < len(jobs) and jobs[nxt].submit <= now:
             world.pending[jobs[nxt].job_id] = jobs[nxt]
             nxt += 1
@@ -393,10 +508,12 @@ def _result(policy: str, scenario: sc.Scenario, world: _World) -> Result:
         avg_transfer=float(np.mean([p.start - p.placed for p in done])),
         bytes_moved=world.moved,
         egress_cost=round(world.egress_cost, 4),
-        gpu_cost=round(gpu_cost, 2),
+        gpu_cost=round(gpu_cost + world.reclaim_cost, 2),
         utilisation=served / (scenario.total_gpus * span),
         cycles=world.cycles,
         placements=tuple(done),
+        reclaims=world.reclaims,
+        reclaim_cost=round(world.reclaim_cost, 2),
     )
 
 
@@ -416,3 +533,22 @@ def mean(results: list[Result]) -> dict[str, float]:
     """Field-wise mean of the numeric fields of ``results`` (one policy, several seeds)."""
     fields = [f.name for f in dataclasses.fields(Result) if f.type in ("float", "int")]
     return {f: float(np.mean([getattr(r, f) for r in results])) for f in fields}
+
+
+SPOT_WAYS = ("on-demand only", "spot, restart in place", "TauGrid (capacity any)")
+"""The ways of using spot capacity ``compare_spot`` plays, all placed by TauGrid's cycle."""
+
+
+def compare_spot(seeds: list[int], **shape: Any) -> dict[str, list[Result]]:
+    """Each of ``SPOT_WAYS`` on the spot scenario of each seed: every job on-demand; every
+    job on spot, a reclaimed one waiting for its pool; every job ``capacity: any``, a
+    reclaimed one placed again anywhere (spot priced after its pool's reclaim rate)."""
+    out: dict[str, list[Result]] = {w: [] for w in SPOT_WAYS}
+    for seed in seeds:
+        scenario = sc.generate(seed, spot=True, **shape)
+        for way, capacity in zip(SPOT_WAYS, (snap.ON_DEMAND, snap.SPOT, snap.ANY), strict=True):
+            jobs = tuple(dataclasses.replace(j, capacity=capacity) for j in scenario.jobs)
+            played = dataclasses.replace(scenario, jobs=jobs)
+            result = simulate(played, "TauGrid", restart_in_place=capacity == snap.SPOT)
+            out[way].append(dataclasses.replace(result, policy=way))
+    return out
