@@ -44,6 +44,8 @@ def test_up_status_reports_emulated_gpus(env: dict[str, str]) -> None:
     report = cluster["report"]
     assert cluster["state"] == "ready" and report["emulated_gpus"] is True
     assert report["gpu_models"] == {"A100-80G": 8} and len(report["nodes"]) == 2
+    # each Ray node carries its platform.yaml pool (the label the hub reads spot from)
+    assert [(n["pool"], n["spot"]) for n in report["nodes"]] == [("a100", False)] * 2
 
 
 def test_quickstart_end_to_end(env: dict[str, str], tmp_path: Path) -> None:

@@ -35,6 +35,7 @@ from taugrid.agent import agent, datasync, guests, hubclient
 from taugrid.backends import errors, ray_cordon, ray_jobs, ray_local
 from taugrid.platform import load as platform_load
 from taugrid.platform import models as pm
+from taugrid.render import naming
 
 __all__ = ["main", "node_shapes", "start_or_adopt", "stop_leftover", "use_ray_token"]
 
@@ -50,6 +51,7 @@ def node_shapes(cluster: pm.ClusterSpec) -> list[ray_local.NodeShape]:
             num_cpus=int(pool.cpus_per_node),
             num_gpus=pool.gpus_per_node,
             accelerator=pool.gpu_model,
+            labels={naming.POOL_LABEL: pool.name},
             memory=units.parse_quantity_bytes(pool.memory_per_node),
         )
         for pool in cluster.node_pools

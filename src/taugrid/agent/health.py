@@ -19,6 +19,7 @@ from __future__ import annotations
 from taugrid import payloads as wire
 from taugrid.backends import base
 from taugrid.lifecycle import node_ids
+from taugrid.render import naming
 
 __all__ = ["capacity", "health", "node_rows"]
 
@@ -67,6 +68,7 @@ def node_rows(
             healthy=n.node_id not in faulty,
             fault=faulty.get(n.node_id),
             problem=n.state_message,
+            pool=n.labels.get(naming.POOL_LABEL),
         )
         for n in shown
     ]

@@ -84,6 +84,7 @@ def cluster_list(output: views.Output = "text") -> None:
                 models + emu,
                 _gpus(r),
                 r.get("queued_jobs", 0),
+                _spot(r),
                 faulty,
                 views.age(c["last_heartbeat"]) + " ago",
             )
@@ -96,6 +97,7 @@ def cluster_list(output: views.Output = "text") -> None:
         "GPU MODELS",
         "GPUS",
         "QUEUED",
+        "SPOT",
         "FAULTY",
         "HEARTBEAT",
     ]
@@ -106,9 +108,18 @@ def cluster_list(output: views.Output = "text") -> None:
                 f"  {c['id']} node {views.node_id(n['node_id'])} {n.get('ip')} "
                 f"alive={n.get('alive')} "
                 f"gpus {n.get('gpus_free'):g} free of {n.get('gpus_total'):g} "
-                f"{n.get('fault') or n.get('problem') or ''}"
+                + ("spot " if n.get("spot") else "")
+                + f"{n.get('fault') or n.get('problem') or ''}"
             )
             views.console.print(views.plain(line, "dim"))
+
+
+def _spot(report: dict[str, Any]) -> str:
+    """``$0.90/GPU-h, 0.05 reclaims/node-h``: its cheapest spot pool, or ``-``."""
+    price = report.get("spot_cost_per_gpu_hour")
+    if price is None:
+        return "-"
+    return f"${price:.2f}/GPU-h, {report.get('reclaims_per_hour', 0):g} reclaims/node-h"
 
 
 def _gpus(report: dict[str, Any]) -> str:

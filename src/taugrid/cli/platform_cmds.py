@@ -270,6 +270,7 @@ def _show_tables(platform: pm.Platform) -> list[rich.table.Table]:
         "cpus/node",
         "memory/node",
         "$/gpu-hour",
+        "capacity",
     )
     for region in platform.regions:
         for cluster in region.clusters:
@@ -286,9 +287,10 @@ def _show_tables(platform: pm.Platform) -> list[rich.table.Table]:
                         _text(p.cpus_per_node),
                         p.memory_per_node,
                         f"{p.cost_per_gpu_hour:.2f}",
+                        _capacity(p),
                     ]
                     if p
-                    else ["-"] * 8
+                    else ["-"] * 9
                 )
                 pools.add_row(region.name, cluster.name, backend, *row)
     gpus = _table("GPU types", "name", "memory", "node label", "total gpus")
@@ -299,6 +301,13 @@ def _show_tables(platform: pm.Platform) -> list[rich.table.Table]:
     for pc in sorted(platform.priority_classes, key=lambda x: -x.value):
         prios.add_row(pc.name, str(pc.value), pc.description or "-")
     return [pools, gpus, prios, _profiles_table(platform), *_team_tables(platform)]
+
+
+def _capacity(p: pm.NodePool) -> str:
+    """``on-demand``, or ``spot`` with its expected reclaims per node-hour."""
+    if p.capacity.value != "spot":
+        return p.capacity.value
+    return f"spot ({p.reclaims_per_hour:g} reclaims/node-hour)"
 
 
 def _profiles_table(platform: pm.Platform) -> rich.table.Table:

@@ -208,6 +208,8 @@ def _cost_line(cost: dict[str, Any]) -> str:
         f"cost: {usage.money(cost['total'], cur)} = {cost['gpu_hours']:.3f} GPU-hours x {at}"
         f" + egress {cost['egress_gb']:.2f} GB ({usage.money(cost['egress_cost'], cur)})"
     )
+    if cost.get("spot_saving"):
+        line += f"; on spot, {usage.money(cost['spot_saving'], cur)} less than on demand"
     if cost["unpriced_clusters"]:
         line += f"  (no price in platform.yaml for {', '.join(cost['unpriced_clusters'])})"
     return line

@@ -113,6 +113,11 @@ def ws_status(name: str, output: views.Output = "text") -> None:
         f"{usage.money(cost['gpu_cost'], cur)}, egress {cost['egress_gb']:.2f} GB "
         f"{usage.money(cost['egress_cost'], cur)})  month to date: "
         f"{usage.money(cost['month_to_date'], cur)}"
+        + (
+            f"  spot saved {usage.money(cost['spot_saving'], cur)}"
+            if cost.get("spot_saving")
+            else ""
+        )
     )
 
 

@@ -30,6 +30,7 @@ from taugrid.hub import (
     delivery,
     guests,
     nodehealth,
+    pools,
     prewarm,
     relocation,
     runs,
@@ -83,7 +84,7 @@ def apply(
     """Renew the lease, apply the reports; the reply now and the flag to long-poll on."""
     report = req.report.model_dump(mode="json") if req.report else None
     if report is not None:
-        report["cost_per_gpu_hour"], report["gpu_speed"] = _cost(hub, cluster_id)
+        pools.price_report(hub.platform, cluster_id, report)
     lease = hub.clusters.renew(cluster_id, hub.config.lease_s, report, (report or {}).get("health"))
     if report is not None:
         util_history.record(hub, _region_of(hub, cluster_id))
@@ -167,22 +168,6 @@ def _news(reply: wire.AgentSyncReply, req: wire.AgentSync) -> bool:
         or any(g.address and g.token not in lent for g in reply.guests)
         or bool(lent - ordered)
     )
-
-
-def _cost(hub: context.Hub, cluster_id: str) -> tuple[float, float]:
-    """The cluster's cheapest $/GPU-hour, and the speed of its slowest GPU model."""
-    pools = [
-        p
-        for r in hub.platform.regions
-        for c in r.clusters
-        if c.name == cluster_id
-        for p in c.node_pools
-        if p.gpus_per_node
-    ]
-    speed = {g.name: g.speed for g in hub.platform.gpu_types}
-    costs = [p.cost_per_gpu_hour for p in pools]
-    speeds = [speed.get(p.gpu_model or "", 1.0) for p in pools]
-    return (min(costs) if costs else 0.0), (min(speeds) if speeds else 1.0)
 
 
 def _reply(hub: context.Hub, cluster_id: str, lease: float) -> wire.AgentSyncReply:

@@ -4,9 +4,11 @@ Prices come from the hub's effective platform (platform.yaml):
 
 - GPU: an attempt holds its run's GPUs from ``started_at`` to ``ended_at`` (now while it
   runs); that time x the GPUs x ``cost_per_gpu_hour`` of the node pool of the cluster it
-  ran on with the run's GPU model (the cluster's cheapest GPU pool when the run names no
-  model). A cluster that is not in platform.yaml, or a run without GPUs, costs 0 and
-  says so (``priced: false``).
+  ran on with the run's GPU model and the capacity it was placed on (spot or on-demand;
+  the cluster's cheapest such pool when the run names no model). A spot attempt's
+  ``saving`` is what the same GPU-hours cost on demand (its cluster's pool, else the
+  platform's cheapest) less what it cost; ``spot_saving`` sums them. A cluster that is
+  not in platform.yaml, or a run without GPUs, costs 0 and says so (``priced: false``).
 - Egress: bytes a run's data staging copied between regions x the source region's
   ``egress_cost_per_gb`` (GB = 1e9 bytes).
 - Month to date: the part of the GPU time inside the current calendar month (UTC) and
@@ -25,17 +27,27 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from taugrid.hub import pools
 from taugrid.platform import models as pm
+from taugrid.spec import models as sm
 from taugrid.store import usage
 
 if TYPE_CHECKING:
     from taugrid.hub import context
 
-__all__ = ["by_run", "month_start", "price_of", "run_cost", "summary", "workspace_cost"]
+__all__ = ["by_run", "month_start", "run_cost", "summary", "workspace_cost"]
 
 Row = dict[str, Any]
 CURRENCY = "USD"
-_SUMS = ("gpu_hours", "gpu_cost", "egress_gb", "egress_cost", "total", "month_to_date")
+_SUMS = (
+    "gpu_hours",
+    "gpu_cost",
+    "spot_saving",
+    "egress_gb",
+    "egress_cost",
+    "total",
+    "month_to_date",
+)
 
 
 def month_start(now: float) -> float:
@@ -44,26 +56,14 @@ def month_start(now: float) -> float:
     return day.replace(day=1, hour=0, minute=0, second=0, microsecond=0).timestamp()
 
 
-def price_of(plat: pm.Platform, cluster_id: str, gpu_model: str | None) -> float | None:
-    """$/GPU-hour of ``cluster_id``'s pool for ``gpu_model`` (None: not in platform.yaml)."""
-    pools = [
-        p
-        for r in plat.regions
-        for c in r.clusters
-        if c.name == cluster_id
-        for p in c.node_pools
-        if p.gpus_per_node
-    ]
-    mine = [p for p in pools if gpu_model is None or p.gpu_model == gpu_model]
-    return min((p.cost_per_gpu_hour for p in mine), default=None)
-
-
 def _egress_prices(plat: pm.Platform) -> dict[str, float]:
     return {r.name: r.egress_cost_per_gb for r in plat.regions}
 
 
 def _attempt(a: Row, plat: pm.Platform, now: float, since: float) -> Row:
-    price = price_of(plat, a["cluster_id"], a["gpu_model"]) if a["gpus"] else None
+    capacity = (a.get("placement") or {}).get("capacity") or sm.Capacity.ON_DEMAND.value
+    price = pools.price_of(plat, a["cluster_id"], a["gpu_model"], capacity) if a["gpus"] else None
+    on_demand = _on_demand_price(plat, a) if capacity == sm.Capacity.SPOT.value else price
     start, end = float(a["started_at"]), float(a["ended_at"] or now)
     hours = a["gpus"] * max(0.0, end - start) / 3600
     month = a["gpus"] * max(0.0, end - max(start, since)) / 3600
@@ -77,11 +77,24 @@ def _attempt(a: Row, plat: pm.Platform, now: float, since: float) -> Row:
         "started_at": start,
         "ended_at": a["ended_at"],
         "gpu_hours": hours,
+        "capacity": capacity,
         "price_per_gpu_hour": price or 0.0,
         "priced": price is not None,
         "cost": hours * (price or 0.0),
+        "saving": hours * max(0.0, (on_demand or 0.0) - (price or 0.0)),
         "month_cost": month * (price or 0.0),
     }
+
+
+def _on_demand_price(plat: pm.Platform, a: Row) -> float | None:
+    """What a spot attempt's GPUs cost on demand: its cluster's on-demand pool of the
+    model, else the platform's cheapest on-demand pool of it (None: there is none)."""
+    here = pools.price_of(plat, a["cluster_id"], a["gpu_model"])
+    if here is not None:
+        return here
+    clusters = [c.name for r in plat.regions for c in r.clusters]
+    prices = [pools.price_of(plat, c, a["gpu_model"]) for c in clusters]
+    return min((p for p in prices if p is not None), default=None)
 
 
 def _transfer(x: Row, egress: dict[str, float], since: float) -> Row:
@@ -121,6 +134,7 @@ def _total(attempts: list[Row], copies: list[Row]) -> Row:
         "currency": CURRENCY,
         "gpu_hours": sum(a["gpu_hours"] for a in attempts),
         "gpu_cost": gpu,
+        "spot_saving": sum(a["saving"] for a in attempts),
         "egress_gb": sum(x["gb"] for x in copies),
         "egress_cost": egress,
         "total": gpu + egress,

@@ -113,6 +113,7 @@ def _place(hub: context.Hub, run: dict[str, Any], d: cycle.Decision) -> None:
         "reason": d.reason,
         "objective": d.objective,
         "weights": d.weights,
+        "capacity": d.capacity,
         "verdicts": [dataclasses.asdict(v) for v in d.verdicts],
         "nodes": list(d.nodes)
         if command.pinnable(runspec.RunSpec.model_validate(run["spec"]))

@@ -5,7 +5,10 @@ platform declares, within the run's allowed regions:
 
 1. a GPU model must be declared in ``gpu_types`` and offered by some node pool;
 2. one worker's GPUs, then CPUs and memory, must fit on one node of some pool;
-3. the workload's total GPUs must not exceed what those pools have in total.
+3. the workload's total GPUs must not exceed what those pools have in total;
+
+all counted on the pools of the run's ``resilience.capacity`` (spot pools within its
+``max_price``; every pool for ``any``).
 
 A worker asking a share of one GPU (``compute.gpus`` below 1) counts only the pools of
 Ray clusters: Kubernetes hands out whole GPUs (the hub's ``GpuShareFilter`` agrees).
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 from taugrid.platform import models as pm
 from taugrid.render import runspec
+from taugrid.spec import models as sm
 from taugrid.spec import units
 
 __all__ = ["Problem", "check", "pools_in"]
@@ -162,4 +166,31 @@ def check(spec: runspec.RunSpec, platform: pm.Platform) -> Problem | None:
                 "GPUs only",
                 "ask for a whole GPU (compute.gpus: 1), or allow a region with a Ray cluster",
             )
-    return _fit(spec, pools) or _total(spec, pools)
+    chosen = _of_capacity(spec, pools)
+    if isinstance(chosen, tuple):
+        return chosen
+    return _fit(spec, chosen) or _total(spec, chosen)
+
+
+def _of_capacity(spec: runspec.RunSpec, pools: list[pm.NodePool]) -> list[pm.NodePool] | Problem:
+    """The pools of the run's ``resilience.capacity`` (spot within its ``max_price``)."""
+    if spec.capacity is sm.Capacity.ANY:
+        return pools
+    mine = [p for p in pools if p.capacity is spec.capacity]
+    if not mine:
+        other = "any" if spec.capacity is sm.Capacity.SPOT else "spot or any"
+        return (
+            "capacity",
+            f"no {spec.capacity.value} node pool where the run may go",
+            f"set resilience.capacity: {other}, or allow regions with {spec.capacity.value} pools",
+        )
+    cheap = [p for p in mine if spec.max_price is None or p.cost_per_gpu_hour <= spec.max_price]
+    if not cheap:
+        least = min(p.cost_per_gpu_hour for p in mine)
+        return (
+            "max_price",
+            f"every spot pool where the run may go costs more than max_price "
+            f"${spec.max_price:g}/GPU-hour (the cheapest: ${least:g})",
+            f"raise resilience.max_price to at least {least:g}, or set capacity: any",
+        )
+    return cheap

@@ -34,6 +34,7 @@ __all__ = [
     "MAX_NAME",
     "MODEL_RECORD_ENV",
     "PARAMS_ENV",
+    "POOL_LABEL",
     "PRIORITY_LABEL",
     "QUEUE_LABEL",
     "TENSORBOARD_ENV",
@@ -50,6 +51,9 @@ LABEL_RUN_ID = "taugrid.io/run-id"
 LABEL_WORKSPACE = "taugrid.io/workspace"
 LABEL_TEAM = "taugrid.io/team"
 LABEL_NAME = "taugrid.io/name"
+POOL_LABEL = "taugrid.io/pool"
+"""A node's platform.yaml node pool (a Kubernetes node label, a Ray node label): how the
+hub knows which nodes are spot."""
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"

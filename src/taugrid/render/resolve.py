@@ -331,6 +331,8 @@ _FILE_FIELDS: tuple[tuple[str, str, Any], ...] = (
     ("max_retries", "resilience.max_retries", _DEFAULT_RETRIES),
     ("retry_on", "resilience.retry_on", list(_DEFAULT_RETRY_ON)),
     ("backoff", "resilience.backoff", sm.Backoff()),
+    ("capacity", "resilience.capacity", sm.Capacity.ON_DEMAND),
+    ("max_price", "resilience.max_price", None),
     ("lane", "policy.lane", None),
 )
 

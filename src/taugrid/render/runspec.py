@@ -108,6 +108,8 @@ class RunSpec(pydantic.BaseModel):
     stall_interval_s: float = 60.0
     stall_warn_after: int = 5
     stall_restart_after: int | None = None
+    capacity: spec_models.Capacity = spec_models.Capacity.ON_DEMAND
+    max_price: float | None = None
 
     # provenance
     config_hash: str

@@ -38,6 +38,7 @@ def attempts(
             a.c.state,
             a.c.started_at,
             a.c.ended_at,
+            a.c.placement,
             r.c.workspace,
             r.c.team,
             r.c.gpus,
