@@ -133,7 +133,8 @@ class NodeFault(_Payload):
     cluster_id: str
     node_id: str
     kind: str = pydantic.Field(
-        default="cordon", pattern=r"^(ecc|xid|thermal|disk|memory|lost|gpu|quarantine|cordon)$"
+        default="cordon",
+        pattern=r"^(ecc|xid|thermal|disk|memory|lost|gpu|quarantine|cordon|reclaim)$",
     )
     reason: str = pydantic.Field(default="", max_length=2000)
     source: Literal["admin", "checker", "log_monitor"] = "admin"
@@ -458,6 +459,10 @@ class StopOrder(_Payload):
 
     token: int
     submission_id: str | None = None
+    grace_s: float = 0.0
+    """Warn the job first (``tau.preemption_notice()``) and stop it this much later."""
+    reason: str = ""
+    """Why, for the job's notice (a spot reclaim)."""
 
 
 class PrepareHint(_Payload):

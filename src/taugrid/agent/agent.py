@@ -126,6 +126,7 @@ class Agent:
         self.sidecar: datasync.Sidecar | None = None  # probes, dataset caches (daemon)
         self.prewarm = prewarm.Prewarmer(backend, config.state_dir) if config.prewarm else None
         self._waiting: dict[int, tuple[str, float]] = {}  # token -> (runtime key, deadline)
+        self._notices: dict[int, tuple[float, wire.StopOrder]] = {}  # token -> (stop at, order)
         self._submit_tries: dict[int, int] = {}  # token -> submissions that timed out
         self._reaped: dict[int, int] = {}  # token -> stray sweeps done after the job ended
         self._unsettled: dict[str, float] = {}  # fresh cordons not holding yet -> deadline
@@ -148,6 +149,7 @@ class Agent:
     def step(self, wait_s: float = 0.0) -> bool:
         """One sync; ``wait_s`` > 0 long-polls the hub for new work. False if it failed."""
         self._advance_waiting()
+        wait_s = self._stop_noticed(wait_s)
         polled = [self._poll(t) for k, t in list(self.trackers.items()) if k not in self._waiting]
         reports, self._pending = self._pending + polled, []
         due = time.time() - self._last_report >= self.config.report_s
@@ -403,11 +405,42 @@ class Agent:
                 zf.extractall(target)
         return target
 
+    def _stop_noticed(self, wait_s: float) -> float:
+        """Stop the warned attempts whose grace is over; the long-poll ends by the next."""
+        now = time.time()
+        for token, (stop_at, order) in list(self._notices.items()):
+            t = self.trackers.get(token)
+            if t is None or t.state not in st.ACTIVE_ATTEMPT_STATES:
+                del self._notices[token]
+            elif now >= stop_at:
+                del self._notices[token]
+                self._stop(order.model_copy(update={"grace_s": 0.0}))
+        soonest = min((at for at, _ in self._notices.values()), default=now + wait_s)
+        return max(0.0, min(wait_s, soonest - now))
+
+    def _warn(self, t: tracker.AttemptTracker, order: wire.StopOrder) -> bool:
+        """Tell the job it will be stopped (``tau.preemption_notice()``); True while its
+        grace lasts (the stop comes from ``_stop_noticed``)."""
+        if order.token in self._notices:
+            return True
+        if t.sync is None:  # a pod's scratch is its own: it gets no notice, stopped now
+            return False
+        stop_at = time.time() + order.grace_s
+        t.sync.notice(order.reason, stop_at)
+        self._notices[order.token] = (stop_at, order)
+        log.info(
+            "attempt %s warned: stopped in %.0fs (%s)", order.token, order.grace_s, order.reason
+        )
+        return True
+
     def _stop(self, order: wire.StopOrder) -> None:
         t = self.trackers.get(order.token)
         sid = t.submission_id if t else order.submission_id
         if t is not None and t.state not in st.ACTIVE_ATTEMPT_STATES:
             return  # already ended; its next poll reports release
+        warned = order.grace_s > 0 and t is not None and order.token not in self._waiting
+        if warned and t is not None and self._warn(t, order):
+            return
         if self._waiting.pop(order.token, None) is not None and t is not None:
             t.state, t.released = st.AttemptState.STOPPED, True  # never reached Ray
             self._pending.append(

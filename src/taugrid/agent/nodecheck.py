@@ -32,6 +32,7 @@ from taugrid.backends import base
 from taugrid.health import checks, hysteresis, signals
 from taugrid.health import conditions as cd
 from taugrid.lifecycle import node_ids
+from taugrid.lifecycle import states as st
 
 __all__ = ["CheckerConfig", "NodeChecker"]
 
@@ -66,6 +67,7 @@ class NodeChecker:
         self.debounce = hysteresis.Debouncer(cfg.fail_after, cfg.clear_after, cfg.max_clears)
         self.conditions: dict[str, list[cd.Condition]] = {}
         self.checked_at: dict[str, float] = {}
+        self._reclaims: dict[str, object] = {}  # node -> the reclaim notice marked
         self._last = 0.0
         self._local = _local_addresses()
         for node, (kind, clears) in self._load().items():
@@ -147,6 +149,7 @@ class NodeChecker:
             doc = signals.injected(self.injection_dir, [n.node_id, n.ip])
             if doc is not None:
                 sample = signals.apply_injection(sample, doc, int(n.gpu_total))
+                self._reclaim(n.node_id, doc.get("reclaim"))
             sample = dataclasses.replace(sample, ray_alive=n.alive)
             conds = checks.evaluate(sample, self.cfg.limits)
         except Exception as exc:  # a checker bug is a crash too: reported, never "ok"
@@ -155,6 +158,20 @@ class NodeChecker:
             conds = [cd.Condition("HealthChecker", cd.Status.UNKNOWN, why)]
         self.conditions[n.node_id], self.checked_at[n.node_id] = conds, now
         self._act(n.node_id, self.debounce.observe(n.node_id, conds))
+
+    def _reclaim(self, node_id: str, notice: object) -> None:
+        """A spot reclaim notice marks the node at once (no debouncing: the provider
+        will not wait), once per notice; the hub then warns and moves its attempts."""
+        if not notice or self._reclaims.get(node_id) == notice:
+            return
+        why = f"spot reclaim notice: {notice}"
+        try:
+            self.hub.mark_node(node_id, st.RECLAIM_MARK, why, source="checker")
+        except errors.TauError as exc:  # try again next round
+            log.warning("node %s: reclaim mark failed: %s", node_ids.short(node_id), exc)
+            return
+        self._reclaims[node_id] = notice
+        log.warning("node %s: %s", node_ids.short(node_id), why)
 
     def _act(self, node_id: str, v: hysteresis.Verdict) -> None:
         try:

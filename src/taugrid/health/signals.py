@@ -14,11 +14,13 @@ Readers (one ``GpuReader`` protocol, two implementations):
       {"xid": [79], "ecc_uncorrected": 2, "temperature_c": 97, "slowdown_c": 90,
        "gpu_memory_used_fraction": 0.5, "retired_pages_pending": true,
        "throttle": ["hw_thermal"], "disk_free_fraction": 0.01,
-       "memory_available_fraction": 0.02, "crash": "text"}
+       "memory_available_fraction": 0.02, "crash": "text", "reclaim": "text"}
 
   Fields present override what was measured; ``crash`` makes the reader raise (a
-  crashing checker). Absent file: nothing injected. A file that is not valid JSON is
-  itself a crash (reported as ``unknown``, never ``ok``).
+  crashing checker); ``reclaim`` is a spot reclaim notice (what a cloud's metadata
+  service announces), which the agent's checker turns into a ``reclaim`` mark at once.
+  Absent file: nothing injected. A file that is not valid JSON is itself a crash
+  (reported as ``unknown``, never ``ok``).
 
 Host reads (``host_sample``): free space of the data and scratch roots
 (``shutil.disk_usage``) and available memory (``/proc/meminfo``).

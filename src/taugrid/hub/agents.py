@@ -164,7 +164,7 @@ def _news(reply: wire.AgentSyncReply, req: wire.AgentSync) -> bool:
     ordered = {g.token for g in reply.guests}
     return (
         any(a.token not in known for a in reply.assignments)
-        or any(s.token in known for s in reply.stop)
+        or any(s.token in known and not s.grace_s for s in reply.stop)  # graced: once, woken
         or any(g.address and g.token not in lent for g in reply.guests)
         or bool(lent - ordered)
     )
@@ -183,7 +183,7 @@ def _reply(hub: context.Hub, cluster_id: str, lease: float) -> wire.AgentSyncRep
             if not (a["placement"] or {}).get("hold"):  # held by a dispatch gate (hub.staging)
                 assignments.append(_assignment(hub, run, a))
         elif a["state"] in _ACTIVE or not a["released"]:
-            stop.append(wire.StopOrder(token=a["token"], submission_id=a["submission_id"]))
+            stop.append(_stop_order(hub, a))
     marks = {m["node_id"]: m["kind"] for m in hub.clusters.open_marks(cluster_id)}
     return wire.AgentSyncReply(
         lease_expires=lease,
@@ -192,6 +192,14 @@ def _reply(hub: context.Hub, cluster_id: str, lease: float) -> wire.AgentSyncRep
         faulty_nodes=marks,
         guests=guests.orders(hub, cluster_id),
     )
+
+
+def _stop_order(hub: context.Hub, a: dict[str, Any]) -> wire.StopOrder:
+    """Stop ``a``; a reclaimed attempt still running is warned first and given a grace."""
+    order = wire.StopOrder(token=a["token"], submission_id=a["submission_id"])
+    if a["failure_kind"] == st.FailureKind.RECLAIM.value and a["state"] in _ACTIVE:
+        order.grace_s, order.reason = hub.config.reclaim_grace_s, a["reason"] or ""
+    return order
 
 
 def _assignment(hub: context.Hub, run: dict[str, Any], a: dict[str, Any]) -> wire.Assignment:

@@ -49,7 +49,9 @@ def end(
     checkpoints its agent adopted in the job's scratch (``agent.recordsync``);
     ``uploads_pending``: why its outputs are not in the record store yet."""
     ordered = next((k for k in st.HUB_STOPPED if k.value == a["failure_kind"]), None)
-    if ordered is not None and state is st.AttemptState.STOPPED:  # the hub stopped it
+    # the hub stopped it; a job on a node being reclaimed may also die with its node first
+    reclaimed = ordered is st.FailureKind.RECLAIM and state is st.AttemptState.FAILED
+    if ordered is not None and (state is st.AttemptState.STOPPED or reclaimed):
         state, kind = st.AttemptState.FAILED, ordered
         message = a["reason"] or message
     revoked_at = fencing.revoke(hub, a)  # before anything else: the token stops being valid
@@ -195,6 +197,36 @@ def preempt(hub: context.Hub, run_id: str, why: str) -> None:
         event="preempting",
     )
     runs.phase(hub, run_id, ph.Phase.COMPLETED, ph.PhaseStatus.WARNING, "queue", reason)
+
+
+def reclaim(hub: context.Hub, cluster_id: str, node_id: str, why: str) -> list[str]:
+    """A spot node is being taken back: every running attempt on it is marked
+    (``failure_kind=reclaim``); its agent warns the job, stops it after the hub's
+    ``reclaim_grace_s``, and the run is placed again from its newest checkpoint without
+    using up a retry. Returns the runs warned."""
+    warned = []
+    for a in hub.runs.attempts_on_cluster(cluster_id):
+        run = hub.runs.get_run(a["run_id"])
+        active = a["state"] in {s.value for s in st.ACTIVE_ATTEMPT_STATES}
+        if run is None or not active or node_id not in (a["nodes"] or []):
+            continue
+        if run["current_token"] != a["token"] or a["failure_kind"]:
+            continue
+        reason = f"Reclaimed: {why}"
+        hub.runs.update_attempt(
+            a["token"],
+            failure_kind=st.FailureKind.RECLAIM.value,
+            reason=reason,
+            event="reclaim_notice",
+        )
+        grace = f"; stopped in {hub.config.reclaim_grace_s:g}s, then placed again"
+        runs.phase(
+            hub, run["id"], ph.Phase.COMPLETED, ph.PhaseStatus.WARNING, "node", reason + grace
+        )
+        warned.append(run["id"])
+    if warned:
+        hub.notify(cluster_id)  # the agent hears of it now, not at its next report
+    return warned
 
 
 def _failed(

@@ -50,6 +50,8 @@ class HubConfig:
     platform_file: Path | None = None
     lease_s: float = 30.0
     grace_s: float = 120.0
+    reclaim_grace_s: float = 30.0
+    """How long a job warned of a spot reclaim has to checkpoint before it is stopped."""
     cycle_s: float = 0.5
     leader_lease_s: float = 10.0
     """The leader lease of replicated hubs (PostgreSQL; ``hub.replica``)."""

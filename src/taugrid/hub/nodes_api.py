@@ -14,8 +14,9 @@ from typing import Annotated, Any
 import fastapi
 
 from taugrid import payloads as wire
-from taugrid.hub import context, nodehealth, runs
+from taugrid.hub import attempts, context, nodehealth, runs
 from taugrid.hub.auth import Principal, principal, require_admin
+from taugrid.lifecycle import states as st
 
 __all__ = ["router"]
 
@@ -58,6 +59,8 @@ def mark_node(request: fastapi.Request, body: wire.NodeFault, p: Auth) -> dict[s
     row = nodehealth.mark(
         hub, body.cluster_id, body.node_id, body.kind, body.reason, source, p.name
     )
+    if body.kind == st.RECLAIM_MARK:
+        attempts.reclaim(hub, body.cluster_id, body.node_id, body.reason or "spot reclaim")
     if source == "admin":
         hub.auth.audit(p.name, "node.fault", f"{body.cluster_id}/{body.node_id}", body.model_dump())
     return row

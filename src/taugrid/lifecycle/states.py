@@ -81,11 +81,19 @@ class FailureKind(enum.StrEnum):
     DATA_STAGING = "data_staging"
     STALL = "stall"  # no progress for resilience.stall.restart_after intervals
     RELOCATION = "relocation"  # the hub moved the run to a cluster that meets its target
+    RECLAIM = "reclaim"  # the provider takes a spot node back (a reclaim notice)
 
 
-HUB_STOPPED = (FailureKind.PREEMPTION, FailureKind.RELOCATION)
+HUB_STOPPED = (FailureKind.PREEMPTION, FailureKind.RELOCATION, FailureKind.RECLAIM)
 """Kinds the hub sets on a running attempt to stop it; its run is requeued at once from
 its latest checkpoint without using up a retry (``hub.attempts``)."""
+NOTICE_FILE = "NOTICE"
+"""What the agent writes into an attempt's scratch (``$TAU_OUTPUT_DIR``, never uploaded)
+when it will stop the attempt after a grace: JSON ``{"reason", "stop_at"}`` (wall time),
+read by ``tau.preemption_notice()``."""
+RECLAIM_MARK = "reclaim"
+"""The node mark a reclaim notice opens (``tau admin node mark --kind reclaim``, or an
+agent's checker): attempts on the node are warned, then stopped (``hub.attempts.reclaim``)."""
 
 
 def is_retryable(kind: FailureKind, retry_on: list[str], retries_left: int) -> bool:

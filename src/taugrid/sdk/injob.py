@@ -7,6 +7,7 @@ Users write ``import taugrid as tau`` and call::
     ckpt = tau.latest_checkpoint()                      # resume point or None
     tau.save_artifact("model.npz")                      # artifacts/ + MANIFEST.json
     tau.heartbeat(); tau.run_id(); tau.attempt(); tau.rank()
+    notice = tau.preemption_notice()                    # spot reclaim: checkpoint now
 
 This module owns metric logging and heartbeats and is the public face of the
 ``injob_*`` siblings: ``injob_env`` (environment), ``injob_fence`` (fencing),
@@ -42,6 +43,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from taugrid.lifecycle import states
 from taugrid.sdk import (
     injob_artifacts,
     injob_checkpoint,
@@ -58,6 +60,7 @@ __all__ = [
     "FencedError",
     "InJobEnvError",
     "LocalRunWarning",
+    "PreemptionNotice",
     "attempt",
     "checkpoint",
     "checkpoint_dir",
@@ -68,6 +71,7 @@ __all__ = [
     "log",
     "output_dir",
     "params",
+    "preemption_notice",
     "rank",
     "request_relocation",
     "run_id",
@@ -228,3 +232,32 @@ def _close_all() -> None:
             with contextlib.suppress(OSError):
                 os.close(fd)
         _fds.clear()
+
+
+class PreemptionNotice:
+    """This attempt will be stopped at ``stop_at`` (wall time) for ``reason`` (a spot node
+    being reclaimed): write a checkpoint now; the run resumes from it elsewhere."""
+
+    def __init__(self, reason: str, stop_at: float) -> None:
+        self.reason, self.stop_at = reason, stop_at
+
+    @property
+    def seconds_left(self) -> float:
+        return max(0.0, self.stop_at - time.time())
+
+    def __repr__(self) -> str:
+        return f"PreemptionNotice({self.reason!r}, in {self.seconds_left:.0f}s)"
+
+
+def preemption_notice() -> PreemptionNotice | None:
+    """The notice of this attempt's coming stop, or None (cheap: poll it every step).
+
+    The agent writes it when the hub stops the attempt with a grace (a spot reclaim:
+    docs/spot.md); the job is stopped ``seconds_left`` later whatever it does, and the
+    run is placed again and resumes from its newest complete checkpoint.
+    """
+    try:
+        doc = json.loads((injob_env.output_dir() / states.NOTICE_FILE).read_text())
+        return PreemptionNotice(str(doc["reason"]), float(doc["stop_at"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None

@@ -28,10 +28,10 @@ __all__ = ["CODE_ARCHIVE", "NO_ATTEMPT", "RunRecord", "Store", "resolve_inside"]
 
 SUBDIRS = ("rendered", "logs", "metrics", "checkpoints", "artifacts")
 CODE_ARCHIVE = "rendered/code.zip"
+"""The run's code as submitted (a zip), which agents and pods unpack to run it."""
 NO_ATTEMPT = 0
 """The ``FENCE`` value between attempts (an attempt ended, the next not placed yet):
 tokens start at 1, so no attempt matches it."""
-"""The run's code as submitted (a zip), which agents and pods unpack to run it."""
 
 
 def resolve_inside(root: Path, rel: str) -> Path:
