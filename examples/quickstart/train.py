@@ -6,6 +6,8 @@ What it shows of the in-job API (``import taugrid as tau``):
 - ``tau.checkpoint`` every ``--checkpoint-every`` steps (weights, optimizer state, step);
 - resume from ``tau.latest_checkpoint()``: a retried attempt continues from the last
   checkpoint instead of step 0;
+- ``tau.preemption_notice()``: warned that it will be stopped (a spot reclaim), it
+  checkpoints at once and waits; the run goes on elsewhere from that step;
 - ``tau.save_artifact`` of ``model.npz`` and ``metrics.json`` at the end.
 
 Knobs for recovery tests: ``--fail-at-step K`` makes the first ``--fail-attempts``
@@ -156,9 +158,12 @@ def train(args: argparse.Namespace) -> tuple[dict[str, float], Arrays]:
         apply(state, grads, args.lr)
         val_acc = accuracy(state, x_va, y_va)
         tau.log({"loss": loss, "train_accuracy": batch_acc, "val_accuracy": val_acc}, step=step)
-        if step % args.checkpoint_every == 0 or step == args.steps:
+        notice = tau.preemption_notice()  # e.g. its spot node is being reclaimed
+        if step % args.checkpoint_every == 0 or step == args.steps or notice:
             with tau.checkpoint(step) as d:
                 np.savez(d / "state.npz", **state)
+        if notice:  # saved: wait to be stopped (exiting now would end the run as done)
+            time.sleep(notice.seconds_left + 600)
         maybe_fail(args, step)
         if args.step_sleep > 0:
             time.sleep(args.step_sleep)

@@ -30,7 +30,9 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import json
 import logging
+import os
 import shutil
 import threading
 import time
@@ -423,14 +425,16 @@ class Agent:
         grace lasts (the stop comes from ``_stop_noticed``)."""
         if order.token in self._notices:
             return True
-        if t.sync is None:  # a pod's scratch is its own: it gets no notice, stopped now
+        if t.mirror is not None:  # a pod's scratch is its own: it gets no notice, stopped now
             return False
         stop_at = time.time() + order.grace_s
-        t.sync.notice(order.reason, stop_at)
+        doc = {"token": order.token, "reason": order.reason, "stop_at": stop_at}
+        t.run_dir.mkdir(parents=True, exist_ok=True)
+        tmp = t.run_dir / f".{st.NOTICE_FILE}.{order.token}.tmp"
+        tmp.write_text(json.dumps(doc))
+        os.replace(tmp, t.run_dir / st.NOTICE_FILE)
         self._notices[order.token] = (stop_at, order)
-        log.info(
-            "attempt %s warned: stopped in %.0fs (%s)", order.token, order.grace_s, order.reason
-        )
+        log.info("attempt %s warned in %s: stopped in %.0fs", order.token, t.run_dir, order.grace_s)
         return True
 
     def _stop(self, order: wire.StopOrder) -> None:

@@ -54,7 +54,6 @@ from typing import Any
 from taugrid import errors
 from taugrid import payloads as wire
 from taugrid.dataplane import recordstore
-from taugrid.lifecycle import states as st
 from taugrid.platform import models as pm
 from taugrid.store import checkpoints, record
 
@@ -269,13 +268,6 @@ class RecordSync:
             self._checkpoint(self.ckpt_root, fenced)
         if artifacts:
             self._artifacts()
-
-    def notice(self, reason: str, stop_at: float) -> None:
-        """Write the job's stop notice into the scratch (``record.NOTICE_FILE``)."""
-        self.scratch.mkdir(parents=True, exist_ok=True)
-        tmp = self.scratch / f".{st.NOTICE_FILE}.tmp"
-        tmp.write_text(json.dumps({"reason": reason, "stop_at": stop_at}))
-        os.replace(tmp, self.scratch / st.NOTICE_FILE)
 
     # -- pieces -----------------------------------------------------------------------
     def _k(self, rel: str) -> str:

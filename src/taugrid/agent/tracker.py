@@ -7,7 +7,8 @@ of *this* attempt from ``metrics/metrics.jsonl``, the last step, the latest comm
 checkpoint step, and whether Ray has given back every resource (release line).
 
 A job on a node that the hub marks faulty is stopped and reported FAILED with failure
-kind ``node_failure``; a job whose driver died with its node is classified the same.
+kind ``node_failure``; a job whose driver died with its node is classified the same. A
+``reclaim`` mark is not a fault: the hub's stop order gives that job its grace.
 
 Log and progress monitor: each new log chunk is scanned (``health.logscan``); a fatal
 error that points at a node (Xid, ECC, a lost GPU, an NCCL timeout) stops the job as
@@ -141,7 +142,8 @@ class AttemptTracker:
         except berr.JobNotFound:
             return self._lost("Ray no longer knows this job (its cluster restarted)")
         nodes = self._nodes(backend, status)
-        bad = sorted(n for n in nodes if n in faulty)
+        # a reclaim mark is not a fault: the hub warns the job and stops it after a grace
+        bad = sorted(n for n in nodes if faulty.get(n, st.RECLAIM_MARK) != st.RECLAIM_MARK)
         if bad and not status.state.terminal and self.fault is None:
             self.fault = f"node {bad[0]} marked faulty ({faulty[bad[0]]}); attempt stopped"
             backend.stop(self.submission_id)

@@ -141,7 +141,11 @@ def node_fault(
     node: str,
     kind: Annotated[
         str,
-        typer.Option("--kind", help="ecc | xid | thermal | disk | memory | lost | gpu | cordon"),
+        typer.Option(
+            "--kind",
+            help="ecc | xid | thermal | disk | memory | lost | gpu | cordon | reclaim "
+            "(a spot reclaim notice: its runs are warned, then moved)",
+        ),
     ] = "ecc",
     cluster: Annotated[str, typer.Option("--cluster")] = "local",
     reason: str = "",

@@ -258,6 +258,8 @@ def preemption_notice() -> PreemptionNotice | None:
     """
     try:
         doc = json.loads((injob_env.output_dir() / states.NOTICE_FILE).read_text())
-        return PreemptionNotice(str(doc["reason"]), float(doc["stop_at"]))
-    except (OSError, ValueError, KeyError, TypeError):
+        notice = PreemptionNotice(str(doc["reason"]), float(doc["stop_at"]))
+        mine = injob_env.fencing_token()
+    except (OSError, ValueError, KeyError, TypeError, injob_env.InJobEnvError):
         return None
+    return notice if mine is None or doc.get("token") == mine else None

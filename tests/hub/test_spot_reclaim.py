@@ -1,0 +1,156 @@
+"""A spot run reclaimed twice on real Ray finishes with its result intact.
+
+Two Ray nodes of one spot pool (``taugrid.io/pool=sp``), 4 emulated A100-80G each, a hub
+on a platform.yaml that declares the pool spot, and the real agent with its node health
+checker. A reclaim notice arrives through the checker's fault-injection seam (what a
+cloud's metadata service would announce): the hub warns the job (the quickstart
+checkpoints on ``tau.preemption_notice()`` and waits), the agent stops it after the
+grace, and the run is placed on the other node from that checkpoint, without using a
+retry (``max_retries: 0``). The first node is then "replaced" (its mark cleared) and the
+second reclaimed: the run comes back and finishes. Every step is trained once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from taugrid.agent import nodecheck
+from taugrid.backends import ray_local
+from taugrid.render import naming
+from taugrid.store import db
+from tests.backends import backend_helpers as bh
+from tests.hub import platform_builders as pb
+from tests.hub import region as rg
+from tests.hub.harness import HubServer, make_hub
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+IPS = ("127.0.0.236", "127.0.0.237")
+PLATFORM = f"""\
+schema_version: 1
+gpu_types: [{{name: A100-80G}}]
+regions:
+  - name: local
+    clusters:
+      - name: local
+        emulated_gpus: true
+        node_pools:
+          - {{name: sp, gpu_model: A100-80G, gpus_per_node: 4, cpus_per_node: 16,
+             memory_per_node: 128Gi, nodes: 2, cost_per_gpu_hour: 0.9, capacity: spot,
+             reclaims_per_hour: 0.1}}
+{pb.TENANCY}"""
+STEPS = 40
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ray_local.LocalRayCluster]:
+    labels = {naming.POOL_LABEL: "sp"}
+    shapes = [ray_local.NodeShape(ip=ip, labels=labels) for ip in IPS]
+    c = rg.start_ray(list(IPS), tmp_path_factory.mktemp("ray-spot"), shapes)
+    yield c
+    c.stop()
+
+
+@pytest.fixture
+def hub(tmp_path: Path, cluster: ray_local.LocalRayCluster) -> Iterator[tuple[HubServer, Path]]:
+    (tmp_path / "platform.yaml").write_text(PLATFORM)
+    engine = db.open_engine(f"sqlite:///{tmp_path / 'hub.db'}")
+    hub = make_hub(engine, tmp_path / "home", tmp_path / "platform.yaml", reclaim_grace_s=3.0)
+    server = HubServer(hub).start()
+    checker = nodecheck.CheckerConfig(every_s=0.5)
+    agent = rg.AgentThread(server, cluster, tmp_path / "agent", expected_nodes=2, health=checker)
+    agent.start()
+    try:
+        yield server, tmp_path / "agent" / "health" / "nodes"
+    finally:
+        agent.stop()
+        server.stop()
+        engine.dispose()
+
+
+def _reclaim(inject: Path, node: str, notice: str | None) -> None:
+    inject.mkdir(parents=True, exist_ok=True)
+    path = inject / f"{node}.json"
+    if notice is None:
+        path.unlink(missing_ok=True)
+    else:
+        path.write_text(json.dumps({"reclaim": notice}))
+
+
+def _steps(c: httpx.Client, run_id: str) -> list[int]:
+    rows = c.get(f"/v1/runs/{run_id}/metrics").json()
+    return sorted(int(m["step"]) for m in rows if m["name"] == "loss")
+
+
+def _attempt_running(c: httpx.Client, run_id: str, number: int, past_step: int) -> dict[str, Any]:
+    """Attempt ``number`` of the run once it runs on a node and logged past ``past_step``."""
+
+    def ready() -> dict[str, Any] | None:
+        run = c.get(f"/v1/runs/{run_id}").json()
+        if not run["attempts"]:
+            return None
+        a = run["attempts"][-1]
+        ok = a["number"] == number and a["state"] == "running" and a["nodes"]
+        steps = _steps(c, run_id)
+        return a if ok and steps and steps[-1] > past_step else None
+
+    got = bh.wait_for(ready, timeout=180, what=f"attempt {number} running past step {past_step}")
+    return dict(got)
+
+
+def test_a_spot_run_reclaimed_twice_resumes_from_its_checkpoints_and_finishes(
+    hub: tuple[HubServer, Path],
+) -> None:
+    server, inject = hub
+    args = f"--steps {STEPS} --checkpoint-every 100 --step-sleep 0.4"
+    tau_yaml = rg.quickstart_yaml(args, retries=0)
+    tau_yaml = tau_yaml.replace("resilience:\n", "resilience:\n  capacity: spot\n")
+    assert "capacity: spot" in tau_yaml
+    with server.http() as c:
+        run_id = rg.submit_run(c, tau_yaml)["id"]
+        first = _attempt_running(c, run_id, 1, 5)
+        _reclaim(inject, first["nodes"][0], "terminating in 3s")
+        second = _attempt_running(c, run_id, 2, _steps(c, run_id)[-1] + 2)
+        assert second["nodes"] != first["nodes"]
+        # the provider replaces the first node; the second one is reclaimed in turn
+        _reclaim(inject, first["nodes"][0], None)
+        cleared = c.post(
+            "/v1/admin/nodes/clear",
+            json={"cluster_id": "local", "node_id": first["nodes"][0]},
+        )
+        assert cleared.status_code == 200, cleared.text
+        _reclaim(inject, second["nodes"][0], "terminating in 3s")
+        third = _attempt_running(c, run_id, 3, _steps(c, run_id)[-1])
+        assert third["nodes"] == first["nodes"]
+        done = rg.wait_run(c, run_id, rg.finished, timeout=180)
+        events = [e["kind"] for e in c.get(f"/v1/runs/{run_id}/events").json()]
+        steps = _steps(c, run_id)
+        cost = c.get(f"/v1/runs/{run_id}/cost").json()
+        summary = json.loads(
+            c.get(f"/v1/runs/{run_id}/file", params={"path": "artifacts/metrics.json"}).text
+        )
+    assert done["state"] == "succeeded", done["reason"]
+    attempts = done["attempts"]
+    assert [a["failure_kind"] for a in attempts] == ["reclaim", "reclaim", None]
+    assert all(
+        "Reclaimed: spot reclaim notice: terminating in 3s" in a["reason"] for a in attempts[:2]
+    )
+    resumed = [a["resumed_from"] for a in attempts]
+    assert resumed[1] and resumed[2], resumed
+    assert attempts[1]["resumed_from"] != attempts[2]["resumed_from"]  # each its own notice
+    assert events.count("reclaim_notice") == 2
+    assert steps == list(range(1, STEPS + 1))  # every step trained once: none lost, none twice
+    assert summary["resumed_from_step"] > 0 and summary["steps"] == STEPS
+    # each attempt is paid for at the spot pool's price, the reclaimed ones included
+    assert [(a["capacity"], a["price_per_gpu_hour"]) for a in cost["attempts"]] == [
+        ("spot", 0.9)
+    ] * 3
+    history = server.tau("run", "history", run_id)
+    assert history.returncode == 0, history.stderr
+    assert history.stdout.count("reclaim") >= 2, history.stdout
