@@ -16,7 +16,6 @@ bound for jobs that really are asynchronous.
 
 from __future__ import annotations
 
-import argparse
 import concurrent.futures
 import dataclasses
 from typing import Any
@@ -95,20 +94,10 @@ def _section(results: dict[str, Any], seeds: list[int], jobs: int, cmd: str) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.bench_sim_span")
-    p.add_argument("--quick", action="store_true", help="2 seeds x 40 jobs, print only")
-    p.add_argument("--seeds", type=int, default=10)
-    p.add_argument("--jobs", type=int, default=300)
-    p.add_argument("--no-write", action="store_true")
-    args = p.parse_args(argv)
-    seeds = [1, 2] if args.quick else list(range(1, args.seeds + 1))
-    jobs = 40 if args.quick else args.jobs
-    cmd = f"python -m benchmarks.bench_sim_span --seeds {len(seeds)} --jobs {jobs}"
-    section = _section(measure(seeds, jobs), seeds, jobs, cmd)
-    print(section)
-    if not (args.quick or args.no_write):
-        report.write_section(section)
-    return 0
+    def run(seeds: list[int], jobs: int, cmd: str) -> str:
+        return _section(measure(seeds, jobs), seeds, jobs, cmd)
+
+    return report.seeded_main(argv, "bench_sim_span", run, seeds=10, jobs=300)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ to restart; GPU cost counts every attempt, reclaimed ones included.
 
 from __future__ import annotations
 
-import argparse
 import concurrent.futures
 
 import numpy as np
@@ -56,8 +55,7 @@ def _row(way: str, results: list[mr_sim.Result], base: list[mr_sim.Result]) -> l
     ]
 
 
-def _section(results: dict[str, list[mr_sim.Result]], seeds: list[int], jobs: int) -> str:
-    cmd = f"python -m benchmarks.bench_sim_spot --seeds {len(seeds)} --jobs {jobs}"
+def _section(results: dict[str, list[mr_sim.Result]], seeds: list[int], jobs: int, cmd: str) -> str:
     base = results[mr_sim.SPOT_WAYS[0]]
     rows = [_row(w, rs, base) for w, rs in results.items()]
     return (
@@ -78,19 +76,10 @@ def _section(results: dict[str, list[mr_sim.Result]], seeds: list[int], jobs: in
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.bench_sim_spot")
-    p.add_argument("--quick", action="store_true", help="2 seeds x 40 jobs, print only")
-    p.add_argument("--seeds", type=int, default=8)
-    p.add_argument("--jobs", type=int, default=200)
-    p.add_argument("--no-write", action="store_true")
-    args = p.parse_args(argv)
-    seeds = [1, 2] if args.quick else list(range(1, args.seeds + 1))
-    jobs = 40 if args.quick else args.jobs
-    section = _section(measure(seeds, jobs), seeds, jobs)
-    print(section)
-    if not (args.quick or args.no_write):
-        report.write_section(section)
-    return 0
+    def run(seeds: list[int], jobs: int, cmd: str) -> str:
+        return _section(measure(seeds, jobs), seeds, jobs, cmd)
+
+    return report.seeded_main(argv, "bench_sim_spot", run, seeds=8, jobs=200)
 
 
 if __name__ == "__main__":

@@ -80,3 +80,29 @@ def k8s_args(doc: str, missing: Callable[[], list[str]]) -> argparse.Namespace |
         print(f"skipped: {', '.join(sorted(set(absent)))} not built")
         return None
     return args
+
+
+def seeded_main(
+    argv: list[str] | None,
+    name: str,
+    run: Callable[[list[int], int, str], str],
+    *,
+    seeds: int,
+    jobs: int,
+) -> int:
+    """The command line of a simulation benchmark over generated scenarios of seeds
+    1..``seeds`` with ``jobs`` jobs each; ``--quick``: seeds 1 and 2 of 40 jobs, printed
+    only. ``run(seeds, jobs, command)`` measures and returns the section."""
+    p = argparse.ArgumentParser(prog=f"python -m benchmarks.{name}")
+    p.add_argument("--quick", action="store_true", help="2 seeds x 40 jobs, print only")
+    p.add_argument("--seeds", type=int, default=seeds)
+    p.add_argument("--jobs", type=int, default=jobs)
+    p.add_argument("--no-write", action="store_true")
+    args = p.parse_args(argv)
+    chosen = [1, 2] if args.quick else list(range(1, args.seeds + 1))
+    n = 40 if args.quick else args.jobs
+    section = run(chosen, n, f"python -m benchmarks.{name} --seeds {len(chosen)} --jobs {n}")
+    print(section)
+    if not (args.quick or args.no_write):
+        write_section(section)
+    return 0

@@ -7,7 +7,7 @@ adds its own ``scheduling:`` (or tenancy) lines after them.
 
 from __future__ import annotations
 
-__all__ = ["TENANCY", "platform", "regions"]
+__all__ = ["TENANCY", "one_cluster", "platform", "regions"]
 
 _REGION = """\
   - name: {name}
@@ -44,3 +44,14 @@ def platform(costs: dict[str, float], tail: str, extra: dict[str, str] | None = 
     """A whole platform.yaml: the A100 GPU type, ``regions(costs, extra)``, then ``tail``."""
     head = "schema_version: 1\ngpu_types: [{name: A100-80G}]\n"
     return head + regions(costs, extra) + tail
+
+
+def one_cluster(name: str, pools: list[str], tail: str = TENANCY) -> str:
+    """A platform.yaml of one emulated A100 region and cluster ``name`` whose node pools
+    are ``pools`` (each a YAML flow mapping), then ``tail``."""
+    listed = "".join(f"          - {p}\n" for p in pools)
+    return (
+        "schema_version: 1\ngpu_types: [{name: A100-80G}]\nregions:\n"
+        f"  - name: {name}\n    clusters:\n      - name: {name}\n        emulated_gpus: true\n"
+        f"        node_pools:\n{listed}{tail}"
+    )

@@ -22,21 +22,14 @@ from tests.hub import agent_builders as ab
 from tests.hub import platform_builders as pb
 from tests.hub.harness import HubServer, platform_hub
 
-POOLS = """\
-        node_pools:
-          - {name: od, gpu_model: A100-80G, gpus_per_node: 4, nodes: 1, cost_per_gpu_hour: 3.0}
-          - {name: sp, gpu_model: A100-80G, gpus_per_node: 4, nodes: 1, cost_per_gpu_hour: 0.9,
-             capacity: spot, reclaims_per_hour: 0.1}
-"""
-PLATFORM = f"""\
-schema_version: 1
-gpu_types: [{{name: A100-80G}}]
-regions:
-  - name: a
-    clusters:
-      - name: a
-        emulated_gpus: true
-{POOLS}{pb.TENANCY}"""
+PLATFORM = pb.one_cluster(
+    "a",
+    [
+        "{name: od, gpu_model: A100-80G, gpus_per_node: 4, nodes: 1, cost_per_gpu_hour: 3.0}",
+        "{name: sp, gpu_model: A100-80G, gpus_per_node: 4, nodes: 1, cost_per_gpu_hour: 0.9,"
+        " capacity: spot, reclaims_per_hour: 0.1}",
+    ],
+)
 
 
 def _node(name: str, pool: str) -> dict[str, Any]:

@@ -32,19 +32,14 @@ from tests.hub.harness import HubServer, make_hub
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 IPS = ("127.0.0.236", "127.0.0.237")
-PLATFORM = f"""\
-schema_version: 1
-gpu_types: [{{name: A100-80G}}]
-regions:
-  - name: local
-    clusters:
-      - name: local
-        emulated_gpus: true
-        node_pools:
-          - {{name: sp, gpu_model: A100-80G, gpus_per_node: 4, cpus_per_node: 16,
-             memory_per_node: 128Gi, nodes: 2, cost_per_gpu_hour: 0.9, capacity: spot,
-             reclaims_per_hour: 0.1}}
-{pb.TENANCY}"""
+PLATFORM = pb.one_cluster(
+    "local",
+    [
+        "{name: sp, gpu_model: A100-80G, gpus_per_node: 4, cpus_per_node: 16,"
+        " memory_per_node: 128Gi, nodes: 2, cost_per_gpu_hour: 0.9, capacity: spot,"
+        " reclaims_per_hour: 0.1}"
+    ],
+)
 STEPS = 40
 
 
