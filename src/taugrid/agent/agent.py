@@ -103,6 +103,8 @@ class AgentConfig:
 
 SUBMIT_TRIES = 4
 """Submissions of one attempt before it fails with ``submit_error`` (2, 4, 8 s apart)."""
+_RESTOP_S = 30.0
+"""How long a warned attempt that was stopped may take to end before it is stopped again."""
 _RESUBMIT = "\0resubmit"  # a ``_waiting`` key: not a runtime, a submission to try again
 
 
@@ -414,8 +416,10 @@ class Agent:
             t = self.trackers.get(token)
             if t is None or t.state not in st.ACTIVE_ATTEMPT_STATES:
                 del self._notices[token]
-            elif now >= stop_at:
-                del self._notices[token]
+                if t is not None:  # ended: a record shared by attempts keeps no stale notice
+                    (t.run_dir / st.NOTICE_FILE).unlink(missing_ok=True)
+            elif now >= stop_at:  # stop; again in a while if Ray has not stopped it by then
+                self._notices[token] = (now + _RESTOP_S, order)
                 self._stop(order.model_copy(update={"grace_s": 0.0}))
         soonest = min((at for at, _ in self._notices.values()), default=now + wait_s)
         return max(0.0, min(wait_s, soonest - now))
@@ -425,8 +429,8 @@ class Agent:
         grace lasts (the stop comes from ``_stop_noticed``)."""
         if order.token in self._notices:
             return True
-        if t.mirror is not None:  # a pod's scratch is its own: it gets no notice, stopped now
-            return False
+        if self.backend.supports(base.Capability.RUN_SPEC):  # pods: their scratch is their
+            return False  # own, so they get no notice and are stopped now
         stop_at = time.time() + order.grace_s
         doc = {"token": order.token, "reason": order.reason, "stop_at": stop_at}
         t.run_dir.mkdir(parents=True, exist_ok=True)
