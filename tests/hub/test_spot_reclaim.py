@@ -6,8 +6,9 @@ checker. A reclaim notice arrives through the checker's fault-injection seam (wh
 cloud's metadata service would announce): the hub warns the job (the quickstart
 checkpoints on ``tau.preemption_notice()`` and waits), the agent stops it after the
 grace, and the run is placed on the other node from that checkpoint, without using a
-retry (``max_retries: 0``). The first node is then "replaced" (its mark cleared) and the
-second reclaimed: the run comes back and finishes. Every step is trained once.
+retry (``max_retries: 0``). The first node is then "replaced" (its notice goes, so the
+checker clears its mark) and the second reclaimed: the run comes back and finishes.
+Every step is trained once.
 """
 
 from __future__ import annotations
@@ -113,13 +114,9 @@ def test_a_spot_run_reclaimed_twice_resumes_from_its_checkpoints_and_finishes(
         _reclaim(inject, first["nodes"][0], "terminating in 3s")
         second = _attempt_running(c, run_id, 2, _steps(c, run_id)[-1] + 2)
         assert second["nodes"] != first["nodes"]
-        # the provider replaces the first node; the second one is reclaimed in turn
+        # the provider replaces the first node (its notice goes, the checker clears its
+        # mark); the second one is reclaimed in turn
         _reclaim(inject, first["nodes"][0], None)
-        cleared = c.post(
-            "/v1/admin/nodes/clear",
-            json={"cluster_id": "local", "node_id": first["nodes"][0]},
-        )
-        assert cleared.status_code == 200, cleared.text
         _reclaim(inject, second["nodes"][0], "terminating in 3s")
         third = _attempt_running(c, run_id, 3, _steps(c, run_id)[-1])
         assert third["nodes"] == first["nodes"]

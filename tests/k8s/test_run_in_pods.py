@@ -17,6 +17,8 @@ run of the quickstart, on the project image pulled from the tier's registry:
 - a higher-priority run preempts a running one (the hub's admission decides, with Kueue's
   semantics, before the cluster's Kueue would): its Job is deleted, the run is requeued,
   and once the other has finished it resumes in a new pod from its checkpoint;
+- a node tainted for termination (a spot reclaim notice) stops the attempt without using a
+  retry, and the run resumes from its checkpoint once the node is back;
 - a cancel deletes the Job: its pod and Kueue's admission go, the run is cancelled;
 - an image the registry does not have fails the run with the kubelet's reason
   (``ImagePullBackOff: …``), not a hung phase.
@@ -81,6 +83,35 @@ def test_a_job_runs_in_a_pod_resumes_in_a_new_one_and_its_outputs_come_back(
     fs = weed_s3.filesystem()
     base = f"{prefix}/{kube_region.WORKSPACE}/runs/{run['id']}"
     assert fs.exists(f"{base}/artifacts/model.npz") and fs.exists(f"{base}/COMPLETE")
+
+
+def test_a_node_tainted_for_termination_requeues_its_run_and_it_resumes_from_its_checkpoint(
+    region: pod_region.PodRegion, kube: client.ApiClient
+) -> None:
+    """A reclaim notice on Kubernetes: the node termination taint GKE sets. The agent's
+    checker marks the node ``reclaim``, the hub stops the attempt (a pod gets no notice
+    file: its scratch is its own) without using a retry, and once the node is back (the
+    taint gone, the checker's mark cleared) the run resumes from its checkpoint."""
+    server, ref = region.server, region.ref
+    core = client.CoreV1Api(kube)
+    before = core.read_node(realnode.NAME).spec.taints or []
+    notice = client.V1Taint(key="cloud.google.com/impending-node-termination", effect="NoSchedule")
+    args = "--steps 60 --checkpoint-every 10 --step-sleep 0.2"
+    with server.http() as c:
+        run = rg.submit_run(c, pod_region.tau_yaml(ref, args, retries=0))
+        _wait(c, run["id"], _checkpointed)
+        core.patch_node(realnode.NAME, {"spec": {"taints": [*before, notice]}})
+        try:
+            _wait(c, run["id"], lambda r: r["attempts"][0]["failure_kind"] == "reclaim")
+        finally:
+            core.patch_node(realnode.NAME, {"spec": {"taints": before}})
+        done = _wait(c, run["id"], rg.finished)
+        events = [e["kind"] for e in c.get(f"/v1/runs/{run['id']}/events").json()]
+    assert done["state"] == "succeeded", (done["reason"], done["attempts"])
+    first, second = done["attempts"]
+    assert first["reason"].startswith("Reclaimed: spot reclaim notice: taint "), first
+    assert int((second["resumed_from"] or "-0").rsplit("-", 1)[1]) >= 10, second
+    assert "reclaim_notice" in events
 
 
 def test_cancel_deletes_the_pod_and_kueue_releases(

@@ -149,7 +149,7 @@ class NodeChecker:
             doc = signals.injected(self.injection_dir, [n.node_id, n.ip])
             if doc is not None:
                 sample = signals.apply_injection(sample, doc, int(n.gpu_total))
-                self._reclaim(n.node_id, doc.get("reclaim"))
+            self._reclaim(n.node_id, n.reclaim or (doc or {}).get("reclaim"))
             sample = dataclasses.replace(sample, ray_alive=n.alive)
             conds = checks.evaluate(sample, self.cfg.limits)
         except Exception as exc:  # a checker bug is a crash too: reported, never "ok"
@@ -160,18 +160,27 @@ class NodeChecker:
         self._act(n.node_id, self.debounce.observe(n.node_id, conds))
 
     def _reclaim(self, node_id: str, notice: object) -> None:
-        """A spot reclaim notice marks the node at once (no debouncing: the provider
-        will not wait), once per notice; the hub then warns and moves its attempts."""
-        if not notice or self._reclaims.get(node_id) == notice:
+        """A reclaim notice (a spot node about to go) marks the node at once, with no
+        debouncing: the provider will not wait; the hub then warns and moves its
+        attempts. The mark is cleared when the notice goes (the node was replaced)."""
+        if self._reclaims.get(node_id) == (notice or None):
             return
-        why = f"spot reclaim notice: {notice}"
+        short = node_ids.short(node_id)
         try:
-            self.hub.mark_node(node_id, st.RECLAIM_MARK, why, source="checker")
+            if notice:
+                why = f"spot reclaim notice: {notice}"
+                self.hub.mark_node(node_id, st.RECLAIM_MARK, why, source="checker")
+                log.warning("node %s: %s", short, why)
+            else:
+                self.hub.clear_node(node_id, source="checker")
+                log.info("node %s: its reclaim notice is gone; mark cleared", short)
         except errors.TauError as exc:  # try again next round
-            log.warning("node %s: reclaim mark failed: %s", node_ids.short(node_id), exc)
+            log.warning("node %s: reclaim mark or clear failed: %s", short, exc)
             return
-        self._reclaims[node_id] = notice
-        log.warning("node %s: %s", node_ids.short(node_id), why)
+        if notice:
+            self._reclaims[node_id] = notice
+        else:
+            del self._reclaims[node_id]
 
     def _act(self, node_id: str, v: hysteresis.Verdict) -> None:
         try:

@@ -232,6 +232,10 @@ class NodeInventory(_Value):
     resources_total: dict[str, float] = pydantic.Field(default_factory=dict)
     resources_available: dict[str, float] = pydantic.Field(default_factory=dict)
     labels: dict[str, str] = pydantic.Field(default_factory=dict)
+    reclaim: str | None = pydantic.Field(
+        default=None,
+        description="A reclaim notice the cluster shows for the node (a termination taint).",
+    )
 
     @property
     def gpu_busy(self) -> float:

@@ -421,6 +421,7 @@ class KubernetesBackend(base.Backend):
             memory_available=units.parse_quantity_bytes(alloc.get("memory", "0")),
             accelerator=model or labels.get("nvidia.com/gpu.product"),
             labels=labels,
+            reclaim=_reclaim_notice(node),
         )
 
     def queue_usage(self) -> list[dict[str, Any]]:
@@ -577,6 +578,24 @@ def _finished(kind: str, obj: dict[str, Any]) -> tuple[base.JobState, str] | Non
 def _time(obj: dict[str, Any], key: str) -> dt.datetime | None:
     value = (obj.get("status") or {}).get(key)
     return dt.datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None
+
+
+RECLAIM_TAINTS = (
+    "taugrid.io/reclaim",
+    "cloud.google.com/impending-node-termination",
+    "aws-node-termination-handler/spot-itn",
+    "karpenter.sh/disrupted",
+)
+"""Taints that announce a node is about to be taken away (a spot reclaim): the ones
+GKE, the AWS node termination handler and Karpenter set, and TauGrid's own."""
+
+
+def _reclaim_notice(node: dict[str, Any]) -> str | None:
+    """``taint <key>`` when the node carries one of ``RECLAIM_TAINTS``."""
+    for t in node.get("spec", {}).get("taints") or []:
+        if t.get("key") in RECLAIM_TAINTS:
+            return f"taint {t['key']}"
+    return None
 
 
 def _node_problem(node: dict[str, Any], pods: pm.PodSettings) -> str:
