@@ -101,6 +101,7 @@ def test_links_utilisation_quotas_and_cost_views(lab: HubServer, page: Any) -> N
     shot(page, "quotas")
     follow(page, "nav >> text=Cost")
     assert [r.split("\t")[0] for r in _rows(page, "table.cost")] == ["lone", "speech", "vision"]
+    assert "Spot saved" in page.inner_text("table.cost thead")
     _narrow_and_keyboard(page)
 
 
