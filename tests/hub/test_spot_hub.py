@@ -75,11 +75,35 @@ def test_the_report_is_priced_and_its_spot_nodes_marked_from_platform_yaml(
         (row,) = c.get("/v1/clusters").json()
     report = row["report"]
     assert report["cost_per_gpu_hour"] == 3.0 and report["spot_cost_per_gpu_hour"] == 0.9
-    assert report["reclaims_per_hour"] == 0.1
+    assert report["reclaims_per_hour"] == pytest.approx(0.1, rel=1e-3)  # nothing seen yet
     assert {n["node_id"]: n["spot"] for n in report["nodes"]} == {"a-od": False, "a-sp": True}
     shown = hub.tau("cluster", "list")
     assert shown.returncode == 0, shown.stderr
-    assert "$0.90/GPU-h, 0.1 reclaims/node-h" in shown.stdout
+    assert "$0.90/GPU-h, 0.1 reclaims/node-h (0 seen in 0.0 node-h)" in shown.stdout
+
+
+def test_the_reclaim_rate_is_what_the_hub_saw_smoothed_by_platform_yamls_estimate(
+    hub: HubServer,
+) -> None:
+    time.sleep(1.0)
+    ab.sync(hub, "a", REPORT)  # the spot node seen alive a second more
+    with hub.http() as c:
+        r = c.post(
+            "/v1/admin/nodes/fault",
+            json={"cluster_id": "a", "node_id": "a-sp", "kind": "reclaim", "reason": "in 30s"},
+        )
+        assert r.status_code == 200, r.text
+        again = c.post(  # the same notice again is not a second reclaim
+            "/v1/admin/nodes/fault",
+            json={"cluster_id": "a", "node_id": "a-sp", "kind": "reclaim", "reason": "in 30s"},
+        )
+        assert again.status_code == 200 and again.json()["new"] is False
+        ab.sync(hub, "a", REPORT)
+        (row,) = c.get("/v1/clusters").json()
+    seen = row["report"]["reclaims_observed"]["sp"]
+    assert seen["reclaims"] == 1 and 0 < seen["node_hours"] < 0.01
+    # (1 seen + 0.1 x 24 node-hours of prior) / (~0 + 24 node-hours)
+    assert row["report"]["reclaims_per_hour"] == pytest.approx(3.4 / 24, rel=0.01)
 
 
 @pytest.mark.parametrize(

@@ -115,11 +115,16 @@ def cluster_list(output: views.Output = "text") -> None:
 
 
 def _spot(report: dict[str, Any]) -> str:
-    """``$0.90/GPU-h, 0.05 reclaims/node-h``: its cheapest spot pool, or ``-``."""
+    """``$0.90/GPU-h, 0.05 reclaims/node-h (2 seen in 40.0 node-h)``: its cheapest spot
+    pool and the rate placement uses, or ``-``."""
     price = report.get("spot_cost_per_gpu_hour")
     if price is None:
         return "-"
-    return f"${price:.2f}/GPU-h, {report.get('reclaims_per_hour', 0):g} reclaims/node-h"
+    seen = report.get("reclaims_observed") or {}
+    count = sum(s["reclaims"] for s in seen.values())
+    hours = sum(s["node_hours"] for s in seen.values())
+    rate = f"{report.get('reclaims_per_hour', 0):.3g} reclaims/node-h"
+    return f"${price:.2f}/GPU-h, {rate} ({count} seen in {hours:.1f} node-h)"
 
 
 def _gpus(report: dict[str, Any]) -> str:

@@ -84,7 +84,7 @@ def apply(
     """Renew the lease, apply the reports; the reply now and the flag to long-poll on."""
     report = req.report.model_dump(mode="json") if req.report else None
     if report is not None:
-        pools.price_report(hub.platform, cluster_id, report)
+        pools.observe(hub, cluster_id, report)
     lease = hub.clusters.renew(cluster_id, hub.config.lease_s, report, (report or {}).get("health"))
     if report is not None:
         util_history.record(hub, _region_of(hub, cluster_id))

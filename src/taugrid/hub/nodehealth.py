@@ -54,13 +54,14 @@ def mark(
     source: str,
     by: str,
 ) -> dict[str, Any]:
-    """Open a mark (idempotent per kind and source) and record it everywhere."""
+    """Open a mark (idempotent per kind and source) and record it everywhere; ``new`` in
+    the row says whether the node had no open mark of this kind before."""
     before = {(m["kind"], m["source"]) for m in _open(hub, cluster_id, node_id)}
     row = hub.clusters.mark_node(cluster_id, node_id, kind, reason or kind, source)
     if (kind, source) not in before:
         what = {"kind": kind, "source": source, "reason": reason, "by": by}
         _record(hub, "node_marked", cluster_id, node_id, what)
-    return row
+    return {**row, "new": kind not in {k for k, _ in before}}
 
 
 def clear(hub: context.Hub, cluster_id: str, node_id: str, source: str | None, by: str) -> int:

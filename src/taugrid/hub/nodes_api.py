@@ -14,7 +14,7 @@ from typing import Annotated, Any
 import fastapi
 
 from taugrid import payloads as wire
-from taugrid.hub import attempts, context, nodehealth, runs
+from taugrid.hub import attempts, context, nodehealth, pools, runs
 from taugrid.hub.auth import Principal, principal, require_admin
 from taugrid.lifecycle import states as st
 
@@ -60,6 +60,8 @@ def mark_node(request: fastapi.Request, body: wire.NodeFault, p: Auth) -> dict[s
         hub, body.cluster_id, body.node_id, body.kind, body.reason, source, p.name
     )
     if body.kind == st.RECLAIM_MARK:
+        if row.get("new"):
+            pools.count_reclaim(hub, body.cluster_id, body.node_id)
         attempts.reclaim(hub, body.cluster_id, body.node_id, body.reason or "spot reclaim")
     if source == "admin":
         hub.auth.audit(p.name, "node.fault", f"{body.cluster_id}/{body.node_id}", body.model_dump())

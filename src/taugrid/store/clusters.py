@@ -1,10 +1,11 @@
-"""Cluster registry and node marks: leases, the agents' latest state reports, cordons.
+"""Cluster registry and node marks: leases, the agents' latest state reports, cordons,
+and what was seen of spot pools.
 
-Owns the ``clusters`` and ``node_marks`` tables. A cluster's lease is renewed by every
-agent sync; ``lease_expires`` in the past means the hub has lost contact (the hub turns
-that into the Unknown state, see ``hub.service``). Node marks are faults or cordons set
-by an admin or a health checker; an open mark (``cleared_at IS NULL``) makes the node
-unusable for placement.
+Owns the ``clusters``, ``node_marks`` and ``pool_stats`` tables. A cluster's lease is
+renewed by every agent sync; ``lease_expires`` in the past means the hub has lost contact
+(the hub turns that into the Unknown state, see ``hub.service``). Node marks are faults or
+cordons set by an admin or a health checker; an open mark (``cleared_at IS NULL``) makes
+the node unusable for placement.
 """
 
 from __future__ import annotations
@@ -140,3 +141,50 @@ class ClusterStore:
             q = q.where(t.node_marks.c.cluster_id == cluster_id)
         with self.engine.connect() as c:
             return [dict(r._mapping) for r in c.execute(q.order_by(t.node_marks.c.id))]
+
+    # -- spot pools ---------------------------------------------------------------------
+    def observe_pools(
+        self, cluster_id: str, alive: dict[str, int], now: float, cap_s: float
+    ) -> None:
+        """Add ``alive[pool]`` nodes x the seconds since the pool was last seen (at most
+        ``cap_s``: a gap in reports is not counted as seen) to each pool's node-seconds.
+        One statement per pool: replicas that apply reports at once never count a gap twice."""
+        p = t.pool_stats
+        with self.engine.begin() as c:
+            for pool, nodes in alive.items():
+                gap = sa.literal(now) - p.c.seen_at
+                step = sa.case((gap > cap_s, cap_s), else_=gap)
+                done = c.execute(
+                    sa.update(p)
+                    .where(p.c.cluster_id == cluster_id, p.c.pool == pool, p.c.seen_at < now)
+                    .values(node_seconds=p.c.node_seconds + nodes * step, seen_at=now)
+                )
+                if done.rowcount == 0 and not self._pool_row(c, cluster_id, pool):
+                    row = {"cluster_id": cluster_id, "pool": pool, "node_seconds": 0.0}
+                    c.execute(sa.insert(p).values(**row, reclaims=0, seen_at=now))
+
+    def count_reclaim(self, cluster_id: str, pool: str, now: float) -> None:
+        """One more reclaim of a node of ``pool``."""
+        p = t.pool_stats
+        with self.engine.begin() as c:
+            if not self._pool_row(c, cluster_id, pool):
+                row = {"cluster_id": cluster_id, "pool": pool, "node_seconds": 0.0}
+                c.execute(sa.insert(p).values(**row, reclaims=0, seen_at=now))
+            c.execute(
+                sa.update(p)
+                .where(p.c.cluster_id == cluster_id, p.c.pool == pool)
+                .values(reclaims=p.c.reclaims + 1)
+            )
+
+    def pool_stats(self, cluster_id: str) -> dict[str, tuple[float, int]]:
+        """Pool → (node-seconds seen alive, reclaims) of ``cluster_id``."""
+        p = t.pool_stats
+        with self.engine.connect() as c:
+            rows = c.execute(sa.select(p).where(p.c.cluster_id == cluster_id)).all()
+        return {r.pool: (float(r.node_seconds), int(r.reclaims)) for r in rows}
+
+    @staticmethod
+    def _pool_row(c: sa.Connection, cluster_id: str, pool: str) -> bool:
+        p = t.pool_stats
+        q = sa.select(p.c.pool).where(p.c.cluster_id == cluster_id, p.c.pool == pool)
+        return c.execute(q).first() is not None

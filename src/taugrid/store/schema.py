@@ -162,6 +162,18 @@ node_marks = sa.Table(
     sa.Column("source", sa.String(16), nullable=False, server_default="admin"),
 )
 
+# What the hub has seen of each spot pool: node-seconds its nodes were reported alive and
+# the reclaims marked on them (hub.pools turns them into the pool's reclaim rate).
+pool_stats = sa.Table(
+    "pool_stats",
+    metadata,
+    sa.Column("cluster_id", sa.String(64), primary_key=True),
+    sa.Column("pool", sa.String(64), primary_key=True),
+    sa.Column("node_seconds", sa.Float, nullable=False),
+    sa.Column("reclaims", sa.Integer, nullable=False),
+    sa.Column("seen_at", sa.Float, nullable=False),
+)
+
 tokens = sa.Table(
     "tokens",
     metadata,
