@@ -87,14 +87,17 @@ def test_a_node_whose_kubelet_stops_is_not_ready_in_gpu_healthy_and_the_state_re
             "not Ready (NodeStatusUnknown: Kubelet stopped posting node status" in healthy["reason"]
         )
         # the region's state report: the node not alive, the Node named with its problem
+        # (the node lifecycle controller adds the NoExecute and NoSchedule taints in
+        # separate passes, either first)
+        no_schedule = f"{UNREACHABLE}=:NoSchedule"
         row = controlplane.wait_until(
-            "the node not Ready and tainted in the state report",
-            lambda: (r := _node_row(server, x)) and UNREACHABLE in (r["problem"] or "") and r,
+            "the node not Ready and tainted NoSchedule in the state report",
+            lambda: (r := _node_row(server, x)) and no_schedule in (r["problem"] or "") and r,
         )
         assert isinstance(row, dict)
         assert row["alive"] is False
         assert row["problem"].startswith(f"Node {x}: not Ready (NodeStatusUnknown")
-        assert f"tainted {UNREACHABLE}=:NoSchedule" in row["problem"]
+        assert "; tainted " in row["problem"]
         assert row["gpus_free"] == 0
         # a new run goes to the other H100 node
         # (4 GPUs: a pod of an earlier test may hold some of the other node's GPUs)

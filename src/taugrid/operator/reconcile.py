@@ -171,6 +171,13 @@ class Reconciler:
         blocker = self._blocker(ws)
         if blocker is not None:
             return _failed(blocker, gen)
+        team_status = self._team_ready(team_obj)
+        if team_status.get("phase") != "Ready":
+            return _failed(
+                f"team {ws.team} is not ready: {team_status.get('message')}; nothing was "
+                f"created; fix the TauTeam {ws.team}",
+                gen,
+            )
         team = crds.from_object(team_obj)
         assert isinstance(team, pm.TeamSpec)
         for n, item in enumerate(desired.workspace_objects(ws, team, obj), start=1):
@@ -186,6 +193,16 @@ class Reconciler:
             "clusterQueue": desired.cluster_queue_name(team.name),
             "observedGeneration": gen,
         }
+
+    def _team_ready(self, team_obj: dict[str, Any]) -> Status:
+        """The team's status, its pass run first when it is not Ready yet: kopf handles a
+        team and its workspace concurrently, and a workspace is Ready only once the
+        ClusterQueue its LocalQueue names exists."""
+        status: Status = dict(team_obj.get("status") or {})
+        if status.get("phase") != "Ready":
+            status = self.team(team_obj)
+            self.write_status(team_obj, status)
+        return status
 
     # -- quota requests and clusters -------------------------------------------------
 
