@@ -416,6 +416,12 @@ class Assignment(_Payload):
         description="The node ID each worker is bound to (the hub's packer); the agent pins "
         "the workers there. Empty: no binding (the backend places them).",
     )
+    capacity: str | None = pydantic.Field(
+        default=None,
+        description="The capacity the hub placed the attempt on (spot, on-demand; any for "
+        "a span of both; None before spot pools): a backend that places its own pods keeps "
+        "them to the cluster's pools of that capacity.",
+    )
     guests: dict[str, Count32] = pydantic.Field(
         default_factory=dict,
         description="A spanning attempt's guest clusters and the workers each holds: their "

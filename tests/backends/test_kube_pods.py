@@ -1,5 +1,6 @@
 """What the agent adds to a run's pods at submission: the cluster's ``pods:`` settings
-on every pod template (``render.pods``, which also decides which Nodes are the region's
+on every pod template and the node pools of the capacity the hub placed the run on
+(``render.pods``, which also decides which Nodes are the region's
 by the cluster's tolerations and node selector), and podsync around a batch Job's command
 with the record store's Secret (``backends.kube_pods``). The real node tier runs it end to
 end: ``tests/k8s/test_run_in_pods.py``."""
@@ -88,3 +89,66 @@ def test_tolerated_taints_and_selected_nodes() -> None:
     assert render_pods.selects(pods, {"metadata": {"labels": {"pool": "a3", "x": "y"}}})
     assert not render_pods.selects(pods, {"metadata": {"labels": {"pool": "b"}}})
     assert render_pods.selects(pm.PodSettings(), {"metadata": {}})
+
+
+def _ray_job() -> dict[str, Any]:
+    """A RayJob's shape as ``render.kuberay`` makes it: a CPU-only head, GPU workers."""
+
+    def template(gpus: int) -> dict[str, Any]:
+        limits = {"cpu": "1", **({naming.GPU_RESOURCE: gpus} if gpus else {})}
+        container = {"name": "ray", "resources": {"limits": limits}}
+        return {
+            "metadata": {"labels": {naming.LABEL_RUN_ID: "r-1"}},
+            "spec": {"containers": [container]},
+        }
+
+    cluster = {
+        "headGroupSpec": {"template": template(0)},
+        "workerGroupSpecs": [{"template": template(8)}],
+    }
+    return {"kind": "RayJob", "metadata": {"name": "r-1"}, "spec": {"rayClusterSpec": cluster}}
+
+
+def _pool_terms(spec: dict[str, Any]) -> list[list[dict[str, Any]]]:
+    required = (
+        spec.get("affinity", {})
+        .get("nodeAffinity", {})
+        .get("requiredDuringSchedulingIgnoredDuringExecution", {})
+    )
+    return [t["matchExpressions"] for t in required.get("nodeSelectorTerms", [])]
+
+
+def test_a_spot_placement_keeps_gpu_pods_on_spot_pools_and_the_head_anywhere() -> None:
+    obj = _ray_job()
+    render_pods.keep_to_capacity(obj, ["a100-spot", "h100-spot"], "spot")
+    head, worker = render_pods.pod_specs(obj)
+    assert _pool_terms(head) == []
+    want = {"key": naming.POOL_LABEL, "operator": "In", "values": ["a100-spot", "h100-spot"]}
+    assert _pool_terms(worker) == [[want]]
+
+
+def test_an_on_demand_placement_keeps_every_pod_off_spot_pools() -> None:
+    obj = _ray_job()
+    render_pods.keep_to_capacity(obj, ["a100-spot"], "on-demand")
+    want = {"key": naming.POOL_LABEL, "operator": "NotIn", "values": ["a100-spot"]}
+    assert [_pool_terms(s) for s in render_pods.pod_specs(obj)] == [[[want]], [[want]]]
+
+
+def test_a_pool_requirement_joins_each_existing_affinity_term() -> None:
+    obj = _ray_job()
+    (_, worker) = render_pods.pod_specs(obj)
+    zone = {"key": "zone", "operator": "In", "values": ["a"]}
+    rack = {"key": "rack", "operator": "In", "values": ["r1"]}
+    terms = [{"matchExpressions": [zone]}, {"matchExpressions": [rack]}]
+    required = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}
+    worker["affinity"] = {"nodeAffinity": required}
+    render_pods.keep_to_capacity(obj, ["a100-spot"], "spot")
+    pool = {"key": naming.POOL_LABEL, "operator": "In", "values": ["a100-spot"]}
+    assert _pool_terms(worker) == [[zone, pool], [rack, pool]]
+
+
+def test_no_spot_pools_or_no_single_capacity_leave_the_pods_alone() -> None:
+    for pools, capacity in (([], "spot"), ([], "on-demand"), (["s"], "any"), (["s"], None)):
+        obj = _ray_job()
+        render_pods.keep_to_capacity(obj, pools, capacity)
+        assert obj == _ray_job()

@@ -114,6 +114,8 @@ def test_a_run_is_bound_to_a_node_of_its_capacity(hub: HubServer, capacity: str,
     assert assignment["nodes"] == [node]
     placement = run["attempts"][-1]["placement"]
     assert placement["capacity"] == ("on-demand" if node == "a-od" else "spot")
+    # the agent is told, for backends that place their own pods (Kubernetes' pool affinity)
+    assert assignment["capacity"] == placement["capacity"]
 
 
 def test_a_spot_attempt_costs_the_spot_price_and_says_what_it_saved(hub: HubServer) -> None:

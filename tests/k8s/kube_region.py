@@ -37,9 +37,24 @@ RAY_REGION = "ray-west"
 two emulated L4 GPUs, a model no kwok node has."""
 
 
-def platform_yaml(kubeconfig: Path, h100_quota: int = 16, ray: bool = False) -> str:
+SPOT_NODE = nodes.GpuNode(
+    "a100-spot-0", pool="a100-spot", product=nodes.DEFAULT_NODES[2].product, gpus=4
+)
+"""The spot pool's node of a platform with ``spot=True`` (its module creates it)."""
+
+
+def platform_yaml(
+    kubeconfig: Path, h100_quota: int = 16, ray: bool = False, spot: bool = False
+) -> str:
     h100 = next(n for n in nodes.DEFAULT_NODES if n.pool == "h100")
     a100 = next(n for n in nodes.DEFAULT_NODES if n.pool == "a100")
+    spot_pool = (
+        f"          - {{name: {SPOT_NODE.pool}, gpu_model: A100-80G, gpus_per_node: 4,\n"
+        "             cpus_per_node: 64, memory_per_node: 512Gi, nodes: 1, capacity: spot,\n"
+        "             cost_per_gpu_hour: 0.9}\n"
+        if spot
+        else ""
+    )
     ray_region = f"""\
   - name: {RAY_REGION}
     clusters:
@@ -66,7 +81,7 @@ regions:
              memory_per_node: 512Gi, nodes: 2}}
           - {{name: a100, gpu_model: A100-80G, gpus_per_node: 4, cpus_per_node: 64,
              memory_per_node: 512Gi, nodes: 2}}
-priority_classes: [{{name: low, value: 100}}, {{name: high, value: 10000}}]
+{spot_pool}priority_classes: [{{name: low, value: 100}}, {{name: high, value: 10000}}]
 teams:
   - name: {TEAM}
     cpu_quota: 256
@@ -129,13 +144,15 @@ class KubeAgent:
 
 @contextlib.contextmanager
 def region(
-    tmp: Path, kubeconfig: Path, ray: bool = False
+    tmp: Path, kubeconfig: Path, ray: bool = False, spot: bool = False
 ) -> Iterator[tuple[harness.HubServer, KubeAgent]]:
     """A hub on SQLite with the kubernetes region (``ray``: and the Ray region, whose
-    agent the caller starts), and its agent; both stopped after."""
+    agent the caller starts; ``spot``: and the spot pool of ``SPOT_NODE``), and its agent;
+    both stopped after."""
     engine = db.create_engine(f"sqlite:///{tmp / 'hub.db'}")
     db.migrate(engine)
-    with harness.platform_hub(engine, tmp, platform_yaml(kubeconfig, ray=ray)) as server:
+    yaml_text = platform_yaml(kubeconfig, ray=ray, spot=spot)
+    with harness.platform_hub(engine, tmp, yaml_text) as server:
         the_agent = KubeAgent(server, tmp / "platform.yaml", tmp / "agent")
         try:
             yield server, the_agent
@@ -175,7 +192,13 @@ def sweep(kube: client.ApiClient) -> None:
     controlplane.wait_until("leftover runs swept from the workspace", gone)
 
 
-def tau_yaml(name: str, gpus: int, model: str = "H100", priority: str | None = None) -> str:
+def tau_yaml(
+    name: str,
+    gpus: int,
+    model: str = "H100",
+    priority: str | None = None,
+    capacity: str = "on-demand",
+) -> str:
     policy = f"policy: {{priority: {priority}}}\n" if priority else ""
     return f"""\
 schema_version: 1
@@ -191,6 +214,7 @@ compute:
   memory: 2Gi
 resilience:
   max_retries: 0
+  capacity: {capacity}
 """
 
 

@@ -325,7 +325,7 @@ class Agent:
             return
         try:
             if self.backend.supports(base.Capability.RUN_SPEC):
-                self.backend.submit_run(a.spec, a.run_id, sid, self._pod(a), a.secrets)
+                self.backend.submit_run(a.spec, a.run_id, sid, self._pod(a), a.secrets, a.capacity)
                 return
             if t.sync is not None:
                 t.sync.stage()  # the resume checkpoint into scratch, before the job starts

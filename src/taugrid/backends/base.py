@@ -347,13 +347,15 @@ class Backend(abc.ABC):
         submission_id: str,
         pod: PodAttempt | None = None,
         secrets: Mapping[str, str] | None = None,
+        capacity: str | None = None,
     ) -> str:
         """Start attempt ``submission_id`` of run ``run_id`` from its run spec (a
         ``render.runspec.RunSpec`` dump), rendering what the cluster needs
         (``Capability.RUN_SPEC``); with ``pod``, the run's pods fetch their code and
         store their outputs through it; ``secrets``: the values of its
-        ``runtime.secrets`` by env name (kept where only its pods read them); returns
-        the job id."""
+        ``runtime.secrets`` by env name (kept where only its pods read them);
+        ``capacity``: the hub's placement (spot, on-demand), which node pools its pods
+        may use; returns the job id."""
         raise NotImplementedError(f"{self.name} backend takes submissions, not run specs")
 
     def pods_store_records(self, spec: Mapping[str, Any]) -> bool:

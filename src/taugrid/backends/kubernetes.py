@@ -49,6 +49,7 @@ from taugrid.lifecycle import states as st
 from taugrid.platform import models as pm
 from taugrid.render import kueue, naming, plan, runspec
 from taugrid.render import pods as render_pods
+from taugrid.spec import models as sm
 from taugrid.spec import units
 
 __all__ = ["LABEL_SUBMISSION", "PREEMPTED", "KubernetesBackend"]
@@ -107,6 +108,9 @@ class KubernetesBackend(base.Backend):
     def __init__(self, platform: pm.Platform, cluster: pm.ClusterSpec) -> None:
         self.platform = platform
         self.pods = cluster.pods
+        self._spot_pools = sorted(
+            p.name for p in cluster.node_pools if p.capacity is sm.Capacity.SPOT
+        )
         self.api = kube_api.KubeApi(cluster.kubeconfig, cluster.context)
         self._lock = threading.Lock()
         self._platform_applied = False
@@ -150,12 +154,14 @@ class KubernetesBackend(base.Backend):
         submission_id: str,
         pod: base.PodAttempt | None = None,
         secrets: Mapping[str, str] | None = None,
+        capacity: str | None = None,
     ) -> str:
         rs = runspec.read(spec)
         objs = plan.render_manifests(rs, run_id)
         for obj in objs:
             _stamp(obj, f"{LABEL_SUBMISSION}={naming.label_value(submission_id)}")
             render_pods.settle(obj, self.pods)
+            render_pods.keep_to_capacity(obj, self._spot_pools, capacity)
         self.apply_platform()
         if self._find(submission_id) is not None:
             raise berr.DuplicateSubmission(submission_id)

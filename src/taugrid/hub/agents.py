@@ -219,6 +219,7 @@ def _assignment(hub: context.Hub, run: dict[str, Any], a: dict[str, Any]) -> wir
         metrics_offset=a["metrics_offset"],
         inputs=data_view.local_inputs(hub, run, a["cluster_id"]),
         nodes=(a["placement"] or {}).get("nodes", []),
+        capacity=(a["placement"] or {}).get("capacity"),
         guests=guests.workers_of(a["placement"]),
     ).model_copy(update=_secrets(hub, run, a))
 

@@ -1,8 +1,10 @@
 """A cluster's ``pods:`` settings (platform.yaml, ``platform.models.PodSettings``) on the
 pods TauGrid renders for it: host networking, tolerations and a node selector on every
 pod template of a run (the agent applies them at submission) and of TauGrid's own
-Deployments (``tau cluster install --platform``); and the two questions they answer
-about a Node: is its taint tolerated, does the selector pick it."""
+Deployments (``tau cluster install --platform``); the capacity the hub placed a run on
+(spot or on-demand node pools, as a node affinity on the ``taugrid.io/pool`` label); and
+the two questions they answer about a Node: is its taint tolerated, does the selector
+pick it."""
 
 from __future__ import annotations
 
@@ -11,8 +13,19 @@ from typing import Any
 
 from taugrid.platform import models as pm
 from taugrid.render import naming
+from taugrid.spec import models as sm
 
-__all__ = ["pod_specs", "pod_templates", "selects", "settle", "settle_spec", "tolerated"]
+__all__ = [
+    "keep_to_capacity",
+    "pod_specs",
+    "pod_templates",
+    "selects",
+    "settle",
+    "settle_spec",
+    "tolerated",
+]
+
+_SPOT, _ON_DEMAND = sm.Capacity.SPOT.value, sm.Capacity.ON_DEMAND.value
 
 
 def pod_templates(obj: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -54,6 +67,39 @@ def settle_spec(spec: dict[str, Any], pods: pm.PodSettings) -> None:
         own += [{k: v for k, v in t.model_dump().items() if v} for t in pods.tolerations]
     if pods.node_selector:
         spec["nodeSelector"] = {**spec.get("nodeSelector", {}), **pods.node_selector}
+
+
+def keep_to_capacity(obj: dict[str, Any], spot_pools: list[str], capacity: str | None) -> None:
+    """Keeps ``obj``'s pods to the node pools of the capacity the hub placed it on (in
+    place), on a cluster with spot pools (a node without the pool label is on-demand):
+
+    - spot: its GPU pods require a node of a spot pool (a CPU-only Ray head may go
+      anywhere, on-demand being the safer place for it);
+    - on-demand: every pod requires a node of no spot pool, so a reclaim never takes it.
+
+    Nothing for a cluster without spot pools, or a placement of no single capacity."""
+    if not spot_pools or capacity not in (_SPOT, _ON_DEMAND):
+        return
+    operator = "In" if capacity == _SPOT else "NotIn"
+    term = {"key": naming.POOL_LABEL, "operator": operator, "values": list(spot_pools)}
+    for spec in pod_specs(obj):
+        if capacity == _SPOT and not _asks_gpus(spec):
+            continue
+        required = (
+            spec.setdefault("affinity", {})
+            .setdefault("nodeAffinity", {})
+            .setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
+        )
+        terms = required.setdefault("nodeSelectorTerms", [{}])
+        for t in terms:  # terms are ORed: the pool requirement goes into each
+            t.setdefault("matchExpressions", []).append(dict(term))
+
+
+def _asks_gpus(spec: dict[str, Any]) -> bool:
+    return any(
+        naming.GPU_RESOURCE in ((c.get("resources") or {}).get("limits") or {})
+        for c in spec.get("containers", [])
+    )
 
 
 def tolerated(pods: pm.PodSettings, taint: dict[str, Any]) -> bool:
