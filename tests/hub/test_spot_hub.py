@@ -164,3 +164,71 @@ def test_a_platform_without_spot_pools_refuses_a_spot_run(
         assert r.status_code == 400, r.text
         assert "no spot node pool where the run may go" in r.text
         assert "set resilience.capacity: any" in r.text
+
+
+SPOT_2 = {**ab.report("a", 12), "nodes": [*REPORT["nodes"], _node("a-sp2", "sp")]}
+"""The cluster with a second spot node: a reclaimed run has spot capacity left."""
+
+
+def _next(hub: HubServer, run_id: str, after: int) -> dict[str, Any] | None:
+    """The run's next assignment after token ``after`` (None: the run is not placed)."""
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        for a in ab.sync(hub, "a", SPOT_2)["assignments"]:
+            if a["run_id"] == run_id and a["token"] > after:
+                return dict(a)
+        time.sleep(0.1)
+    return None
+
+
+def _reclaim(hub: HubServer, assignment: dict[str, Any]) -> None:
+    """The node's reclaim notice, then the agent's report that it stopped the job."""
+    token, (node,) = assignment["token"], assignment["nodes"]
+    running = {"token": token, "state": "running", "nodes": [node]}
+    ab.sync(hub, "a", SPOT_2, attempts=[running])
+    with hub.http() as c:
+        body = {"cluster_id": "a", "node_id": node, "kind": "reclaim", "reason": "in 30s"}
+        assert c.post("/v1/admin/nodes/fault", json=body).status_code == 200
+    stopped = {"token": token, "state": "stopped", "released": True}
+    ab.sync(hub, "a", SPOT_2, attempts=[stopped])
+
+
+def _replaced(hub: HubServer, node: str) -> None:
+    with hub.http() as c:
+        body = {"cluster_id": "a", "node_id": node, "kind": "reclaim", "reason": ""}
+        assert c.post("/v1/admin/nodes/clear", json=body).status_code == 200
+
+
+@pytest.mark.parametrize("capacity", ["any", "spot"])
+def test_past_max_restarts_an_any_run_goes_on_demand_and_a_spot_run_fails(
+    hub: HubServer, capacity: str
+) -> None:
+    first, run = _placed(hub, f"max-{capacity}", f"  capacity: {capacity}\n  max_restarts: 1\n")
+    assert first["nodes"] == ["a-sp"]
+    _reclaim(hub, first)  # restart 1 of 1: on the other spot node
+    second = _next(hub, run["id"], first["token"])
+    assert second is not None and second["nodes"] == ["a-sp2"]
+    _replaced(hub, "a-sp")  # spot capacity is back, yet the limit is reached
+    _reclaim(hub, second)
+    third = _next(hub, run["id"], second["token"])
+    with hub.http() as c:
+        after = c.get(f"/v1/runs/{run['id']}").json()
+        events = c.get(f"/v1/runs/{run['id']}/events").json()
+    said = "reclaimed 2 times, more than resilience.max_restarts (1)"
+    if capacity == "any":
+        assert third is not None and third["nodes"] == ["a-od"]
+        assert third["capacity"] == "on-demand"
+        (given_up,) = [e["payload"]["text"] for e in events if e["kind"] == "spot_given_up"]
+        assert given_up.startswith(said)
+    else:
+        assert third is None
+        assert after["state"] == "failed"
+        assert said in after["reason"] and "set resilience.capacity: any" in after["reason"]
+
+
+def test_max_restarts_with_on_demand_capacity_is_refused(hub: HubServer) -> None:
+    with hub.http() as c:
+        body = {"tau_yaml": _run("refused", "  max_restarts: 2\n"), "filename": "tau.yaml"}
+        r = c.post("/v1/runs", json=body)
+    assert r.status_code in (400, 422), r.text
+    assert "max_restarts applies to spot pools but capacity is on-demand" in r.text

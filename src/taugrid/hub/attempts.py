@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from taugrid.hub import context, fencing, guests, nodehealth, results, runs
+from taugrid.hub import context, fencing, guests, nodehealth, pools, results, runs
 from taugrid.lifecycle import phases as ph
 from taugrid.lifecycle import reasons
 from taugrid.lifecycle import states as st
@@ -245,6 +245,8 @@ def _failed(
         retry_on, left = [kind.value], max(left, 1)
     if kind is st.FailureKind.STALL:
         retry_on, left, message = nodehealth.stall_retry(hub, run, retry_on, left, message)
+    if kind is st.FailureKind.RECLAIM:
+        left, message = pools.past_restarts(hub, run, left, message)
     lost = _lost_steps(hub, a)
     if st.is_retryable(kind, retry_on, left):
         delay = 0.0 if kind in st.HUB_STOPPED else _backoff(spec, run["attempts_used"])

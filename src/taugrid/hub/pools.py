@@ -12,6 +12,10 @@ estimate weighs as much as ``PRIOR_NODE_HOURS`` of observation, so a new pool is
 it and a pool seen for weeks by what it did. Node-hours are the pool's alive nodes summed
 over the reports (``observe``); reclaims are the ``reclaim`` marks opened on its nodes
 (``count_reclaim``).
+
+A run's ``resilience.max_restarts`` caps the restarts after reclaims (``past_restarts``):
+the next reclaim sends a capacity ``any`` run on demand (``runs.capacity``, which the
+scheduler's view of the run prefers to its spec) and fails a capacity ``spot`` run.
 """
 
 from __future__ import annotations
@@ -19,13 +23,22 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+from taugrid.lifecycle import states as st
 from taugrid.platform import models as pm
 from taugrid.spec import models as sm
 
 if TYPE_CHECKING:
     from taugrid.hub import context
 
-__all__ = ["PRIOR_NODE_HOURS", "count_reclaim", "gpu_pools", "observe", "price_of", "price_report"]
+__all__ = [
+    "PRIOR_NODE_HOURS",
+    "count_reclaim",
+    "gpu_pools",
+    "observe",
+    "past_restarts",
+    "price_of",
+    "price_report",
+]
 
 PRIOR_NODE_HOURS = 24.0
 """How much observation platform.yaml's ``reclaims_per_hour`` is worth, in node-hours."""
@@ -119,3 +132,26 @@ def count_reclaim(hub: context.Hub, cluster_id: str, node_id: str) -> None:
     spot = {p.name for p in gpu_pools(hub.platform, cluster_id) if p.capacity is sm.Capacity.SPOT}
     if pool in spot:
         hub.clusters.count_reclaim(cluster_id, str(pool), time.time())
+
+
+def past_restarts(
+    hub: context.Hub, run: dict[str, Any], left: int, message: str
+) -> tuple[int, str]:
+    """``(retries left, message)`` after a reclaim: within ``resilience.max_restarts`` the
+    run restarts; past it an ``any`` run restarts on demand and a ``spot`` run fails."""
+    limit = run["spec"].get("max_restarts")
+    reclaims = sum(
+        a["failure_kind"] == st.FailureKind.RECLAIM.value
+        for a in hub.runs.attempts_for_run(run["id"])
+    )
+    if limit is None or reclaims <= limit:
+        return left, message
+    said = f"reclaimed {reclaims} times, more than resilience.max_restarts ({limit})"
+    if run["spec"].get("capacity") == sm.Capacity.ANY.value:
+        hub.runs.update_run(run["id"], capacity=sm.Capacity.ON_DEMAND.value)
+        hub.runs.add_event(run["id"], "spot_given_up", {"text": f"{said}: on demand from now"})
+        return left, message
+    return 0, (
+        f"{message}\n{said}: the run is failed; set resilience.capacity: any to finish on "
+        "demand, or raise max_restarts"
+    )

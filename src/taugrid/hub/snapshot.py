@@ -47,7 +47,7 @@ def pending_view(run: dict[str, Any], hub: context.Hub | None = None) -> snap.Pe
         compliance=tuple(s.get("compliance", ())),
         runtime_s=s.get("max_runtime_s"),
         relocation=_relocation(run.get("relocation")),
-        capacity=s.get("capacity", snap.ON_DEMAND),
+        capacity=run.get("capacity") or s.get("capacity", snap.ON_DEMAND),
         max_price=s.get("max_price"),
     )
     return data_view.with_needs(hub, run, view) if hub is not None else view

@@ -93,6 +93,7 @@ _ADDED_LATER: tuple[tuple[tuple[str, ...], object], ...] = (
     (("sweep",), None),
     (("resilience", "capacity"), sm.Capacity.ON_DEMAND.value),
     (("resilience", "max_price"), None),
+    (("resilience", "max_restarts"), None),
 )
 """Fields added after configs were first hashed, with the value they have while unset."""
 
@@ -333,6 +334,7 @@ _FILE_FIELDS: tuple[tuple[str, str, Any], ...] = (
     ("backoff", "resilience.backoff", sm.Backoff()),
     ("capacity", "resilience.capacity", sm.Capacity.ON_DEMAND),
     ("max_price", "resilience.max_price", None),
+    ("max_restarts", "resilience.max_restarts", None),
     ("lane", "policy.lane", None),
 )
 

@@ -110,6 +110,7 @@ class RunSpec(pydantic.BaseModel):
     stall_restart_after: int | None = None
     capacity: spec_models.Capacity = spec_models.Capacity.ON_DEMAND
     max_price: float | None = None
+    max_restarts: int | None = None
 
     # provenance
     config_hash: str

@@ -432,17 +432,21 @@ class ResilienceSpec(_Model):
     price against the pool's reclaim rate (docs/spot.md)."""
     max_price: float | None = pydantic.Field(default=None, gt=0)
     """Most $/GPU-hour a spot pool may charge to take the run (capacity spot or any)."""
+    max_restarts: int | None = pydantic.Field(default=None, ge=0, le=1000)
+    """Restarts after spot reclaims (capacity spot or any; default: no limit). The next
+    reclaim makes a capacity any run go on demand and fails a capacity spot run."""
 
     _check_runtime = pydantic.field_validator("max_runtime")(units.check_duration)
 
     @pydantic.model_validator(mode="after")
     def _retries(self) -> ResilienceSpec:
-        if self.max_price is not None and self.capacity is Capacity.ON_DEMAND:
-            raise errors.FieldError(
-                "resilience.max_price applies to spot pools but capacity is on-demand",
-                loc=("max_price",),
-                hint="set capacity: spot (or any), or remove max_price",
-            )
+        for name in ("max_price", "max_restarts"):
+            if getattr(self, name) is not None and self.capacity is Capacity.ON_DEMAND:
+                raise errors.FieldError(
+                    f"resilience.{name} applies to spot pools but capacity is on-demand",
+                    loc=(name,),
+                    hint=f"set capacity: spot (or any), or remove {name}",
+                )
         if self.retry_on and self.max_retries == 0:
             raise errors.FieldError(
                 "resilience.retry_on is set but max_retries is 0",

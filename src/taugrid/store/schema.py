@@ -73,6 +73,9 @@ runs = sa.Table(
     sa.Column("relocation", sa.JSON, nullable=True),
     # the code's git commit, branch and dirty flag when submitted from a repository
     sa.Column("source", sa.JSON, nullable=True),
+    # the capacity the hub keeps the run to when not its spec's (on-demand: a capacity any
+    # run reclaimed more than resilience.max_restarts times)
+    sa.Column("capacity", sa.String(16), nullable=True),
 )
 
 attempts = sa.Table(
