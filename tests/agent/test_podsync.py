@@ -7,8 +7,9 @@ real record store (a directory: the same code as S3, ``dataplane.recordstore``):
 - a second attempt starts from the first's latest checkpoint, found in the record;
 - a command that fails keeps its checkpoints and stores no artifacts;
 - an attempt the record has fenced stores nothing and says why;
-- SIGTERM (Kubernetes deleting the pod) reaches the command, and what it had committed
-  is stored before the pod exits.
+- a first SIGTERM (Kubernetes deleting the pod) is the job's notice (``NOTICE``): the
+  quickstart checkpoints on it, the SIGTERM reaches it ``NOTICE_S`` later, and the
+  checkpoint is stored before the pod exits; a second SIGTERM is passed on at once.
 
 The Kubernetes tier runs the same program in pods on the real node
 (``tests/k8s/test_run_in_pods.py``).
@@ -114,17 +115,46 @@ def test_a_fenced_attempt_runs_nothing_and_says_why(tmp_path: Path) -> None:
     assert store.read(f"{KEY}/metrics/metrics.jsonl") is None
 
 
-def test_sigterm_reaches_the_command_and_its_checkpoint_is_stored(tmp_path: Path) -> None:
+def _stepping(store: recordstore.RecordStore, proc: subprocess.Popen[str], past: int) -> None:
+    deadline = time.monotonic() + 120
+    while not [s for s in _steps(store, 1) if s > past]:
+        assert time.monotonic() < deadline and proc.poll() is None, "no steps stored"
+        time.sleep(0.2)
+
+
+def test_a_first_sigterm_is_the_jobs_notice_and_the_checkpoint_it_writes_is_stored(
+    tmp_path: Path,
+) -> None:
+    """No periodic checkpoint (every 100,000 steps): the only one is the notice's."""
+    store = _store(tmp_path)
+    args = ("--steps", "100000", "--checkpoint-every", "100000", "--step-sleep", "0.05")
+    proc = _start(tmp_path, _attempt(tmp_path, 1, 9), *args)
+    _stepping(store, proc, 10)
+    proc.send_signal(signal.SIGTERM)
+    sent = time.monotonic()
+    out, _ = proc.communicate(timeout=120)
+    took = time.monotonic() - sent
+    assert proc.returncode != 0, out
+    notice = json.loads((tmp_path / "pod-1" / "out" / "NOTICE").read_text())
+    assert notice["token"] == 9 and "spot reclaim" in notice["reason"]
+    latest = (store.read(f"{KEY}/checkpoints/latest") or b"").decode().strip()
+    assert store.exists(f"{KEY}/checkpoints/{latest}/_CHECKPOINT.json")
+    assert int(latest.rsplit("-", 1)[1]) > 10  # written on the notice, then stored
+    assert took >= podsync.NOTICE_S - 1, took  # the SIGTERM passed on after the notice
+    assert not store.exists(f"{KEY}/artifacts/MANIFEST.json")
+
+
+def test_a_second_sigterm_reaches_the_command_at_once(tmp_path: Path) -> None:
     store = _store(tmp_path)
     args = ("--steps", "100000", "--checkpoint-every", "5", "--step-sleep", "0.05")
     proc = _start(tmp_path, _attempt(tmp_path, 1, 9), *args)
-    deadline = time.monotonic() + 120
-    while store.read(f"{KEY}/checkpoints/latest") is None:
-        assert time.monotonic() < deadline and proc.poll() is None, "no checkpoint stored"
-        time.sleep(0.2)
+    _stepping(store, proc, 10)
     proc.send_signal(signal.SIGTERM)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)
+    sent = time.monotonic()
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode != 0, out
+    assert time.monotonic() - sent < podsync.NOTICE_S - 5
     latest = (store.read(f"{KEY}/checkpoints/latest") or b"").decode().strip()
     assert store.exists(f"{KEY}/checkpoints/{latest}/_CHECKPOINT.json")
-    assert not store.exists(f"{KEY}/artifacts/MANIFEST.json")

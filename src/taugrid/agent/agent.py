@@ -429,8 +429,8 @@ class Agent:
         grace lasts (the stop comes from ``_stop_noticed``)."""
         if order.token in self._notices:
             return True
-        if self.backend.supports(base.Capability.RUN_SPEC):  # pods: their scratch is their
-            return False  # own, so they get no notice and are stopped now
+        if self.backend.supports(base.Capability.RUN_SPEC):  # pods: stopped now; the pod's
+            return False  # SIGTERM is their notice (agent.podsync)
         stop_at = time.time() + order.grace_s
         doc = {"token": order.token, "reason": order.reason, "stop_at": stop_at}
         t.run_dir.mkdir(parents=True, exist_ok=True)

@@ -13,7 +13,12 @@ as its main process: ``python -m taugrid.agent.podsync -- <the run's command>``.
    requeued attempt resumes from its checkpoint, wherever it was written.
 3. The command runs in the code directory with the attempt's environment; its output is
    the pod's log (the agent reads it through the API server). SIGTERM (Kubernetes
-   deleting the pod: a cancel, a preemption) is passed on to it.
+   deleting the pod: a reclaim, a preemption, a cancel) is the job's notice: ``NOTICE``
+   (``states.NOTICE_FILE``, as the agent writes it on Ray regions) goes into its
+   ``TAU_OUTPUT_DIR``, so ``tau.preemption_notice()`` returns it and the job can
+   checkpoint; the SIGTERM is passed on ``NOTICE_S`` later (at once on a second SIGTERM
+   or a SIGINT). The pods' termination grace (``GRACE_S``) covers the notice and the final
+   upload of the checkpoint it wrote.
 4. While it runs and once it ended, ``RecordSync`` uploads metrics, committed
    checkpoints and (on success) artifacts, fenced by the record's ``FENCE``. The pod
    exits with the command's status once the final round is stored; when the store did
@@ -27,10 +32,12 @@ that line in its log; nothing ran).
 from __future__ import annotations
 
 import io
+import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import zipfile
 from pathlib import Path
@@ -41,6 +48,7 @@ from taugrid import payloads as wire
 from taugrid.agent import recordsync
 from taugrid.backends import base
 from taugrid.dataplane import recordstore
+from taugrid.lifecycle import states as st
 from taugrid.platform import models as pm
 from taugrid.render import rayjobs
 from taugrid.store import record
@@ -49,6 +57,8 @@ __all__ = [
     "ATTEMPT_ENV",
     "ENDPOINT_ENV",
     "EXIT_NOT_STORED",
+    "GRACE_S",
+    "NOTICE_S",
     "ROOT",
     "ROOT_ENV",
     "main",
@@ -65,6 +75,12 @@ EXIT_NOT_STORED = 75
 """The command's outputs could not be stored (EX_TEMPFAIL)."""
 SETTLE_S = 300.0
 STAGE_TRIES = 5
+NOTICE_S = 15.0
+"""From the pod's first SIGTERM (its ``NOTICE`` to the job) to the SIGTERM passed on."""
+GRACE_S = 60
+"""The pods' terminationGracePeriodSeconds: ``NOTICE_S``, then the job's exit and the
+final upload of what it wrote (a checkpoint on the notice)."""
+NOTICE_REASON = "the pod is being stopped (a spot reclaim, a preemption or a cancel)"
 
 
 def pod_attempt(a: wire.Assignment, endpoint: str | None) -> base.PodAttempt | None:
@@ -82,7 +98,7 @@ def pod_attempt(a: wire.Assignment, endpoint: str | None) -> base.PodAttempt | N
     names = (spec.access_key_env, spec.secret_key_env)
     secret = {n: os.environ[n] for n in names if os.environ.get(n)}
     argv = ("python", "-m", __name__)
-    return base.PodAttempt(command=argv, env=env, secret_env=secret, root=ROOT)
+    return base.PodAttempt(command=argv, env=env, secret_env=secret, root=ROOT, grace_s=GRACE_S)
 
 
 def _say(message: str) -> None:
@@ -125,11 +141,30 @@ def job_env(a: wire.Assignment, out: Path) -> dict[str, str]:
     return env
 
 
-def _run(cmd: list[str], cwd: Path, env: dict[str, str]) -> int:
+def _notice(out: Path, token: int) -> None:
+    """``NOTICE`` for the job, as the agent writes it on Ray regions (written whole)."""
+    doc = {"token": token, "reason": NOTICE_REASON, "stop_at": time.time() + NOTICE_S}
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = out / f".{st.NOTICE_FILE}.tmp"
+    tmp.write_text(json.dumps(doc))
+    os.replace(tmp, out / st.NOTICE_FILE)
+
+
+def _run(cmd: list[str], cwd: Path, env: dict[str, str], out: Path, token: int) -> int:
+    """The command's exit status; a first SIGTERM is a notice, passed on ``NOTICE_S``
+    later (see the module docstring)."""
     proc = subprocess.Popen(cmd, cwd=cwd, env=env)
+    noticed = threading.Event()
 
     def forward(signum: int, _frame: FrameType | None) -> None:
-        proc.send_signal(signum)
+        if signum != signal.SIGTERM or noticed.is_set():
+            proc.send_signal(signum)
+            return
+        noticed.set()
+        _notice(out, token)
+        timer = threading.Timer(NOTICE_S, proc.send_signal, (signal.SIGTERM,))
+        timer.daemon = True
+        timer.start()
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, forward)
@@ -163,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
         _say(f"cannot prepare the attempt: {exc}")
         return EXIT_NOT_STORED
     sync.start()
-    rc = _run(cmd, root / "code", job_env(a, sync.scratch))
+    rc = _run(cmd, root / "code", job_env(a, sync.scratch), sync.scratch, a.token)
     return _settle(sync, rc)
 
 

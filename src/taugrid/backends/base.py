@@ -117,6 +117,12 @@ class PodAttempt(_Value):
     env: dict[str, str]
     secret_env: dict[str, str] = pydantic.Field(default_factory=dict)
     root: str
+    grace_s: int = pydantic.Field(
+        default=30,
+        ge=1,
+        description="The pods' terminationGracePeriodSeconds: the wrapper's notice to the "
+        "job and its final upload both fit in it.",
+    )
 
 
 class Submission(_Value):

@@ -50,6 +50,7 @@ def wrap(obj: dict[str, Any], pod: base.PodAttempt) -> bool:
             mount = {"name": SCRATCH_VOLUME, "mountPath": pod.root}
             c.setdefault("volumeMounts", []).append(mount)
         spec.setdefault("volumes", []).append({"name": SCRATCH_VOLUME, "emptyDir": {}})
+        spec["terminationGracePeriodSeconds"] = pod.grace_s
     return True
 
 

@@ -253,8 +253,9 @@ def preemption_notice() -> PreemptionNotice | None:
     """The notice of this attempt's coming stop, or None (cheap: poll it every step).
 
     The agent writes it when the hub stops the attempt with a grace (a spot reclaim:
-    docs/spot.md); the job is stopped ``seconds_left`` later whatever it does, and the
-    run is placed again and resumes from its newest complete checkpoint.
+    docs/spot.md), and a Kubernetes pod's main process when the pod gets its SIGTERM; the
+    job is stopped ``seconds_left`` later whatever it does, and the run is placed again
+    and resumes from its newest complete checkpoint.
     """
     try:
         doc = json.loads((injob_env.output_dir() / states.NOTICE_FILE).read_text())
