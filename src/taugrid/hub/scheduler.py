@@ -116,7 +116,7 @@ def _place(hub: context.Hub, run: dict[str, Any], d: cycle.Decision) -> None:
         "capacity": d.capacity,
         "verdicts": [dataclasses.asdict(v) for v in d.verdicts],
         "nodes": list(d.nodes)
-        if command.pinnable(runspec.RunSpec.model_validate(run["spec"]))
+        if command.pinnable(runspec.read(run["spec"]))
         else [],
     } | guests.placement_doc(d)
     to_stage = staging.missing(hub, run, d.cluster_id)  # dispatch gate: data not there yet

@@ -23,6 +23,7 @@ import anyio.to_thread
 import fastapi
 from fastapi import responses
 
+from taugrid import errors
 from taugrid.portal import charts, checkpoints, pages, render, session
 from taugrid.render import plan, runspec
 from taugrid.sdk import client, data, tenancy, usage
@@ -167,8 +168,8 @@ def _config(run: dict[str, Any]) -> list[tuple[str, str, str]]:
 def _manifests(run: dict[str, Any]) -> str:
     """The Kubernetes objects this run renders to (what a Kubernetes region applies)."""
     try:
-        spec = runspec.RunSpec.model_validate(run.get("spec") or {})
-    except ValueError as exc:  # a run stored by an older hub: its spec predates a field
+        spec = runspec.read(run.get("spec") or {})
+    except errors.TauError as exc:  # a spec this release cannot read says what to upgrade
         return f"# cannot render this run's stored spec: {exc}".splitlines()[0]
     return plan.to_yaml(plan.render_manifests(spec, str(run["id"])))
 
