@@ -35,7 +35,7 @@ from typing import Any
 from benchmarks import report
 from taugrid import payloads as wire
 from taugrid.agent import recordsync
-from taugrid.dataplane import recordstore
+from taugrid.record import store as recordstore
 from taugrid.sdk import injob_checkpoint
 
 __all__ = ["main"]

@@ -1,6 +1,6 @@
 """``python -m taugrid.agent.podsync``, the main process of a Kubernetes run's pods, run
 here as the pod would run it (a real process, the quickstart as its command) against a
-real record store (a directory: the same code as S3, ``dataplane.recordstore``):
+real record store (a directory: the same code as S3, ``record.store``):
 
 - the code comes from the record's ``rendered/code.zip``; the job's metrics,
   checkpoints and artifacts go into the record; the command's status is the pod's;
@@ -27,9 +27,9 @@ from pathlib import Path
 
 from taugrid import payloads as wire
 from taugrid.agent import podsync
-from taugrid.dataplane import recordstore
+from taugrid.record import layout
+from taugrid.record import store as recordstore
 from taugrid.sdk import submit
-from taugrid.store import record
 
 QUICKSTART = Path(__file__).resolve().parents[2] / "examples" / "quickstart"
 KEY = "ml/runs/r-pod"
@@ -37,7 +37,7 @@ KEY = "ml/runs/r-pod"
 
 def _store(tmp: Path) -> recordstore.LocalRecordStore:
     store = recordstore.LocalRecordStore(tmp / "records")
-    store.write(f"{KEY}/{record.CODE_ARCHIVE}", submit.zip_dir(QUICKSTART, []))
+    store.write(f"{KEY}/{layout.CODE_ARCHIVE}", submit.zip_dir(QUICKSTART, []))
     return store
 
 

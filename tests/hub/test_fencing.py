@@ -19,8 +19,7 @@ import pytest
 import sqlalchemy as sa
 
 import taugrid as tau
-from taugrid.sdk import injob_checkpoint
-from taugrid.store import checkpoints
+from taugrid.record import checkpoints
 from tests.dataplane.test_data_api import PLATFORM
 from tests.hub import agent_builders as ab
 from tests.hub.harness import HubServer, platform_hub
@@ -183,12 +182,6 @@ def test_a_checkpoint_written_after_the_attempt_ended_is_not_used(tmp_path: Path
         ("checkpoint-9", "was written after its attempt was declared ended (a stray process)")
     ]
     assert checkpoints.latest_name(root) == "step-00000005"
-
-
-def test_the_hub_and_the_sdk_agree_on_the_checkpoint_layout() -> None:
-    assert checkpoints.MARKER_FILE == injob_checkpoint.MARKER_FILE
-    assert checkpoints.LATEST_FILE == injob_checkpoint.LATEST_FILE
-    assert checkpoints.STAGING_DIR == injob_checkpoint.STAGING_DIR
 
 
 def test_a_step_folder_without_a_marker_is_adopted_in_place(tmp_path: Path) -> None:

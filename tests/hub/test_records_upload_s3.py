@@ -31,10 +31,11 @@ import pytest
 from taugrid import payloads as wire
 from taugrid.agent import recordsync
 from taugrid.backends import ray_local
-from taugrid.dataplane import recordstore
 from taugrid.platform import models as pm
+from taugrid.record import checkpoints, layout, s3
+from taugrid.record import store as recordstore
 from taugrid.sdk import injob_checkpoint, injob_fence
-from taugrid.store import checkpoints, db
+from taugrid.store import db
 from tests import weed_s3 as ws
 from tests.hub import cut_proxy
 from tests.hub import region as rg
@@ -163,7 +164,7 @@ def _held(run: dict[str, Any]) -> bool:
     return run["state"] == "succeeded" and rg.phases(run).get("artifacts_saved") == "active"
 
 
-class CutStore(recordstore.ObjectRecordStore):
+class CutStore(s3.ObjectRecordStore):
     """The fault seam: the ``fail_at``-th upload fails (a connection cut mid-checkpoint)."""
 
     def __init__(self, inner: recordstore.RecordStore, fail_at: int) -> None:
@@ -191,7 +192,7 @@ class FenceMovesAtCommit(CutStore):
 
     def put_file(self, key: str, src: Path) -> str:
         got = self.inner.put_file(key, src)
-        if key.endswith(f"/{recordsync.MARKER}"):
+        if key.endswith(f"/{layout.MARKER_FILE}"):
             fence_key = key.split("/checkpoints/")[0] + "/FENCE"
             self.inner.write(fence_key, str(self.fail_at).encode())
         return got

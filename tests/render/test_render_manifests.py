@@ -18,6 +18,7 @@ import render_builders as rb
 import yaml
 
 from taugrid.platform import crds
+from taugrid.record import jobenv
 from taugrid.render import kuberay, kueue, naming, plan, rayjobs, resolve
 
 GOLDEN = pathlib.Path(__file__).parent / "golden"
@@ -251,13 +252,13 @@ def test_rayservice_serve_config() -> None:
 
 def test_a_served_model_is_found_under_the_pods_data_mount() -> None:
     # the hub names the model inside the source run's record; pods mount the data root
-    env = {naming.MODEL_RECORD_ENV: "cv/runs/r-src/artifacts/model.npz"}
+    env = {jobenv.MODEL_RECORD: "cv/runs/r-src/artifacts/model.npz"}
     spec = _spec("rayservice").model_copy(update={"env": env})
     service = kuberay.render_rayservice(spec, RUN_ID)
     app = yaml.safe_load(service["spec"]["serveConfigV2"])["applications"][0]
     app_env = app["runtime_env"]["env_vars"]
     assert app_env["TAU_MODEL_PATH"] == "/data/cv/runs/r-src/artifacts/model.npz"
-    assert naming.MODEL_RECORD_ENV not in app_env
+    assert jobenv.MODEL_RECORD not in app_env
 
 
 def test_long_run_ids_make_valid_names() -> None:

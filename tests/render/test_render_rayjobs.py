@@ -6,6 +6,7 @@ import json
 
 import render_builders as rb
 
+from taugrid.record import jobenv
 from taugrid.render import rayjobs, resolve, runspec
 
 
@@ -34,12 +35,12 @@ def test_environment_and_ids() -> None:
     assert env["TAU_RUN_ID"] == "run1" and env["TAU_ATTEMPT"] == "3"
     assert env["TAU_OUTPUT_DIR"] == "/tau/data/nlp/runs/run1"
     assert env["CHECKPOINT_PATH"] == "/tau/data/nlp/runs/run1/checkpoints"
-    assert env[rayjobs.FENCING_TOKEN_ENV] == ""
+    assert env[jobenv.FENCING_TOKEN] == ""
     assert sub.submission_id == "tau-run1-a3" == rayjobs.submission_id("run1", 3)
     assert sub.runtime_env["working_dir"] == "/src"
     assert all(isinstance(v, str) for v in sub.metadata.values())
     fenced = sub.with_fencing_token("tok-7")
-    assert fenced.runtime_env["env_vars"][rayjobs.FENCING_TOKEN_ENV] == "tok-7"  # type: ignore[index]
+    assert fenced.runtime_env["env_vars"][jobenv.FENCING_TOKEN] == "tok-7"  # type: ignore[index]
 
 
 def test_checkpoint_path_override() -> None:

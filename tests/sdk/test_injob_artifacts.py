@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import taugrid as tau
-from taugrid.sdk import injob_fs
+from taugrid.record import files
 
 
 def _manifest(record: Path) -> dict[str, dict[str, object]]:
@@ -38,12 +38,12 @@ def test_directory_artifact_under_a_new_name(record: Path, tmp_path: Path) -> No
     dest = tau.save_artifact(src, name="model")
     assert (dest / "nested" / "b.txt").read_text() == "b"
     entry = _manifest(record)["model"]
-    files = {
+    digests = {
         "a.txt": hashlib.sha256(b"a").hexdigest(),
         "nested/b.txt": hashlib.sha256(b"b").hexdigest(),
     }
-    assert entry["kind"] == "dir" and entry["files"] == files
-    assert entry["sha256"] == injob_fs.tree_digest(files)
+    assert entry["kind"] == "dir" and entry["files"] == digests
+    assert entry["sha256"] == files.tree_digest(digests)
 
 
 def test_saving_again_replaces_and_keeps_other_entries(record: Path, tmp_path: Path) -> None:

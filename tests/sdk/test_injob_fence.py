@@ -8,7 +8,8 @@ import pytest
 
 import taugrid as tau
 from taugrid import errors
-from taugrid.sdk import injob_artifacts, injob_checkpoint
+from taugrid.record import checkpoints
+from taugrid.sdk import injob_artifacts
 
 
 @pytest.fixture
@@ -88,14 +89,14 @@ def test_revocation_during_promotion_is_undone(
 ) -> None:
     _fence(record, "7")
     old = tau.commit_checkpoint(_staged("old"), 10)
-    real_promote = injob_checkpoint._promote
+    real_promote = checkpoints.promote
 
     def promote_then_revoke(staged: Path, target: Path) -> Path | None:
         displaced = real_promote(staged, target)
         _fence(record, "8")  # revoked between the rename and the second check
         return displaced
 
-    monkeypatch.setattr(injob_checkpoint, "_promote", promote_then_revoke)
+    monkeypatch.setattr(checkpoints, "promote", promote_then_revoke)
     with pytest.raises(tau.FencedError):
         tau.commit_checkpoint(_staged("new"), 10)
     assert (old / "weights.txt").read_text() == "old"  # the displaced one came back

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import taugrid as tau
-from taugrid.render import naming
+from taugrid.record import jobenv
 from taugrid.sdk import injob, injob_env
 from tests.sdk import tensorboard_events
 
@@ -168,7 +168,7 @@ def test_tensorboard_scalars_mirror_what_tau_log_writes_when_asked(
 ) -> None:
     tau.log({"loss": 1.0})  # not asked: no event file
     assert not (record / "artifacts" / "tensorboard").exists()
-    monkeypatch.setenv(naming.TENSORBOARD_ENV, "1")
+    monkeypatch.setenv(jobenv.TENSORBOARD, "1")
     tau.log({"loss": 0.5, "acc": 0.25}, step=3)
     tau.log({"loss": float("nan")}, step=4)  # non-finite: JSONL only
     tau.log({"loss": 0.125}, step=5)

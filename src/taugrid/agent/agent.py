@@ -57,9 +57,10 @@ from taugrid.agent import (
 )
 from taugrid.backends import base, kube_marks, ray_cordon
 from taugrid.backends import errors as berr
-from taugrid.dataplane import recordstore, runtimes
+from taugrid.dataplane import runtimes
 from taugrid.health import signals
 from taugrid.lifecycle import states as st
+from taugrid.record import store as recordstore
 from taugrid.render import rayjobs, runspec
 
 __all__ = ["SETTLE_S", "Agent", "AgentConfig"]

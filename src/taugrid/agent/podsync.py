@@ -47,11 +47,10 @@ from taugrid import errors
 from taugrid import payloads as wire
 from taugrid.agent import recordsync
 from taugrid.backends import base
-from taugrid.dataplane import recordstore
 from taugrid.lifecycle import states as st
 from taugrid.platform import models as pm
-from taugrid.render import rayjobs
-from taugrid.store import record
+from taugrid.record import jobenv, layout
+from taugrid.record import store as recordstore
 
 __all__ = [
     "ATTEMPT_ENV",
@@ -107,7 +106,7 @@ def _say(message: str) -> None:
 
 def _unpack_code(store: recordstore.RecordStore, a: wire.Assignment, dest: Path) -> None:
     dest.mkdir(parents=True, exist_ok=True)
-    blob = store.read(f"{a.record_key}/{record.CODE_ARCHIVE}")
+    blob = store.read(f"{a.record_key}/{layout.CODE_ARCHIVE}")
     if blob:
         with zipfile.ZipFile(io.BytesIO(blob)) as zf:
             zf.extractall(dest)
@@ -133,11 +132,11 @@ def job_env(a: wire.Assignment, out: Path) -> dict[str, str]:
     env.pop(ATTEMPT_ENV, None)
     own_output = a.spec.get("output_dir")
     if not own_output or "://" in str(own_output):
-        env["TAU_OUTPUT_DIR"] = str(out)
+        env[jobenv.OUTPUT_DIR] = str(out)
     if not a.spec.get("checkpoint_path"):
-        env["CHECKPOINT_PATH"] = str(out / "checkpoints")
-    env["TAU_ATTEMPT"] = str(a.attempt)
-    env[rayjobs.FENCING_TOKEN_ENV] = str(a.token)
+        env[jobenv.CHECKPOINT_PATH] = str(out / layout.CHECKPOINTS_DIR)
+    env[jobenv.ATTEMPT] = str(a.attempt)
+    env[jobenv.FENCING_TOKEN] = str(a.token)
     return env
 
 

@@ -4,8 +4,8 @@ A job never opens the hub's record. Each attempt writes into a scratch directory
 agent owns, ``<agent state_dir>/scratch/<run-id>/a<attempt>/`` (``TAU_OUTPUT_DIR``;
 checkpoints in its ``checkpoints/`` unless tau.yaml sets ``checkpoint_path``, which the
 job then manages itself), and ``RecordSync`` — one thread per attempt — copies it into
-the record store through ``dataplane.recordstore``: the same code for a local directory
-(the embedded platform) and an object store.
+the record store (``record.store``; names and keys: ``record.layout``): the same code for
+a local directory (the embedded platform) and an object store.
 
 - ``stage``, before the job is submitted: the newest *complete* checkpoint of the run in
   the store (its marker uploaded, every file it lists there with the listed sha256),
@@ -25,7 +25,7 @@ the record store through ``dataplane.recordstore``: the same code for a local di
 - a store that does not answer: retried with backoff (``UPLOAD_S`` doubling up to
   ``BACKOFF_MAX_S``); the job keeps running and nothing is marked saved.
 - ``finish``, once the job ended: framework checkpoints it never committed are adopted
-  (``store.checkpoints.adopt``), then a last round, plus ``artifacts/`` (files, then
+  (``record.checkpoints.adopt``), then a last round, plus ``artifacts/`` (files, then
   ``MANIFEST.json``) when it succeeded; the tracker reports the end only after that
   round. When the store does not answer, the end is reported with ``pending`` (the
   reason: the hub keeps *Artifacts saved* active and ``COMPLETE`` unwritten); the round
@@ -40,11 +40,9 @@ hub (the tracker's report), as before.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import os
-import re
 import shutil
 import threading
 import time
@@ -53,9 +51,9 @@ from typing import Any
 
 from taugrid import errors
 from taugrid import payloads as wire
-from taugrid.dataplane import recordstore
 from taugrid.platform import models as pm
-from taugrid.store import checkpoints, record
+from taugrid.record import checkpoints, files, layout, s3
+from taugrid.record import store as recordstore
 
 __all__ = [
     "BACKOFF_MAX_S",
@@ -74,15 +72,9 @@ UPLOAD_S = 1.0
 """Pause between upload rounds while the store answers (the metric lag bound)."""
 BACKOFF_MAX_S = 30.0
 """Longest pause between tries while the store does not answer."""
-METRICS = "metrics/metrics.jsonl"
 #: Small files a job rewrites while it runs and the hub reads from the record (a Serve
 #: deployment's status, ``hub.serving``): uploaded whenever they change.
-LIVE_FILES = ("serve/status.json",)
-ARTIFACTS = "artifacts"
-MANIFEST = "MANIFEST.json"
-MARKER = checkpoints.MARKER_FILE
-_STEP = re.compile(r"^step-(\d{8,})$")
-_DOWNLOAD = ".staging"
+LIVE_FILES = (layout.SERVE_STATUS_FILE,)
 
 
 class Fenced(errors.SystemFault):
@@ -105,7 +97,7 @@ def open_for(a: wire.Assignment, endpoint: str | None) -> recordstore.RecordStor
     spec = pm.RecordStoreSpec.model_validate(a.records)
     if endpoint and (spec.url or "").startswith("s3://"):
         spec = spec.model_copy(update={"endpoint_url": endpoint})
-    return recordstore.cached_store(spec, Path(spec.url or "."))
+    return s3.cached_store(spec, Path(spec.url or "."))
 
 
 def for_assignment(a: wire.Assignment, state_dir: Path, endpoint: str | None) -> RecordSync | None:
@@ -127,23 +119,21 @@ class Mirror:
     def pull(self) -> None:
         """Fetch what changed; a store that does not answer leaves the copy as it is."""
         try:
-            self.store.get_file(f"{self.a.record_key}/{METRICS}", self.scratch / METRICS)
-            latest = self.store.read(f"{self.a.record_key}/checkpoints/latest")
+            metrics = layout.METRICS_FILE
+            self.store.get_file(f"{self.a.record_key}/{metrics}", self.scratch / metrics)
+            latest = self.store.read(f"{self.a.record_key}/{_ckpt(layout.LATEST_FILE)}")
             if latest:
-                (self.scratch / "checkpoints").mkdir(parents=True, exist_ok=True)
-                (self.scratch / "checkpoints" / "latest").write_bytes(latest)
+                (self.scratch / layout.CHECKPOINTS_DIR).mkdir(parents=True, exist_ok=True)
+                (self.scratch / _ckpt(layout.LATEST_FILE)).write_bytes(latest)
             self.error = ""
         except (errors.TauError, OSError) as exc:
             self.error = str(exc)
             log.info("mirror of attempt %s: %s", self.a.token, self.error)
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        while block := fh.read(1 << 20):
-            h.update(block)
-    return h.hexdigest()
+def _ckpt(*parts: str) -> str:
+    """A path under the checkpoints folder (of the record, or of scratch)."""
+    return "/".join((layout.CHECKPOINTS_DIR, *parts))
 
 
 class RecordSync:
@@ -153,7 +143,7 @@ class RecordSync:
         self.a, self.scratch, self.store = a, scratch, store
         self.key = a.record_key
         own_ckpt = not a.spec.get("checkpoint_path")
-        self.ckpt_root: Path | None = scratch / "checkpoints" if own_ckpt else None
+        self.ckpt_root: Path | None = scratch / layout.CHECKPOINTS_DIR if own_ckpt else None
         self.created = time.time()
         self.error = ""
         """The last failure (empty while uploads work)."""
@@ -181,11 +171,11 @@ class RecordSync:
     # -- driven by the agent ----------------------------------------------------------
     def stage(self) -> None:
         """Prepare scratch before the job starts (raises ``RecordStoreError``/``Fenced``)."""
-        (self.scratch / "metrics").mkdir(parents=True, exist_ok=True)
+        (self.scratch / layout.METRICS_FILE).parent.mkdir(parents=True, exist_ok=True)
         self._check_fence()
-        metrics = self.scratch / METRICS
+        metrics = self.scratch / layout.METRICS_FILE
         if not metrics.exists():
-            self.store.get_file(self._k(METRICS), metrics)
+            self.store.get_file(self._k(layout.METRICS_FILE), metrics)
         self._metrics_size = metrics.stat().st_size if metrics.exists() else -1
         self.staged = ""
         if self.ckpt_root is not None:
@@ -274,7 +264,7 @@ class RecordSync:
         return f"{self.key}/{rel}"
 
     def _check_fence(self) -> None:
-        raw = self.store.read(self._k("FENCE"))
+        raw = self.store.read(self._k(layout.FENCE_FILE))
         try:
             fence = int(raw) if raw is not None else None
         except ValueError:
@@ -283,7 +273,7 @@ class RecordSync:
             self.scratch.mkdir(parents=True, exist_ok=True)
             tmp = self.scratch / ".FENCE.tmp"
             tmp.write_text(f"{fence}\n")
-            os.replace(tmp, self.scratch / "FENCE")
+            os.replace(tmp, self.scratch / layout.FENCE_FILE)
             self._fence_seen = fence
         if fence is not None and fence != self.a.token:
             raise Fenced(
@@ -295,7 +285,7 @@ class RecordSync:
     def _metrics(self) -> None:
         """Upload the whole lines of ``metrics.jsonl`` when it grew (a snapshot: the job
         appends while the upload runs, and the upload is verified by its sha256)."""
-        path = self.scratch / METRICS
+        path = self.scratch / layout.METRICS_FILE
         size = path.stat().st_size if path.exists() else -1
         if size <= 0 or size == self._metrics_seen:
             return
@@ -306,7 +296,7 @@ class RecordSync:
             return
         snap = self.scratch / ".metrics.upload"
         snap.write_bytes(data[:end])
-        self.store.put_file(self._k(METRICS), snap)
+        self.store.put_file(self._k(layout.METRICS_FILE), snap)
         self._metrics_size = end
 
     def _live(self) -> None:
@@ -327,17 +317,17 @@ class RecordSync:
         name = checkpoints.latest_name(root)
         if name is None or name in self._done:
             return
-        marker_path = root / name / MARKER
-        files = json.loads(marker_path.read_text()).get("files", {})
-        for rel, sha in sorted(files.items()):
-            got = self.store.put_file(self._k(f"checkpoints/{name}/{rel}"), root / name / rel)
+        marker_path = root / name / layout.MARKER_FILE
+        digests = json.loads(marker_path.read_text()).get("files", {})
+        for rel, sha in sorted(digests.items()):
+            got = self.store.put_file(self._k(_ckpt(name, rel)), root / name / rel)
             if got != sha:
                 raise recordstore.RecordStoreError(
                     f"checkpoint {name}/{rel} does not match its marker (changed after commit)"
                 )
         if fenced:
             self._check_fence()
-        marker = self._k(f"checkpoints/{name}/{MARKER}")
+        marker = self._k(_ckpt(name, layout.MARKER_FILE))
         self.store.put_file(marker, marker_path)  # the commit point: written last
         if fenced:
             try:
@@ -346,14 +336,14 @@ class RecordSync:
                 # Revoked meanwhile, no attempt placed yet: the checkpoint is whole and
                 # the hub may already have listed it as the retry's resume point, so it
                 # stays. A newer attempt owns the record: it goes.
-                if exc.fence != record.NO_ATTEMPT:
+                if exc.fence != layout.NO_ATTEMPT:
                     self.store.delete(marker)
                 raise
-        self.store.write(self._k("checkpoints/latest"), f"{name}\n".encode())
+        self.store.write(self._k(_ckpt(layout.LATEST_FILE)), f"{name}\n".encode())
         self._done.add(name)
 
     def _artifacts(self) -> None:
-        top = self.scratch / ARTIFACTS
+        top = self.scratch / layout.ARTIFACTS_DIR
         if not top.is_dir():
             return
         rels = sorted(
@@ -361,48 +351,50 @@ class RecordSync:
             for p in top.rglob("*")
             if p.is_file() and not any(s.startswith(".") for s in p.relative_to(top).parts)
         )
-        for rel in [r for r in rels if r != MANIFEST] + [r for r in rels if r == MANIFEST]:
-            if f"{ARTIFACTS}/{rel}" not in self._done:
-                self.store.put_file(self._k(f"{ARTIFACTS}/{rel}"), top / rel)
-                self._done.add(f"{ARTIFACTS}/{rel}")
+        last = layout.MANIFEST_FILE
+        for rel in [r for r in rels if r != last] + [r for r in rels if r == last]:
+            key = f"{layout.ARTIFACTS_DIR}/{rel}"
+            if key not in self._done:
+                self.store.put_file(self._k(key), top / rel)
+                self._done.add(key)
 
     def _download_latest(self, root: Path) -> None:
         """The newest complete checkpoint in the store into ``root`` (if any is)."""
         listed: dict[str, set[str]] = {}
-        for rel, _size in self.store.list(self._k("checkpoints")):
+        for rel, _size in self.store.list(self._k(layout.CHECKPOINTS_DIR)):
             top, _, rest = rel.partition("/")
-            if _STEP.match(top) and rest:
+            if layout.committed_step(top) is not None and rest:
                 listed.setdefault(top, set()).add(rest)
-        for name in sorted((n for n in listed if MARKER in listed[n]), reverse=True):
-            if (root / name / MARKER).exists() or self._fetch(root, name, listed[name]):
+        for name in sorted((n for n in listed if layout.MARKER_FILE in listed[n]), reverse=True):
+            if (root / name / layout.MARKER_FILE).exists() or self._fetch(root, name, listed[name]):
                 self._done.add(name)
                 self.staged = name
-                root.joinpath("latest").write_text(f"{name}\n")
+                root.joinpath(layout.LATEST_FILE).write_text(f"{name}\n")
                 checkpoints.restore_layout(root, name)  # a framework's run folder, in place
                 return
 
     def _fetch(self, root: Path, name: str, present: set[str]) -> bool:
         doc: dict[str, Any] = json.loads(
-            self.store.read(self._k(f"checkpoints/{name}/{MARKER}")) or b"{}"
+            self.store.read(self._k(_ckpt(name, layout.MARKER_FILE))) or b"{}"
         )
-        files = doc.get("files")
+        digests = doc.get("files")
         listed = (
-            {f for f in files if not recordstore.hidden(f)} if isinstance(files, dict) else {""}
+            {f for f in digests if not recordstore.hidden(f)} if isinstance(digests, dict) else {""}
         )
-        if not isinstance(files, dict) or not listed <= present:
+        if not isinstance(digests, dict) or not listed <= present:
             log.warning(
                 "checkpoint %s of %s is incomplete in the store; skipped", name, self.a.run_id
             )
             return False
-        tmp = root / _DOWNLOAD / f"download-{name}"
+        tmp = root / layout.STAGING_DIR / f"download-{name}"
         shutil.rmtree(tmp, ignore_errors=True)
-        for rel, sha in files.items():
-            ok = self.store.get_file(self._k(f"checkpoints/{name}/{rel}"), tmp / rel)
-            if not ok or _sha256(tmp / rel) != sha:
+        for rel, sha in digests.items():
+            ok = self.store.get_file(self._k(_ckpt(name, rel)), tmp / rel)
+            if not ok or files.file_sha256(tmp / rel) != sha:
                 log.warning("checkpoint %s/%s does not match its marker; skipped", name, rel)
                 shutil.rmtree(tmp, ignore_errors=True)
                 return False
-        self.store.get_file(self._k(f"checkpoints/{name}/{MARKER}"), tmp / MARKER)
+        self.store.get_file(self._k(_ckpt(name, layout.MARKER_FILE)), tmp / layout.MARKER_FILE)
         with contextlib.suppress(FileExistsError):
             os.rename(tmp, root / name)
         return True

@@ -18,6 +18,8 @@ import os
 import signal
 from pathlib import Path
 
+from taugrid.record import jobenv
+
 __all__ = ["find", "kill"]
 
 _PROC = Path("/proc")
@@ -25,7 +27,7 @@ _PROC = Path("/proc")
 
 def find(run_id: str, token: int) -> set[int]:
     """Live pids (not zombies, not this process) whose environment names the attempt."""
-    needles = {f"TAU_RUN_ID={run_id}".encode(), f"TAU_FENCING_TOKEN={token}".encode()}
+    needles = {f"{jobenv.RUN_ID}={run_id}".encode(), f"{jobenv.FENCING_TOKEN}={token}".encode()}
     me = os.getpid()
     found = set()
     for entry in _PROC.iterdir() if _PROC.is_dir() else []:

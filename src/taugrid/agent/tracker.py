@@ -37,6 +37,7 @@ from taugrid.backends import errors as berr
 from taugrid.health import logscan, stall
 from taugrid.lifecycle import node_ids
 from taugrid.lifecycle import states as st
+from taugrid.record import checkpoints, layout
 
 __all__ = ["AttemptTracker"]
 
@@ -46,8 +47,6 @@ _NODE_DEATH = re.compile(
 RAY_RUNTIME_ENV_FAILED = "RUNTIME_ENV_SETUP_FAILURE"
 """Ray's ``JobDetails.error_type`` of a job whose runtime_env (pip) could not be built."""
 _STEP_DIR = re.compile(r"step-(\d+)")
-RELOCATE_FILE = "relocate.json"
-"""Where ``tau.request_relocation`` leaves the job's ask, in its output dir."""
 _STATE = {
     base.JobState.PENDING: st.AttemptState.STARTING,
     base.JobState.RUNNING: st.AttemptState.RUNNING,
@@ -223,7 +222,7 @@ class AttemptTracker:
 
     def _heartbeat(self) -> bool:
         """A heartbeat file (``tau.heartbeat()``) changed since the last look."""
-        beats = (self.run_dir / "metrics").glob("heartbeat-rank-*.json")
+        beats = self.run_dir.glob(layout.HEARTBEATS)
         newest = max((p.stat().st_mtime for p in beats), default=0.0)
         fresh, self._beat = newest > self._beat, max(self._beat, newest)
         return fresh
@@ -311,7 +310,7 @@ class AttemptTracker:
 
     def _metrics(self) -> tuple[list[dict[str, Any]], list[int]]:
         """New metric lines of this attempt, and the file offset where each one ends."""
-        path = self.run_dir / "metrics" / "metrics.jsonl"
+        path = self.run_dir / layout.METRICS_FILE
         if not path.exists():
             return [], []
         with path.open("rb") as fh:
@@ -336,7 +335,7 @@ class AttemptTracker:
     def _relocation(self) -> wire.RelocationRequest | None:
         """The job's relocation ask (``tau.request_relocation``) when it is new."""
         try:
-            doc = json.loads((self.run_dir / RELOCATE_FILE).read_text())
+            doc = json.loads((self.run_dir / layout.RELOCATE_FILE).read_text())
             asked = float(doc["wall_time"])
             if asked <= self.relocate_sent or doc.get("attempt") != self.a.attempt:
                 return None
@@ -347,7 +346,7 @@ class AttemptTracker:
         return ask
 
     def _checkpoint_step(self) -> int | None:
-        ckpt = Path(self.a.spec.get("checkpoint_path") or self.run_dir / "checkpoints")
-        latest = ckpt / "latest"
+        ckpt = checkpoints.checkpoint_root(self.run_dir, self.a.spec.get("checkpoint_path"))
+        latest = ckpt / layout.LATEST_FILE
         m = _STEP_DIR.search(latest.read_text()) if latest.exists() else None
         return int(m.group(1)) if m else None

@@ -35,10 +35,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from taugrid.lifecycle import node_ids
+from taugrid.record import jobenv
 
 __all__ = ["LaunchConfig", "RankWorker", "bundle", "main", "parse_args", "worker_env"]
 
-_PASSTHROUGH = ("CHECKPOINT_PATH",)
+_PASSTHROUGH = (jobenv.CHECKPOINT_PATH,)
 _NODE_ID_LABEL = "ray.io/node-id"  # render.command.NODE_ID_LABEL (this runs inside the job)
 _PR_SET_PDEATHSIG = 1
 _STRATEGIES = ("auto", "STRICT_SPREAD", "SPREAD", "PACK", "STRICT_PACK")

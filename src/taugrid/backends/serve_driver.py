@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from taugrid.backends import serve_traffic
+from taugrid.record import jobenv, layout
 
 __all__ = ["main"]
 
@@ -45,7 +46,7 @@ _KV_NAMESPACE = "taugrid"
 POLL_S = 1.0
 TRAFFIC_EVERY = 5
 """Polls between two reads of the proxy's access log (``backends.serve_traffic``)."""
-_NOT_A_STRAY = {"env_vars": {"TAU_FENCING_TOKEN": ""}}
+_NOT_A_STRAY = {"env_vars": {jobenv.FENCING_TOKEN: ""}}
 """Env of the actors Serve starts for this run (controller, proxy, replicas): they outlive
 the run (an update's new run takes them over), so they must not carry the run's fencing
 token, by which the agent finds an ended run's stray processes (``agent.strays``)."""
@@ -71,11 +72,11 @@ def _claim(app: str, run_id: str) -> None:
 
 
 def _write_status(doc: dict[str, Any]) -> None:
-    out = Path(os.environ.get("TAU_OUTPUT_DIR", ".")) / "serve"
-    out.mkdir(parents=True, exist_ok=True)
-    tmp = out / "status.json.tmp"
+    path = Path(os.environ.get(jobenv.OUTPUT_DIR, ".")) / layout.SERVE_STATUS_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.tmp")
     tmp.write_text(json.dumps({**doc, "updated_at": time.time()}))
-    tmp.replace(out / "status.json")
+    tmp.replace(path)
 
 
 def _load(cfg: dict[str, Any]) -> Any:
@@ -203,8 +204,8 @@ def _terminate(signum: int, frame: object) -> None:
 def main() -> int:
     import ray
 
-    cfg: dict[str, Any] = json.loads(os.environ["TAU_SERVE_CONFIG"])
-    run_id = os.environ.get("TAU_RUN_ID", "")
+    cfg: dict[str, Any] = json.loads(os.environ[jobenv.SERVE_CONFIG])
+    run_id = os.environ.get(jobenv.RUN_ID, "")
     ray.init(address="auto", logging_level=logging.WARNING)
     signal.signal(signal.SIGTERM, _terminate)
     try:

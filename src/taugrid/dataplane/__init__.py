@@ -1,5 +1,5 @@
-"""The data plane: datasets, replicas, transfers, link bandwidth budgets, runtime cache
-keys and the record stores that hold run records (layer 3).
+"""The data plane: datasets, replicas, transfers, link bandwidth budgets and runtime cache
+keys (layer 3). The record stores that hold run records are ``taugrid.record``.
 
 - ``manifest``  scan a dataset directory into a manifest (path, size, sha256 per file)
 - ``transfer``  copy a dataset between regions over HTTP with Range resume and sha256
@@ -9,7 +9,6 @@ keys and the record stores that hold run records (layer 3).
 - ``wire``      payloads of the data API (``/v1/datasets``, ``/v1/links``, agent tasks)
 - ``objstore``  replicas kept in object storage (fsspec URLs)
 - ``runtimes``  runtime environments as cache keys (what "warm" means for a region)
-- ``recordstore``  where run records live: a directory or an object store, one interface
 
 The hub keeps the durable state (``store.data``); agents move the bytes
 (``agent.dataserver`` serves, ``agent.datasync`` fetches).

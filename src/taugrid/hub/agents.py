@@ -34,15 +34,14 @@ from taugrid.hub import (
     prewarm,
     relocation,
     runs,
-    serving,
     util_history,
     wakeups,
 )
 from taugrid.lifecycle import node_ids
 from taugrid.lifecycle import phases as ph
 from taugrid.lifecycle import states as st
+from taugrid.record import checkpoints, layout
 from taugrid.spec import units
-from taugrid.store import checkpoints
 
 __all__ = ["apply", "finish", "peer_endpoints", "register", "sync", "sync_async"]
 
@@ -258,7 +257,7 @@ def _apply(hub: context.Hub, rep: wire.AttemptReport) -> None:
     if new.gap is not None:
         _log_gap(hub, run["id"], a, new.gap)
     if new.log_text:  # before its offset is stored: a crash here resends, never loses
-        rec.append_log("driver.log", new.log_text)
+        rec.append_log(layout.DRIVER_LOG, new.log_text)
     if rep.staged_checkpoint is not None:
         _staged(hub, a, rep.staged_checkpoint or None)
     if rep.submission:
@@ -268,7 +267,7 @@ def _apply(hub: context.Hub, rep: wire.AttemptReport) -> None:
     _metrics(hub, run, a, rep, new)
     if rep.serve_status is not None:  # the cluster's word (Kubernetes), as the driver writes it
         doc = {**rep.serve_status, "run_id": run["id"], "updated_at": time.time()}
-        rec.write_bytes(serving.STATUS_FILE, json.dumps(doc).encode())
+        rec.write_bytes(layout.SERVE_STATUS_FILE, json.dumps(doc).encode())
     if rep.progress_warning:
         nodehealth.stalled(hub, run["id"], a["number"], rep.progress_warning)
     # the cluster's phases before the state they came with: whoever sees ``running`` sees

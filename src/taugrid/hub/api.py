@@ -17,8 +17,9 @@ from taugrid import errors
 from taugrid import payloads as wire
 from taugrid.hub import agents, context, cost, data_ops, results, runs, tenancy, util_history
 from taugrid.hub.auth import Principal, principal, require_admin, require_agent, workspaces_of
+from taugrid.record import layout
+from taugrid.record.run import resolve_inside
 from taugrid.spec import errors as spec_errors
-from taugrid.store import record
 
 __all__ = ["install_error_handlers", "router"]
 
@@ -154,7 +155,7 @@ def run_file(request: fastapi.Request, ref: str, path: str, p: Auth) -> fastapi.
         if data is None:
             raise missing
         return fastapi.Response(data, media_type="application/octet-stream")
-    target = record.resolve_inside(rec.dir, path)
+    target = resolve_inside(rec.dir, path)
     if not target.is_file():
         raise missing
     return responses.FileResponse(target)
@@ -221,5 +222,5 @@ def agent_code(
     run = hub.runs.get_run(run_id)
     if run is None or run["cluster_id"] != cluster_id:
         raise runs.NotFound(f"run {run_id} is not assigned to cluster {cluster_id}")
-    code = runs.record_of(hub, run).read_bytes(record.CODE_ARCHIVE)
+    code = runs.record_of(hub, run).read_bytes(layout.CODE_ARCHIVE)
     return fastapi.Response(code or b"", media_type="application/zip")

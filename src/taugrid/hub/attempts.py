@@ -22,8 +22,8 @@ from taugrid.hub import context, fencing, guests, nodehealth, pools, results, ru
 from taugrid.lifecycle import phases as ph
 from taugrid.lifecycle import reasons
 from taugrid.lifecycle import states as st
+from taugrid.record import checkpoints, layout
 from taugrid.spec import units
-from taugrid.store import checkpoints
 
 __all__ = ["UPLOAD_SOURCE", "artifacts", "check_released", "end", "preempt"]
 
@@ -133,7 +133,7 @@ def artifacts(hub: context.Hub, run: dict[str, Any]) -> None:
     rec = runs.record_of(hub, run)
     outputs = run["spec"].get("outputs", [])
     missing = rec.missing_outputs(outputs)
-    files = rec.files("artifacts")
+    files = rec.files(layout.ARTIFACTS_DIR)
     if missing:
         runs.phase(
             hub,

@@ -10,7 +10,7 @@ Called by ``attempts.end`` for the run's current attempt, whatever ended it
    whose token differs from ``FENCE``.
 2. ``adopt``: checkpoints the attempt wrote but never committed (framework layouts,
    ``step-N/`` folders in ``tau.checkpoint_dir()``) become committed ``step-*``
-   folders (``store.checkpoints``), so the retry resumes from them.
+   folders (``record.checkpoints``), so the retry resumes from them.
 3. ``report`` (after the run's next state is decided): every adopted checkpoint is an
    event; every checkpoint that cannot be used is an event and the reason of the
    Progressing phase, shown by ``tau run status`` and ``tau run history``.
@@ -23,18 +23,17 @@ from typing import Any
 
 from taugrid.hub import context, runs
 from taugrid.lifecycle import phases as ph
-from taugrid.store import checkpoints, record
+from taugrid.record import checkpoints, layout
 
-__all__ = ["NO_ATTEMPT", "adopt", "report", "revoke"]
-
-NO_ATTEMPT = record.NO_ATTEMPT
+__all__ = ["adopt", "report", "revoke"]
 
 
 def revoke(hub: context.Hub, a: dict[str, Any]) -> float:
-    """Set ``FENCE`` to ``NO_ATTEMPT`` if ``a`` is its run's current attempt; returns when."""
+    """Set ``FENCE`` to ``layout.NO_ATTEMPT`` if ``a`` is its run's current attempt;
+    returns when."""
     run = hub.runs.get_run(a["run_id"])
     if run is not None and run["current_token"] == a["token"]:
-        runs.record_of(hub, run).set_fence(NO_ATTEMPT)
+        runs.record_of(hub, run).set_fence(layout.NO_ATTEMPT)
     return time.time()
 
 

@@ -19,9 +19,9 @@ from taugrid import payloads as wire
 from taugrid.errors import UserError
 from taugrid.hub import context, runs
 from taugrid.lifecycle import states as st
+from taugrid.record import checkpoints, layout
 from taugrid.spec import models as sm
 from taugrid.spec import outputs
-from taugrid.store import checkpoints
 from taugrid.store import models as mstore
 
 __all__ = ["model_source", "register", "resolve", "set_alias", "source_for", "versions"]
@@ -50,19 +50,19 @@ def model_source(
         return {**_where(run, local, root / name), "checkpoint": name}
     if artifact is not None:
         artifact = outputs.artifact_path(run["spec"].get("outputs") or [], artifact)
-        path = local / "artifacts" / artifact
+        path = local / layout.ARTIFACTS_DIR / artifact
         if ".." in Path(artifact).parts or not path.is_file():
             raise UserError(
                 f"run {run['id']} has no artifact '{artifact}'",
                 f"list its artifacts with: tau run get {run['id']} --list",
             )
         return {**_where(run, local, path), "artifact": artifact}
-    if not (local / "artifacts").is_dir():
+    if not (local / layout.ARTIFACTS_DIR).is_dir():
         raise UserError(
             f"run {run['id']} saved no artifacts (it is {run['state']})",
             "serve a finished run, or name a checkpoint with --checkpoint latest|STEP",
         )
-    return {**_where(run, local, local / "artifacts"), "artifact": None}
+    return {**_where(run, local, local / layout.ARTIFACTS_DIR), "artifact": None}
 
 
 def _where(run: dict[str, Any], record: Path, path: Path) -> dict[str, Any]:
@@ -71,7 +71,8 @@ def _where(run: dict[str, Any], record: Path, path: Path) -> dict[str, Any]:
     (``record_path``: ``<ws>/runs/<id>/...`` under a data root, what a pod mounts at
     ``/data``; None for a checkpoint_path outside the record)."""
     try:
-        inside: str | None = f"{run['workspace']}/runs/{run['id']}/{path.relative_to(record)}"
+        prefix = layout.record_prefix(run["workspace"], run["id"])
+        inside: str | None = f"{prefix}/{path.relative_to(record)}"
     except ValueError:
         inside = None
     return {"run": run["id"], "model_path": str(path), "record_path": inside}
@@ -85,8 +86,8 @@ def _checkpoint_name(root: Path, run_id: str, wanted: str) -> str:
         return latest
     if not wanted.isdigit():
         raise UserError(f"--checkpoint '{wanted}' is not 'latest' or a step number", "")
-    name = f"step-{int(wanted):08d}"
-    if not (root / name / "_CHECKPOINT.json").is_file():
+    name = layout.step_name(int(wanted))
+    if not (root / name / layout.MARKER_FILE).is_file():
         have = sorted(p.name for p in root.glob("step-*")) if root.is_dir() else []
         raise UserError(
             f"run {run_id} has no complete checkpoint at step {wanted}",

@@ -30,16 +30,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from taugrid.dataplane import recordstore
 from taugrid.errors import TauError
 from taugrid.hub import context, runs
 from taugrid.lifecycle import phases as ph
 from taugrid.lifecycle import states as st
+from taugrid.record import layout, s3
+from taugrid.record import store as recordstore
+from taugrid.record.run import RunRecord
 
 __all__ = ["RETRY_S", "ResultsThread", "check", "export", "output_url", "retry_pending"]
 
 RETRY_S = 10.0
-MANIFEST = "MANIFEST.json"
 
 
 def output_url(hub: context.Hub, workspace: str, run_id: str, spec: dict[str, Any]) -> str | None:
@@ -58,7 +59,7 @@ def _is_url(path: str) -> bool:
 
 def _store(hub: context.Hub, workspace: str, url: str) -> recordstore.RecordStore:
     spec = hub.platform.records_for(workspace).model_copy(update={"url": url})
-    return recordstore.cached_store(spec, hub.data_root)
+    return s3.cached_store(spec, hub.data_root)
 
 
 def check(hub: context.Hub, workspace: str, spec: dict[str, Any]) -> None:
@@ -72,11 +73,24 @@ def export(hub: context.Hub, run: dict[str, Any], url: str) -> int:
     """Copy ``artifacts/`` to ``url``, verified, then the manifest; returns the file count."""
     rec = runs.record_of(hub, run)
     out = _store(hub, run["workspace"], url)
+    files = _copy_artifacts(rec, out)
+    manifest = layout.MANIFEST_FILE
+    injob = json.loads(rec.read_bytes(f"{layout.ARTIFACTS_DIR}/{manifest}") or b"{}")
+    doc = {"format": 1, "run_id": run["id"], "files": files, "artifacts": injob.get("artifacts")}
+    data = json.dumps(doc, indent=2, sort_keys=True).encode()
+    out.write(manifest, data)
+    if hashlib.sha256(out.read(manifest) or b"").digest() != hashlib.sha256(data).digest():
+        raise recordstore.RecordStoreError(f"{url}/{manifest} reads back differently")
+    return len(files)
+
+
+def _copy_artifacts(rec: RunRecord, out: recordstore.RecordStore) -> list[dict[str, Any]]:
+    """Every artifact but the in-job SDK's manifest (folded into ours), verified."""
     files = []
     with tempfile.TemporaryDirectory(prefix="tau-export-") as tmp:
-        for f in rec.files("artifacts"):
-            rel = f["path"].removeprefix("artifacts/")
-            if rel == MANIFEST:  # the in-job SDK's manifest: folded into ours below
+        for f in rec.files(layout.ARTIFACTS_DIR):
+            rel = f["path"].removeprefix(f"{layout.ARTIFACTS_DIR}/")
+            if rel == layout.MANIFEST_FILE:
                 continue
             local = rec.dir / f["path"] if rec.dir is not None else None
             if local is None or not local.is_file():
@@ -85,13 +99,7 @@ def export(hub: context.Hub, run: dict[str, Any], url: str) -> int:
                     continue
             digest = out.put_file(rel, local)
             files.append({"path": rel, "size": local.stat().st_size, "sha256": digest})
-    injob = json.loads(rec.read_bytes(f"artifacts/{MANIFEST}") or b"{}")
-    doc = {"format": 1, "run_id": run["id"], "files": files, "artifacts": injob.get("artifacts")}
-    data = json.dumps(doc, indent=2, sort_keys=True).encode()
-    out.write(MANIFEST, data)
-    if hashlib.sha256(out.read(MANIFEST) or b"").digest() != hashlib.sha256(data).digest():
-        raise recordstore.RecordStoreError(f"{url}/{MANIFEST} reads back differently")
-    return len(files)
+    return files
 
 
 def save(hub: context.Hub, run: dict[str, Any], url: str) -> bool:
@@ -102,7 +110,8 @@ def save(hub: context.Hub, run: dict[str, Any], url: str) -> bool:
         reason = f"upload to {url} pending: {exc.message}; retried every {RETRY_S:g} s"
         _phase(hub, run["id"], ph.PhaseStatus.ACTIVE, reason)
         return False
-    _phase(hub, run["id"], ph.PhaseStatus.DONE, f"{n} file(s) and {MANIFEST} in {url}")
+    done = f"{n} file(s) and {layout.MANIFEST_FILE} in {url}"
+    _phase(hub, run["id"], ph.PhaseStatus.DONE, done)
     return True
 
 

@@ -14,19 +14,20 @@ import secrets
 import time
 from typing import Any
 
-from taugrid.dataplane import recordstore
 from taugrid.errors import UserError
 from taugrid.hub import context
 from taugrid.lifecycle import phases as ph
 from taugrid.lifecycle import reasons
 from taugrid.lifecycle import states as st
 from taugrid.payloads import SubmitRequest
+from taugrid.record import checkpoints, layout, s3
+from taugrid.record import store as recordstore
+from taugrid.record.run import RunRecord
 from taugrid.render import resolve as rs
 from taugrid.render import runspec
 from taugrid.spec import load as spec_load
 from taugrid.spec import models as sm
 from taugrid.spec import yamlpos
-from taugrid.store import checkpoints, record
 
 __all__ = [
     "NotFound",
@@ -121,10 +122,10 @@ def submit(
     run_id = run_id or f"{spec.name}-{secrets.token_hex(3)}"
     store = record_store(hub, spec.workspace)
     store.check()  # a missing bucket or refused credentials: a clear error, nothing stored
-    rec = record.RunRecord(store, spec.workspace, run_id)
+    rec = RunRecord(store, spec.workspace, run_id)
     rec.create(req.tau_yaml)
     if code:
-        rec.write_bytes(record.CODE_ARCHIVE, code)
+        rec.write_bytes(layout.CODE_ARCHIVE, code)
     row = {
         "id": run_id,
         "name": spec.name,
@@ -177,7 +178,7 @@ def find(hub: context.Hub, ref: str, workspaces: list[str] | None) -> dict[str, 
 
 def record_store(hub: context.Hub, workspace: str) -> recordstore.RecordStore:
     """The record store of ``workspace`` (platform.yaml ``records``, or the workspace's)."""
-    return recordstore.cached_store(hub.platform.records_for(workspace), hub.data_root)
+    return s3.cached_store(hub.platform.records_for(workspace), hub.data_root)
 
 
 def records_for_agent(hub: context.Hub, workspace: str) -> dict[str, Any]:
@@ -189,8 +190,8 @@ def records_for_agent(hub: context.Hub, workspace: str) -> dict[str, Any]:
     return spec.model_dump(mode="json")
 
 
-def record_of(hub: context.Hub, run: dict[str, Any]) -> record.RunRecord:
-    return record.RunRecord(record_store(hub, run["workspace"]), run["workspace"], run["id"])
+def record_of(hub: context.Hub, run: dict[str, Any]) -> RunRecord:
+    return RunRecord(record_store(hub, run["workspace"]), run["workspace"], run["id"])
 
 
 def detail(hub: context.Hub, run: dict[str, Any]) -> dict[str, Any]:
@@ -235,7 +236,7 @@ def write_run_json(hub: context.Hub, run_id: str) -> None:
     doc = detail(hub, run)
     doc["tau_yaml"] = run["config_yaml"]
     rec = record_of(hub, run)
-    rec.write_json("run.json", doc)
+    rec.write_json(layout.RUN_JSON, doc)
     rec.write_events(hub.runs.events(run_id))
 
 
@@ -329,7 +330,7 @@ def latest_checkpoint(hub: context.Hub, run: dict[str, Any]) -> str | None:
     if local is None:  # an object store: the newest step whose marker was uploaded
         if run["spec"].get("checkpoint_path"):
             return None
-        listed = rec.store.list(rec.key("checkpoints"))
+        listed = rec.store.list(rec.key(layout.CHECKPOINTS_DIR))
         return checkpoints.latest_listed([path for path, _size in listed])
     root = checkpoints.checkpoint_root(local, run["spec"].get("checkpoint_path"))
     return checkpoints.latest_name(root)

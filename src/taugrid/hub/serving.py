@@ -44,14 +44,12 @@ from taugrid import payloads as wire
 from taugrid.errors import UserError
 from taugrid.hub import context, registry, runs
 from taugrid.lifecycle import states as st
-from taugrid.render import naming, runspec
+from taugrid.record import jobenv, layout
+from taugrid.render import runspec
 from taugrid.spec import models as sm
 from taugrid.store import deployments as dstore
-from taugrid.store import record
 
 __all__ = ["delete", "deploy", "find", "list_views", "region_views", "scale", "update", "view"]
-
-STATUS_FILE = "serve/status.json"
 
 
 def _store(hub: context.Hub) -> dstore.DeploymentStore:
@@ -94,7 +92,7 @@ def _serving_spec(
             "workers": workers,
             "retry_on": retry_on,
             "max_retries": spec.max_retries if retry_on else 0,
-            "env": {**spec.env, **_model_env(source), "TAU_DEPLOYMENT": name},
+            "env": {**spec.env, **_model_env(source), jobenv.DEPLOYMENT: name},
         }
     )
     runs.check_capacity(hub, out)
@@ -104,9 +102,9 @@ def _serving_spec(
 def _model_env(source: dict[str, Any]) -> dict[str, str]:
     """``TAU_MODEL_PATH``, and where the model is under a data root (``render.kuberay``
     turns that into the pod's ``/data/...`` path)."""
-    env = {"TAU_MODEL_PATH": str(source["model_path"])}
+    env = {jobenv.MODEL_PATH: str(source["model_path"])}
     if source.get("record_path"):
-        env[naming.MODEL_RECORD_ENV] = str(source["record_path"])
+        env[jobenv.MODEL_RECORD] = str(source["record_path"])
     return env
 
 
@@ -209,7 +207,7 @@ def scale(
     _refuse_multi(dep, "scale")
     run = hub.runs.get_run(dep["run_id"])
     assert run is not None
-    code = runs.record_of(hub, run).read_bytes(record.CODE_ARCHIVE) or b""
+    code = runs.record_of(hub, run).read_bytes(layout.CODE_ARCHIVE) or b""
     submit = wire.SubmitRequest(
         tau_yaml=run["config_yaml"],
         workspace=run["workspace"],
@@ -271,7 +269,7 @@ def list_views(hub: context.Hub, workspaces: list[str] | None) -> list[dict[str,
 
 
 def _status(hub: context.Hub, run: dict[str, Any]) -> dict[str, Any]:
-    raw = runs.record_of(hub, run).read_bytes(STATUS_FILE)
+    raw = runs.record_of(hub, run).read_bytes(layout.SERVE_STATUS_FILE)
     try:
         doc = json.loads(raw) if raw else {}
     except ValueError:  # written atomically; a torn read is not expected, but harmless

@@ -25,6 +25,7 @@ from taugrid import payloads as wire
 from taugrid.errors import UserError
 from taugrid.hub import context, registry, runs
 from taugrid.lifecycle import states as st
+from taugrid.record import jobenv
 from taugrid.render import naming, runspec
 from taugrid.scheduling import sweeps as core
 from taugrid.spec import load as spec_load
@@ -187,7 +188,7 @@ def _trial_spec(base: runspec.RunSpec, idx: int, params: dict[str, ss.Scalar]) -
     """The sweep's run spec with trial ``idx``'s parameters as env and arguments."""
     name = f"{base.name[: naming.MAX_NAME - _TRIAL_NAME_ROOM].rstrip('-')}-t{idx}"
     args = tuple(f"--{k}={_arg(v)}" for k, v in params.items())
-    env = {**base.env, naming.PARAMS_ENV: json.dumps(params)}
+    env = {**base.env, jobenv.PARAMS: json.dumps(params)}
     return base.model_copy(update={"name": name, "args": (*base.args, *args), "env": env})
 
 

@@ -20,13 +20,13 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from taugrid.record import layout
 from taugrid.sdk import client
 
-__all__ = ["FILES_SHOWN", "MARKER", "Checkpoint", "Checkpoints", "load", "summary"]
+__all__ = ["FILES_SHOWN", "Checkpoint", "Checkpoints", "load", "summary"]
 
-MARKER = "_CHECKPOINT.json"  # the in-job SDK's commit marker (sdk.injob_checkpoint)
 FILES_SHOWN = 20
-_TOP = "checkpoints/"
+_TOP = f"{layout.CHECKPOINTS_DIR}/"
 _STEP = re.compile(r"(\d+)(?!.*\d)")  # the last number in the folder's name
 
 
@@ -69,19 +69,19 @@ def summary(files: Iterable[Mapping[str, Any]]) -> Checkpoints:
 
 def _checkpoint(name: str, files: list[dict[str, Any]]) -> Checkpoint:
     step = _STEP.search(name)
-    complete = any(f["path"].endswith(f"/{MARKER}") for f in files)
-    files.sort(key=lambda f: (f["path"].endswith(f"/{MARKER}"), f["path"]))
+    complete = any(f["path"].endswith(f"/{layout.MARKER_FILE}") for f in files)
+    files.sort(key=lambda f: (f["path"].endswith(f"/{layout.MARKER_FILE}"), f["path"]))
     return Checkpoint(name, int(step.group(1)) if step else None, files, complete)
 
 
 def load(c: client.Client, ref: str) -> Checkpoints:
     """The run's checkpoints, with the newest one's save time from its marker."""
-    found = summary(c.files(ref, "checkpoints"))
+    found = summary(c.files(ref, layout.CHECKPOINTS_DIR))
     newest = found.newest
     if newest is None or not newest.complete:
         return found
     try:
-        doc = json.loads(c.download(ref, f"{_TOP}{newest.name}/{MARKER}"))
+        doc = json.loads(c.download(ref, f"{_TOP}{newest.name}/{layout.MARKER_FILE}"))
     except (client.ApiError, ValueError):  # gone meanwhile, or not a marker we know
         return found
     saved = doc.get("created_at") if isinstance(doc, dict) else None

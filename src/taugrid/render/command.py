@@ -29,7 +29,8 @@ from __future__ import annotations
 import dataclasses
 import shlex
 
-from taugrid.render import naming, runspec
+from taugrid.record import jobenv
+from taugrid.render import runspec
 from taugrid.spec import models as sm
 from taugrid.spec import workdir as spec_workdir
 
@@ -152,21 +153,21 @@ def run_env(
 ) -> dict[str, str]:
     """Environment of every process of a run; TauGrid's keys first, then ``runtime.env``."""
     env = {
-        "TAU_RUN_ID": run_id,
-        "TAU_WORKSPACE": spec.workspace,
+        jobenv.RUN_ID: run_id,
+        jobenv.WORKSPACE: spec.workspace,
         # an object-store output is filled by the hub from the record (hub.results)
-        "TAU_OUTPUT_DIR": run_dir
+        jobenv.OUTPUT_DIR: run_dir
         if not spec.output_dir or "://" in spec.output_dir
         else spec.output_dir,
-        "CHECKPOINT_PATH": spec.checkpoint_path or checkpoint_default,
-        "TAU_WORKERS": str(spec.workers),
-        "TAU_GPUS_PER_WORKER": str(spec.gpus_per_worker),
-        "TAU_CPUS_PER_WORKER": f"{spec.cpus_per_worker:g}",
+        jobenv.CHECKPOINT_PATH: spec.checkpoint_path or checkpoint_default,
+        jobenv.WORKERS: str(spec.workers),
+        jobenv.GPUS_PER_WORKER: str(spec.gpus_per_worker),
+        jobenv.CPUS_PER_WORKER: f"{spec.cpus_per_worker:g}",
     }
     if spec.gpu_model:
-        env["TAU_GPU_MODEL"] = spec.gpu_model
+        env[jobenv.GPU_MODEL] = spec.gpu_model
     if spec.tensorboard:
-        env[naming.TENSORBOARD_ENV] = "1"
+        env[jobenv.TENSORBOARD] = "1"
     # resolve() rejects tau.yaml env that overrides TauGrid's reserved keys.
     return {**env, **spec.env}
 
@@ -188,7 +189,7 @@ def serve_config(spec: runspec.RunSpec) -> dict[str, object]:
         "resources": {accelerator_resource(spec.gpu_model): _ACCELERATOR_SLIVER}
         if spec.gpu_model and spec.gpus_per_worker > 0
         else {},
-        "port": int(spec.env.get("TAU_SERVE_PORT", SERVE_PORT_DEFAULT)),
+        "port": int(spec.env.get(jobenv.SERVE_PORT, SERVE_PORT_DEFAULT)),
     }
 
 

@@ -40,6 +40,7 @@ from typing import Any
 import yaml
 
 from taugrid import errors
+from taugrid.record import jobenv, layout
 from taugrid.render import command, naming, resolve, runspec
 from taugrid.spec import models as spec_models
 
@@ -113,16 +114,17 @@ def _label_pods(obj: dict[str, Any], run_id: str) -> dict[str, Any]:
 
 def _env(spec: runspec.RunSpec, run_id: str) -> dict[str, str]:
     rdir = naming.run_dir(spec.workspace, run_id)
-    env = command.run_env(spec, run_id, run_dir=rdir, checkpoint_default=f"{rdir}/checkpoints")
-    model = env.pop(naming.MODEL_RECORD_ENV, None)
+    ckpt = f"{rdir}/{layout.CHECKPOINTS_DIR}"
+    env = command.run_env(spec, run_id, run_dir=rdir, checkpoint_default=ckpt)
+    model = env.pop(jobenv.MODEL_RECORD, None)
     if model:  # a serving run's model, as the pods see the data root
-        env["TAU_MODEL_PATH"] = f"{naming.DATA_MOUNT}/{model}"
+        env[jobenv.MODEL_PATH] = f"{naming.DATA_MOUNT}/{model}"
     return env
 
 
 def _container_env(spec: runspec.RunSpec, env: dict[str, str]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in env.items()]
-    secret = naming.secrets_name(env["TAU_RUN_ID"])  # the run's values, from the hub
+    secret = naming.secrets_name(env[jobenv.RUN_ID])  # the run's values, from the hub
     out += [
         {"name": s.env, "valueFrom": {"secretKeyRef": {"name": secret, "key": s.env}}}
         for s in spec.secrets
@@ -296,13 +298,13 @@ def _serve_config(spec: runspec.RunSpec, env: dict[str, str], working_dir: str |
         raise ValueError(
             "render_rayservice needs a RunSpec with 'serve' (workload_kind rayservice)"
         )
-    env = {**env, "TAU_SERVE_REPLICAS": str(serve.replicas)}
+    env = {**env, jobenv.SERVE_REPLICAS: str(serve.replicas)}
     if serve.autoscaling is not None:
-        env["TAU_SERVE_AUTOSCALING"] = serve.autoscaling.model_dump_json()
+        env[jobenv.SERVE_AUTOSCALING] = serve.autoscaling.model_dump_json()
     if working_dir is None:
         # Serve needs a URI for working_dir; the code on the data volume is importable instead.
         env["PYTHONPATH"] = env.get("PYTHONPATH") or naming.code_dir(
-            spec.workspace, env["TAU_RUN_ID"]
+            spec.workspace, env[jobenv.RUN_ID]
         )
     app = {
         "name": spec.name,

@@ -15,6 +15,8 @@ from __future__ import annotations
 import hashlib
 import re
 
+from taugrid.record import layout
+
 __all__ = [
     "AGENT_NAMESPACE",
     "AGENT_ROLE",
@@ -32,12 +34,9 @@ __all__ = [
     "LABEL_TEAM",
     "LABEL_WORKSPACE",
     "MAX_NAME",
-    "MODEL_RECORD_ENV",
-    "PARAMS_ENV",
     "POOL_LABEL",
     "PRIORITY_LABEL",
     "QUEUE_LABEL",
-    "TENSORBOARD_ENV",
     "WORKLOAD_SERVICE_ACCOUNT",
     "code_dir",
     "data_claim",
@@ -65,15 +64,6 @@ ANNOTATION_PROVENANCE = "taugrid.io/provenance"
 GPU_RESOURCE = "nvidia.com/gpu"
 DEFAULT_FLAVOR = "default-flavor"
 DATA_MOUNT = "/data"
-TENSORBOARD_ENV = "TAU_TENSORBOARD"
-"""``1`` when tau.yaml asks for TensorBoard scalars (``metrics.tensorboard``): ``tau.log``
-then also writes them under ``artifacts/tensorboard/``."""
-PARAMS_ENV = "TAU_PARAMS"
-"""A sweep trial's parameter values as a JSON object (``tau.params()``; the same values
-are also appended to the entrypoint's arguments as ``--name=value``)."""
-MODEL_RECORD_ENV = "TAU_MODEL_RECORD_PATH"
-"""A serving run's model inside a run record, relative to the data root
-(``<ws>/runs/<id>/...``); a pod's ``TAU_MODEL_PATH`` is it under ``DATA_MOUNT``."""
 WORKLOAD_SERVICE_ACCOUNT = "tau-workload"
 AGENT_SERVICE_ACCOUNT = "taugrid-agent"
 AGENT_NAMESPACE = "taugrid-system"
@@ -128,7 +118,7 @@ def data_claim(workspace: str) -> str:
 
 def run_dir(workspace: str, run_id: str, data_root: str = DATA_MOUNT) -> str:
     """A run's record directory: ``<data_root>/<workspace>/runs/<run-id>``."""
-    return f"{data_root.rstrip('/')}/{workspace}/runs/{run_id}"
+    return f"{data_root.rstrip('/')}/{layout.record_prefix(workspace, run_id)}"
 
 
 def code_dir(workspace: str, run_id: str, data_root: str = DATA_MOUNT) -> str:

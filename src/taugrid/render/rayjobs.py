@@ -22,17 +22,15 @@ import re
 
 import pydantic
 
+from taugrid.record import jobenv, layout
 from taugrid.render import command, naming, runspec
 
 __all__ = [
-    "FENCING_TOKEN_ENV",
     "RayJobSubmission",
     "input_env",
     "render_submission",
     "submission_id",
 ]
-
-FENCING_TOKEN_ENV = "TAU_FENCING_TOKEN"
 
 
 class RayJobSubmission(pydantic.BaseModel):
@@ -52,7 +50,7 @@ class RayJobSubmission(pydantic.BaseModel):
 
     def with_fencing_token(self, token: str) -> RayJobSubmission:
         """A copy whose ``TAU_FENCING_TOKEN`` env var is ``token``."""
-        return self.with_env({FENCING_TOKEN_ENV: token})
+        return self.with_env({jobenv.FENCING_TOKEN: token})
 
     def with_env(self, extra: dict[str, str]) -> RayJobSubmission:
         """A copy with ``extra`` added to its env vars (known only where it runs)."""
@@ -71,10 +69,10 @@ def input_env(inputs: dict[str, str], data_root: str | None) -> dict[str, str]:
         for name, loc in sorted(inputs.items())
     }
     env = {
-        "TAU_INPUT_" + re.sub(r"[^A-Za-z0-9]", "_", name.split("@")[0]).upper(): path
+        jobenv.INPUT_PREFIX + re.sub(r"[^A-Za-z0-9]", "_", name.split("@")[0]).upper(): path
         for name, path in paths.items()
     }
-    return {**env, "TAU_INPUTS": json.dumps(paths)} if paths else {}
+    return {**env, jobenv.INPUTS: json.dumps(paths)} if paths else {}
 
 
 def submission_id(run_id: str, attempt: int) -> str:
@@ -99,12 +97,11 @@ def render_submission(
     ``nodes`` the node ID of each worker as the hub bound them (``command.plan``).
     """
     entry = command.plan(spec, nodes)
-    env = command.run_env(
-        spec, run_id, run_dir=run_dir, checkpoint_default=f"{run_dir.rstrip('/')}/checkpoints"
-    )
-    env = {**env, "TAU_ATTEMPT": str(attempt), FENCING_TOKEN_ENV: ""}
+    ckpt = f"{run_dir.rstrip('/')}/{layout.CHECKPOINTS_DIR}"
+    env = command.run_env(spec, run_id, run_dir=run_dir, checkpoint_default=ckpt)
+    env = {**env, jobenv.ATTEMPT: str(attempt), jobenv.FENCING_TOKEN: ""}
     if spec.serve is not None:  # the serve driver's orders (backends.serve_driver)
-        env["TAU_SERVE_CONFIG"] = json.dumps(command.serve_config(spec))
+        env[jobenv.SERVE_CONFIG] = json.dumps(command.serve_config(spec))
     metadata = {
         naming.LABEL_RUN_ID: run_id,
         naming.LABEL_WORKSPACE: spec.workspace,

@@ -32,14 +32,14 @@ from typing import Any
 
 from taugrid import errors
 from taugrid.platform import models as pm
-from taugrid.render import capacity, naming, runspec
+from taugrid.record import jobenv
+from taugrid.render import capacity, runspec
 from taugrid.spec import models as sm
 from taugrid.spec import units
 
 __all__ = [
     "BUILTIN",
     "RAY_VERSION",
-    "RESERVED_ENV",
     "ResolveError",
     "canonical_hash",
     "named_image",
@@ -48,16 +48,6 @@ __all__ = [
 
 RAY_VERSION = "2.60.0"
 BUILTIN = "built-in default"
-RESERVED_ENV = frozenset(
-    {
-        "TAU_RUN_ID",
-        "TAU_ATTEMPT",
-        "TAU_OUTPUT_DIR",
-        "TAU_FENCING_TOKEN",
-        "CHECKPOINT_PATH",
-        naming.PARAMS_ENV,
-    }
-)
 _DEFAULT_CPUS = 1.0
 _DEFAULT_MEMORY = "4Gi"
 _DEFAULT_HEAD_CPUS = 1.0
@@ -400,12 +390,12 @@ def _sizing(r: _Resolver, ws: pm.WorkspaceSpec, profile: pm.ProfileSpec | None) 
 def _runtime(r: _Resolver, gpus: int) -> dict[str, Any]:
     image = f"rayproject/ray:{RAY_VERSION}-py311" + ("-gpu" if gpus > 0 else "")
     env: dict[str, str] = r.pick("env", r.file("runtime.env"), ({}, BUILTIN))
-    clash = sorted((set(env) | {s.env for s in r.config.runtime.secrets}) & RESERVED_ENV)
+    clash = sorted((set(env) | {s.env for s in r.config.runtime.secrets}) & jobenv.RESERVED)
     if clash:
         raise r.fail(
             "env",
             f"runtime sets environment variables {clash}, which TauGrid sets for every run",
-            f"remove them from runtime.env/runtime.secrets; reserved: {sorted(RESERVED_ENV)}",
+            f"remove them from runtime.env/runtime.secrets; reserved: {sorted(jobenv.RESERVED)}",
         )
     return {"image": r.pick("image", r.file("runtime.image"), (image, BUILTIN)), "env": dict(env)}
 

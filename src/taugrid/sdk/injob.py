@@ -44,12 +44,12 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from taugrid.lifecycle import states
+from taugrid.record import files, layout
 from taugrid.sdk import (
     injob_artifacts,
     injob_checkpoint,
     injob_env,
     injob_fence,
-    injob_fs,
     injob_tensorboard,
 )
 
@@ -99,10 +99,6 @@ run_id = injob_env.run_id
 save_artifact = injob_artifacts.save_artifact
 world_size = injob_env.world_size
 
-METRICS_FILE = Path("metrics") / "metrics.jsonl"
-RELOCATE_FILE = "relocate.json"
-"""Where ``request_relocation`` leaves its ask for the agent (in the output dir)."""
-
 _lock = threading.Lock()
 _fds: dict[Path, int] = {}
 _next_step = 0
@@ -122,7 +118,7 @@ def log(metrics: Mapping[str, float], step: int | None = None, *, all_ranks: boo
         return
     data = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in records).encode()
     injob_fence.check_fence("log metrics")
-    path = injob_env.output_dir() / METRICS_FILE
+    path = injob_env.output_dir() / layout.METRICS_FILE
     with _lock:
         os.write(_fd_for(path), data)
     if injob_tensorboard.enabled():
@@ -145,8 +141,8 @@ def heartbeat(step: int | None = None) -> None:
         "wall_time": time.time(),
         "step": step if step is not None else _last_step,
     }
-    path = injob_env.output_dir() / "metrics" / f"heartbeat-rank-{worker}.json"
-    injob_fs.write_atomic(path, (json.dumps(doc, sort_keys=True) + "\n").encode())
+    path = injob_env.output_dir() / layout.heartbeat_file(worker)
+    files.write_atomic(path, (json.dumps(doc, sort_keys=True) + "\n").encode())
 
 
 def request_relocation(cpus: float, reason: str) -> None:
@@ -168,8 +164,8 @@ def request_relocation(cpus: float, reason: str) -> None:
         "reason": reason[:2000],
         "wall_time": time.time(),
     }
-    path = injob_env.output_dir() / RELOCATE_FILE
-    injob_fs.write_atomic(path, (json.dumps(doc, sort_keys=True) + "\n").encode())
+    path = injob_env.output_dir() / layout.RELOCATE_FILE
+    files.write_atomic(path, (json.dumps(doc, sort_keys=True) + "\n").encode())
 
 
 def _resolve_step(step: int | None) -> int:

@@ -33,13 +33,13 @@ from pathlib import Path
 from typing import Any
 
 from taugrid import errors
-from taugrid.sdk import injob_env, injob_fence, injob_fs
+from taugrid.record import files, layout
+from taugrid.sdk import injob_env, injob_fence
 
-__all__ = ["MANIFEST_FILE", "ArtifactError", "artifacts_dir", "save_artifact"]
+__all__ = ["ArtifactError", "artifacts_dir", "save_artifact"]
 
-MANIFEST_FILE = "MANIFEST.json"
 _LOCK_FILE = ".manifest.lock"
-_RESERVED = frozenset({MANIFEST_FILE, _LOCK_FILE})
+_RESERVED = frozenset({layout.MANIFEST_FILE, _LOCK_FILE})
 
 
 class ArtifactError(errors.UserError):
@@ -48,7 +48,7 @@ class ArtifactError(errors.UserError):
 
 def artifacts_dir() -> Path:
     """``<output_dir>/artifacts`` (created on demand)."""
-    path = injob_env.output_dir() / "artifacts"
+    path = injob_env.output_dir() / layout.ARTIFACTS_DIR
     path.mkdir(parents=True, exist_ok=True)
     return path
 
@@ -90,13 +90,18 @@ def _check_name(name: str) -> str:
 def _copy(source: Path, tmp: Path) -> dict[str, Any]:
     if source.is_dir():
         shutil.copytree(source, tmp, symlinks=False)
-        files = injob_fs.file_digests(tmp, fsync=True)
-        size = sum((tmp / rel).stat().st_size for rel in files)
-        return {"kind": "dir", "sha256": injob_fs.tree_digest(files), "files": files, "size": size}
+        digests = files.file_digests(tmp, fsync=True)
+        size = sum((tmp / rel).stat().st_size for rel in digests)
+        return {
+            "kind": "dir",
+            "sha256": files.tree_digest(digests),
+            "files": digests,
+            "size": size,
+        }
     shutil.copyfile(source, tmp)
     return {
         "kind": "file",
-        "sha256": injob_fs.file_sha256(tmp, fsync=True),
+        "sha256": files.file_sha256(tmp, fsync=True),
         "size": tmp.stat().st_size,
     }
 
@@ -113,11 +118,11 @@ def _replace(tmp: Path, target: Path) -> None:
         if tmp.is_dir() and target.exists():
             target.unlink()
         os.replace(tmp, target)
-    injob_fs.fsync_dir(target.parent)
+    files.fsync_dir(target.parent)
 
 
 def _record(root: Path, name: str, entry: dict[str, Any]) -> None:
-    doc = injob_fs.read_json(root / MANIFEST_FILE) or {}
+    doc = files.read_json(root / layout.MANIFEST_FILE) or {}
     artifacts = doc.get("artifacts")
     if not isinstance(artifacts, dict):
         artifacts = {}
@@ -129,7 +134,7 @@ def _record(root: Path, name: str, entry: dict[str, Any]) -> None:
         "run_id": injob_env.run_id(),
         "saved_at": time.time(),
     }
-    injob_fs.write_json_atomic(root / MANIFEST_FILE, {"format": 1, "artifacts": artifacts})
+    files.write_json_atomic(root / layout.MANIFEST_FILE, {"format": 1, "artifacts": artifacts})
 
 
 @contextlib.contextmanager

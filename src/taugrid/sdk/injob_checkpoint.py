@@ -17,6 +17,10 @@ Invariants:
   trust it blindly: it returns the highest-step directory whose marker is valid.
 - Staging dirs of earlier attempts are deleted when a later attempt asks for one:
   exactly one attempt is authoritative, and earlier ones can never commit.
+
+The layout's names are ``record.layout``'s; the marker, the promotion and ``latest`` are
+``record.checkpoints``' (the same code commits what the agent adopts); this module adds
+the fence checks and the job's identity from the environment.
 """
 
 from __future__ import annotations
@@ -25,20 +29,16 @@ import contextlib
 import dataclasses
 import itertools
 import os
-import re
 import shutil
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 from taugrid import errors
-from taugrid.sdk import injob_env, injob_fence, injob_fs
+from taugrid.record import checkpoints, files, layout
+from taugrid.sdk import injob_env, injob_fence
 
 __all__ = [
-    "LATEST_FILE",
-    "MARKER_FILE",
-    "STAGING_DIR",
     "CheckpointError",
     "CheckpointInfo",
     "checkpoint",
@@ -48,12 +48,6 @@ __all__ = [
     "latest_checkpoint",
 ]
 
-MARKER_FILE = "_CHECKPOINT.json"
-LATEST_FILE = "latest"
-STAGING_DIR = ".staging"
-_FORMAT = 1
-_STEP_RE = re.compile(r"^step-(\d{8,})$")
-_STAGE_RE = re.compile(r"^attempt-(\d+)-\d+$")
 _counter = itertools.count()
 
 
@@ -76,12 +70,12 @@ class CheckpointInfo:
 
 def checkpoint_dir() -> Path:
     """A fresh, empty staging directory for this attempt's next checkpoint."""
-    staging = injob_env.checkpoint_root() / STAGING_DIR
+    staging = injob_env.checkpoint_root() / layout.STAGING_DIR
     staging.mkdir(parents=True, exist_ok=True)
     current = injob_env.attempt()
     _sweep_earlier_attempts(staging, current)
     while True:
-        path = staging / f"attempt-{current}-{next(_counter)}"
+        path = staging / layout.stage_name(current, next(_counter))
         try:
             path.mkdir()
         except FileExistsError:  # another rank or process took this k
@@ -103,12 +97,12 @@ def commit_checkpoint(path: str | os.PathLike[str], step: int) -> Path:
         )
     root = injob_env.checkpoint_root()
     staged = _into_staging(Path(path), root)
-    files = injob_fs.file_digests(staged, exclude=frozenset({MARKER_FILE}), fsync=True)
-    injob_fs.write_json_atomic(staged / MARKER_FILE, _marker(step, files))
+    digests = files.file_digests(staged, exclude=frozenset({layout.MARKER_FILE}), fsync=True)
+    files.write_json_atomic(staged / layout.MARKER_FILE, _marker(step, digests))
     action = f"commit checkpoint step {step}"
     injob_fence.check_fence(action)
-    target = root / f"step-{step:08d}"
-    displaced = _promote(staged, target)
+    target = root / layout.step_name(step)
+    displaced = checkpoints.promote(staged, target)
     try:
         injob_fence.check_fence(action)
     except injob_fence.FencedError:
@@ -116,7 +110,7 @@ def commit_checkpoint(path: str | os.PathLike[str], step: int) -> Path:
         raise
     if displaced is not None:
         shutil.rmtree(displaced, ignore_errors=True)
-    _advance_latest(root, step)
+    checkpoints.advance_latest(root, step)
     return target
 
 
@@ -143,32 +137,24 @@ def checkpoint(step: int) -> Iterator[Path]:
 def latest_checkpoint() -> Path | None:
     """The highest-step complete checkpoint (valid marker present), or None."""
     root = injob_env.checkpoint_root()
-    try:
-        names = [p.name for p in root.iterdir()]
-    except FileNotFoundError:
-        return None
-    steps = sorted(((int(m.group(1)), n) for n in names if (m := _STEP_RE.match(n))), reverse=True)
-    for step, name in steps:
-        marker = injob_fs.read_json(root / name / MARKER_FILE)
-        if marker is not None and marker.get("step") == step:
-            return root / name
-    return None
+    name = checkpoints.latest_name(root)
+    return root / name if name is not None else None
 
 
 def checkpoint_info(path: str | os.PathLike[str], *, verify: bool = False) -> CheckpointInfo:
     """Read a checkpoint's marker; with ``verify`` also re-hash every file."""
     ckpt = Path(path)
-    marker = injob_fs.read_json(ckpt / MARKER_FILE)
+    marker = files.read_json(ckpt / layout.MARKER_FILE)
     if marker is None or not isinstance(marker.get("files"), dict):
         raise CheckpointError(
-            f"{ckpt} is not a complete checkpoint (no valid {MARKER_FILE})",
+            f"{ckpt} is not a complete checkpoint (no valid {layout.MARKER_FILE})",
             "use tau.latest_checkpoint() to find the latest complete one",
         )
-    files = {str(k): str(v) for k, v in marker["files"].items()}
+    digests = {str(k): str(v) for k, v in marker["files"].items()}
     if verify:
-        actual = injob_fs.file_digests(ckpt, exclude=frozenset({MARKER_FILE}))
-        if actual != files:
-            bad = sorted(set(actual.items()) ^ set(files.items()))
+        actual = files.file_digests(ckpt, exclude=frozenset({layout.MARKER_FILE}))
+        if actual != digests:
+            bad = sorted(set(actual.items()) ^ set(digests.items()))
             raise CheckpointError(
                 f"{ckpt} does not match its marker ({len(bad)} differing entries, "
                 f"first: {bad[0][0]})",
@@ -181,22 +167,19 @@ def checkpoint_info(path: str | os.PathLike[str], *, verify: bool = False) -> Ch
         run_id=str(marker.get("run_id", "")),
         fencing_token=marker.get("fencing_token"),
         created_at=float(marker.get("created_at", 0.0)),
-        files=files,
+        files=digests,
     )
 
 
-def _marker(step: int, files: dict[str, str]) -> dict[str, object]:
-    return {
-        "format": _FORMAT,
-        "step": step,
-        "attempt": injob_env.attempt(),
-        "run_id": injob_env.run_id(),
-        "rank": injob_env.rank(),
-        "fencing_token": injob_env.fencing_token(),
-        "created_at": time.time(),
-        "files": files,
-        "tree_sha256": injob_fs.tree_digest(files),
-    }
+def _marker(step: int, digests: dict[str, str]) -> dict[str, object]:
+    return checkpoints.marker(
+        step,
+        digests,
+        attempt=injob_env.attempt(),
+        run_id=injob_env.run_id(),
+        rank=injob_env.rank(),
+        token=injob_env.fencing_token(),
+    )
 
 
 def _into_staging(path: Path, root: Path) -> Path:
@@ -205,7 +188,7 @@ def _into_staging(path: Path, root: Path) -> Path:
             f"checkpoint path {path} is not a directory",
             "write the checkpoint into tau.checkpoint_dir() and commit that",
         )
-    staging = (root / STAGING_DIR).resolve()
+    staging = (root / layout.STAGING_DIR).resolve()
     if path.resolve().parent == staging:
         return path
     fresh = checkpoint_dir()
@@ -213,37 +196,18 @@ def _into_staging(path: Path, root: Path) -> Path:
     return fresh
 
 
-def _promote(staged: Path, target: Path) -> Path | None:
-    """Rename ``staged`` to ``target``; an existing target is moved aside and returned."""
-    displaced = None
-    if target.exists():
-        displaced = target.parent / STAGING_DIR / f"replaced-{target.name}-{uuid.uuid4().hex}"
-        os.rename(target, displaced)
-    os.rename(staged, target)
-    injob_fs.fsync_dir(target.parent)
-    return displaced
-
-
 def _undo_promote(target: Path, displaced: Path | None) -> None:
-    trash = target.parent / STAGING_DIR / f"fenced-{target.name}-{uuid.uuid4().hex}"
+    trash = target.parent / layout.STAGING_DIR / f"fenced-{target.name}-{uuid.uuid4().hex}"
     with contextlib.suppress(OSError):
         os.rename(target, trash)
         if displaced is not None:
             os.rename(displaced, target)
-        injob_fs.fsync_dir(target.parent)
+        files.fsync_dir(target.parent)
     shutil.rmtree(trash, ignore_errors=True)
-
-
-def _advance_latest(root: Path, step: int) -> None:
-    current = (root / LATEST_FILE).read_text().strip() if (root / LATEST_FILE).exists() else ""
-    match = _STEP_RE.match(current)
-    if match is not None and int(match.group(1)) > step:
-        return
-    injob_fs.write_atomic(root / LATEST_FILE, f"step-{step:08d}\n".encode())
 
 
 def _sweep_earlier_attempts(staging: Path, current: int) -> None:
     for entry in staging.iterdir():
-        match = _STAGE_RE.match(entry.name)
-        if match is not None and int(match.group(1)) < current:
+        attempt = layout.stage_attempt(entry.name)
+        if attempt is not None and attempt < current:
             shutil.rmtree(entry, ignore_errors=True)

@@ -1,7 +1,7 @@
 """Where an in-job process is: the run's identity and paths, read from the environment.
 
-The platform starts every attempt of a run with these variables (the record they name:
-docs/ARCHITECTURE.md, "The run record"):
+The platform starts every attempt of a run with these variables (their names are
+``record.jobenv``'s; the record they name: docs/ARCHITECTURE.md, "The run record"):
 
     TAU_RUN_ID          the run ID (the key of the run record)
     TAU_ATTEMPT         attempt number, an int starting at 1
@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from taugrid import errors
-from taugrid.render.naming import PARAMS_ENV
+from taugrid.record import jobenv, layout
 
 __all__ = [
     "LOCAL_DIR_NAME",
@@ -65,12 +65,12 @@ class LocalRunWarning(UserWarning):
 
 def in_run() -> bool:
     """True when the platform started this process as part of a run."""
-    return bool(os.environ.get("TAU_OUTPUT_DIR"))
+    return bool(os.environ.get(jobenv.OUTPUT_DIR))
 
 
 def output_dir() -> Path:
     """The run record directory, or ``./.tau-local`` outside a run (warns once)."""
-    value = os.environ.get("TAU_OUTPUT_DIR")
+    value = os.environ.get(jobenv.OUTPUT_DIR)
     if value:
         return Path(value)
     _warn_local_once()
@@ -79,45 +79,45 @@ def output_dir() -> Path:
 
 def checkpoint_root() -> Path:
     """``$CHECKPOINT_PATH``, else ``<output_dir>/checkpoints``."""
-    value = os.environ.get("CHECKPOINT_PATH")
-    return Path(value) if value else output_dir() / "checkpoints"
+    value = os.environ.get(jobenv.CHECKPOINT_PATH)
+    return Path(value) if value else output_dir() / layout.CHECKPOINTS_DIR
 
 
 def params() -> dict[str, Any]:
     """This sweep trial's parameter values (``tau sweep``); empty outside a sweep."""
-    raw = os.environ.get(PARAMS_ENV)
+    raw = os.environ.get(jobenv.PARAMS)
     if not raw:
         return {}
     try:
         doc = json.loads(raw)
     except ValueError as exc:
-        raise InJobEnvError(f"{PARAMS_ENV} is not JSON: {exc}") from exc
+        raise InJobEnvError(f"{jobenv.PARAMS} is not JSON: {exc}") from exc
     if not isinstance(doc, dict):
-        raise InJobEnvError(f"{PARAMS_ENV} is not a JSON object: {raw[:80]!r}")
+        raise InJobEnvError(f"{jobenv.PARAMS} is not a JSON object: {raw[:80]!r}")
     return doc
 
 
 def run_id() -> str:
     """``$TAU_RUN_ID``, or ``"local"`` outside a run."""
-    return os.environ.get("TAU_RUN_ID") or "local"
+    return os.environ.get(jobenv.RUN_ID) or "local"
 
 
 def attempt() -> int:
     """``$TAU_ATTEMPT`` (1 for the first attempt); 1 when unset."""
-    value = _int_var("TAU_ATTEMPT", default=1)
+    value = _int_var(jobenv.ATTEMPT, default=1)
     if value < 1:
         raise InJobEnvError(
-            f"TAU_ATTEMPT={value} is not a valid attempt number",
-            "attempts are numbered from 1; unset TAU_ATTEMPT for a local run",
+            f"{jobenv.ATTEMPT}={value} is not a valid attempt number",
+            f"attempts are numbered from 1; unset {jobenv.ATTEMPT} for a local run",
         )
     return value
 
 
 def fencing_token() -> int | None:
     """``$TAU_FENCING_TOKEN``, or None when the platform gave none (local runs)."""
-    if not os.environ.get("TAU_FENCING_TOKEN"):
+    if not os.environ.get(jobenv.FENCING_TOKEN):
         return None
-    return _int_var("TAU_FENCING_TOKEN", default=0)
+    return _int_var(jobenv.FENCING_TOKEN, default=0)
 
 
 def rank() -> int:
@@ -174,7 +174,7 @@ def _warn_local_once() -> None:
             return
         _warned_local = True
     warnings.warn(
-        f"TAU_OUTPUT_DIR is not set: not inside a TauGrid run, so metrics, checkpoints "
+        f"{jobenv.OUTPUT_DIR} is not set: not inside a TauGrid run, so metrics, checkpoints "
         f"and artifacts go to {Path.cwd() / LOCAL_DIR_NAME}",
         LocalRunWarning,
         stacklevel=4,

@@ -30,11 +30,10 @@ import time
 from pathlib import Path
 
 from taugrid import errors
+from taugrid.record import jobenv, layout
 from taugrid.sdk import injob_env
 
-__all__ = ["FENCE_FILE", "FencedError", "check_fence", "read_fence"]
-
-FENCE_FILE = "FENCE"
+__all__ = ["FencedError", "check_fence", "read_fence"]
 
 _READ_TRIES = 3
 _RETRY_DELAY_S = 0.05
@@ -60,7 +59,7 @@ class FencedError(errors.SystemFault):
 
 def read_fence(record_dir: Path) -> int | None:
     """The token in ``<record_dir>/FENCE``; None when absent. Raises on garbage."""
-    path = record_dir / FENCE_FILE
+    path = record_dir / layout.FENCE_FILE
     last = ""
     for i in range(_READ_TRIES):
         try:
@@ -88,10 +87,10 @@ def check_fence(action: str) -> None:
     if mine == fence:
         return
     who = f"run {injob_env.run_id()} attempt {injob_env.attempt()}"
-    if fence == 0:
+    if fence == layout.NO_ATTEMPT:
         msg = f"{who} was ended by the hub (no attempt of the run is authoritative now)"
     elif mine is None:
-        msg = f"{who} has no TAU_FENCING_TOKEN but the run is fenced at token {fence}"
+        msg = f"{who} has no {jobenv.FENCING_TOKEN} but the run is fenced at token {fence}"
     else:
         msg = f"{who} was revoked (its token {mine}, authoritative token {fence})"
     raise FencedError(f"{msg}; refusing to {action}", mine=mine, fence=fence)

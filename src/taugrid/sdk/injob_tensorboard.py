@@ -17,7 +17,7 @@ import threading
 import time
 from typing import IO, Any
 
-from taugrid.render.naming import TENSORBOARD_ENV
+from taugrid.record import jobenv
 from taugrid.sdk import injob_artifacts
 
 __all__ = ["LOG_DIR", "enabled", "write"]
@@ -38,7 +38,7 @@ def _close() -> None:
 
 
 def enabled() -> bool:
-    return os.environ.get(TENSORBOARD_ENV) == "1"
+    return os.environ.get(jobenv.TENSORBOARD) == "1"
 
 
 def write(records: list[dict[str, object]]) -> None:

@@ -32,6 +32,7 @@ from typing import Any
 
 from taugrid import errors
 from taugrid.elastic import controller, profile, ray_exec, sizing
+from taugrid.record import jobenv
 from taugrid.sdk import injob
 from taugrid.spec import load
 from taugrid.spec import pipeline as spec_pipeline
@@ -122,8 +123,8 @@ def _dead_letters(dead_dir: Path) -> int:
 
 def gpu_budget() -> float | None:
     """The GPUs the run holds (``TAU_WORKERS`` x ``TAU_GPUS_PER_WORKER``); None when 0."""
-    held = int(os.environ.get("TAU_WORKERS", "1")) * float(
-        os.environ.get("TAU_GPUS_PER_WORKER", "0")  # a share of one GPU is "0.5"
+    held = int(os.environ.get(jobenv.WORKERS, "1")) * float(
+        os.environ.get(jobenv.GPUS_PER_WORKER, "0")  # a share of one GPU is "0.5"
     )
     return float(held) if held > 0 else None
 
@@ -133,8 +134,8 @@ def cpu_budget(cluster_cpus: float) -> float:
     nodes' total): all but the run's own (``TAU_WORKERS`` x ``TAU_CPUS_PER_WORKER``, the
     driver's among them) and one more, which Ray Data's own tasks (reading the source,
     moving blocks) need to make progress; never below one."""
-    held = int(os.environ.get("TAU_WORKERS", "1")) * float(
-        os.environ.get("TAU_CPUS_PER_WORKER", "0")
+    held = int(os.environ.get(jobenv.WORKERS, "1")) * float(
+        os.environ.get(jobenv.CPUS_PER_WORKER, "0")
     )
     return max(cluster_cpus - held - 1.0, 1.0)
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from taugrid import errors
+from taugrid.record import jobenv
 
 __all__ = ["plan", "stage_status"]
 
@@ -61,7 +62,7 @@ def plan(target: str | None, config: str | None, throughput: float | None) -> di
     # stages that write (a sink) write into a scratch directory, not into the project
     with (
         tempfile.TemporaryDirectory(prefix="tau-plan-") as scratch,
-        _env({**spec.runtime.env, "TAU_OUTPUT_DIR": scratch}),
+        _env({**spec.runtime.env, jobenv.OUTPUT_DIR: scratch}),
     ):
         measured = profile.measure(spec.pipeline, search=str(workdir))
     goal = throughput if throughput is not None else spec.pipeline.target_throughput

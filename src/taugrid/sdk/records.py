@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from taugrid.dataplane import recordstore
 from taugrid.errors import TauError
 from taugrid.platform import models as pm
+from taugrid.record import s3
 
 __all__ = ["check_platform"]
 
@@ -31,7 +31,7 @@ def check_platform(platform: pm.Platform) -> list[str]:
         if not spec.url or "://" not in spec.url or spec.url.startswith("file://"):
             continue
         try:
-            recordstore.open_store(spec, Path(".")).check()
+            s3.open_store(spec, Path(".")).check()
         except TauError as exc:
             hint = f" ({exc.hint})" if exc.hint else ""
             problems.append(f"{', '.join(where)}: {exc.message}{hint}")

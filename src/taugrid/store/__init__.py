@@ -1,5 +1,4 @@
 """The hub's state on SQLAlchemy (SQLite embedded, PostgreSQL for replicas): the schema,
-its Alembic migrations, one repository module per concern (runs, clusters, tenancy,
-data, deployments, usage, auth, leader lease), and the run's evidence record and
-checkpoints.
+its Alembic migrations and one repository module per concern (runs, clusters, tenancy,
+data, deployments, usage, auth, leader lease). The run's record is ``taugrid.record``.
 """

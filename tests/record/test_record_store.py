@@ -1,7 +1,7 @@
 """The record store contract, run alike against both implementations: a local directory
 and an S3 bucket on a real SeaweedFS server (tests/weed_s3.py) read through s3fs.
 
-Also: the run record (``store.record.RunRecord``) keeps its layout (docs/ARCHITECTURE.md,
+Also: the run record (``record.run.RunRecord``) keeps its layout (docs/ARCHITECTURE.md,
 "The run record") in both, and
 ``check`` turns a missing bucket, refused credentials and an unreachable endpoint into
 clear errors (``RecordStoreConfigError`` is a UserError; unreachable is retryable)."""
@@ -15,10 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from taugrid.dataplane import recordstore
 from taugrid.errors import UserError
 from taugrid.platform import models as pm
-from taugrid.store import record
+from taugrid.record import layout, s3
+from taugrid.record import store as recordstore
+from taugrid.record.run import RunRecord
 from tests import weed_s3 as ws
 
 BUCKET = "records"
@@ -29,15 +30,15 @@ def store(
     request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[recordstore.RecordStore]:
     if request.param == "local":
-        yield recordstore.open_store(pm.RecordStoreSpec(), tmp_path / "data")
+        yield s3.open_store(pm.RecordStoreSpec(), tmp_path / "data")
         return
     server: ws.WeedS3 = request.getfixturevalue("weed_s3")
     server.make_bucket(BUCKET)
     monkeypatch.setenv("TAU_TEST_S3_KEY", ws.KEY)
     monkeypatch.setenv("TAU_TEST_S3_SECRET", ws.SECRET)
     spec = _spec(server, f"s3://{BUCKET}/{tmp_path.name}-{secrets.token_hex(3)}")
-    st = recordstore.open_store(spec, tmp_path / "unused")
-    assert isinstance(st, recordstore.ObjectRecordStore)
+    st = s3.open_store(spec, tmp_path / "unused")
+    assert isinstance(st, s3.ObjectRecordStore)
     yield st
 
 
@@ -103,7 +104,7 @@ def test_keys_never_escape_the_root(store: recordstore.RecordStore, bad: str) ->
 
 
 def test_run_record_keeps_the_layout(store: recordstore.RecordStore) -> None:
-    rec = record.RunRecord(store, "team-a", "train-abc123")
+    rec = RunRecord(store, "team-a", "train-abc123")
     rec.create("name: train\n")
     rec.write_json("run.json", {"id": "train-abc123"})
     rec.write_rendered("code.zip", "zip")
@@ -140,13 +141,13 @@ def test_run_record_keeps_the_layout(store: recordstore.RecordStore) -> None:
 
 def test_local_store_is_the_data_root_layout(tmp_path: Path) -> None:
     """The embedded default: files exactly where the record's layout (and every tool) expects."""
-    st = recordstore.open_store(pm.RecordStoreSpec(), tmp_path)
-    rec = record.RunRecord(st, "ws", "r-9")
+    st = s3.open_store(pm.RecordStoreSpec(), tmp_path)
+    rec = RunRecord(st, "ws", "r-9")
     rec.create("x: 1\n")
     rec.complete()
     assert rec.dir == tmp_path / "ws" / "runs" / "r-9"
     assert (rec.dir / "tau.yaml").read_text() == "x: 1\n" and (rec.dir / "COMPLETE").exists()
-    assert all((rec.dir / sub).is_dir() for sub in record.SUBDIRS)
+    assert all((rec.dir / sub).is_dir() for sub in layout.SUBDIRS)
 
 
 def test_check_missing_bucket_is_a_user_error(
@@ -154,7 +155,7 @@ def test_check_missing_bucket_is_a_user_error(
 ) -> None:
     monkeypatch.setenv("TAU_TEST_S3_KEY", ws.KEY)
     monkeypatch.setenv("TAU_TEST_S3_SECRET", ws.SECRET)
-    st = recordstore.open_store(_spec(weed_s3, "s3://no-such-bucket-x2/p"), tmp_path)
+    st = s3.open_store(_spec(weed_s3, "s3://no-such-bucket-x2/p"), tmp_path)
     with pytest.raises(recordstore.RecordStoreConfigError, match="no-such-bucket-x2"):
         st.check()
 
@@ -165,7 +166,7 @@ def test_check_wrong_credentials_is_a_user_error(
     weed_s3.make_bucket(BUCKET)
     monkeypatch.setenv("TAU_TEST_S3_KEY", ws.KEY)
     monkeypatch.setenv("TAU_TEST_S3_SECRET", "not-the-secret")
-    st = recordstore.open_store(_spec(weed_s3, f"s3://{BUCKET}/p"), tmp_path)
+    st = s3.open_store(_spec(weed_s3, f"s3://{BUCKET}/p"), tmp_path)
     with pytest.raises(recordstore.RecordStoreConfigError, match="credentials") as err:
         st.check()
     assert "secret_key_env" in err.value.hint
@@ -180,7 +181,7 @@ def test_check_unreachable_is_retryable(monkeypatch: pytest.MonkeyPatch, tmp_pat
         access_key_env="TAU_TEST_S3_KEY",
         secret_key_env="TAU_TEST_S3_SECRET",
     )
-    st = recordstore.open_store(spec, tmp_path)
+    st = s3.open_store(spec, tmp_path)
     with pytest.raises(recordstore.RecordStoreError, match="does not answer") as err:
         st.check()
     assert err.value.retryable

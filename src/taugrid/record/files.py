@@ -1,4 +1,10 @@
-"""Filesystem primitives of the in-job API: atomic writes, durable renames, tree digests.
+"""Files of a record on disk: atomic writes, durable renames, and the record's digests.
+
+Used wherever a record (or an attempt's scratch) is written on a filesystem: the in-job
+SDK (``sdk.injob_*``), checkpoint commit and adoption (``record.checkpoints``), the
+agent's uploads (``agent.recordsync``) and the local record store (``record.store``).
+The digests are the record's format: a checkpoint marker's ``files`` and
+``tree_sha256``, an artifact manifest's ``sha256``. Imports nothing from taugrid.
 
 Invariants:
 - ``write_atomic`` never leaves a half-written file under the final name: it writes a
@@ -24,6 +30,7 @@ __all__ = [
     "file_sha256",
     "fsync_dir",
     "read_json",
+    "regular_files",
     "tree_digest",
     "write_atomic",
     "write_json_atomic",
@@ -105,6 +112,12 @@ def tree_digest(digests: Mapping[str, str]) -> str:
     for rel in sorted(digests):
         outer.update(f"{rel}\0{digests[rel]}\n".encode())
     return outer.hexdigest()
+
+
+def regular_files(root: Path) -> list[str]:
+    """Every regular file below ``root`` (relative POSIX paths, sorted, links left out);
+    ``[root.name]`` when ``root`` is itself a file."""
+    return [root.name] if root.is_file() else sorted(_walk_files(root))
 
 
 def _walk_files(root: Path) -> Iterator[str]:

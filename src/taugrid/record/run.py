@@ -1,16 +1,15 @@
-"""The evidence record: ``<workspace>/runs/<run-id>/`` in a record store.
+"""One run's record: ``<workspace>/runs/<run-id>/`` in a record store, and every write
+the hub makes into it.
 
-The layout is documented in docs/ARCHITECTURE.md, "The run record".
-
-The store (``dataplane.recordstore``, seen here through the ``Store`` protocol) is the
-data root directory in the embedded platform (``<data_root>/<workspace>/runs/<run-id>/``
-on disk, as always) or an object store.
-Owns the layout and every write the hub makes into it: ``run.json`` (rewritten as the
-run progresses), ``tau.yaml`` (as submitted), ``rendered/``, ``logs/`` (appended from
-agent log chunks), ``events.jsonl`` (append-only), ``FENCE`` (the authoritative
-attempt's fencing token, read by the in-job SDK before it commits checkpoints or
-artifacts) and ``COMPLETE`` (written last). The job itself writes ``metrics/``,
-``checkpoints/`` and ``artifacts/`` through ``taugrid.sdk.injob``.
+The keys are ``record.layout``'s (docs/ARCHITECTURE.md, "The run record"); the store
+(``record.store.RecordStore``) is the data root directory in the embedded platform
+(``<data_root>/<workspace>/runs/<run-id>/`` on disk, as always) or an object store.
+Writes: ``run.json`` (rewritten as the run progresses), ``tau.yaml`` (as submitted),
+``rendered/``, ``logs/`` (appended from agent log chunks), ``events.jsonl``
+(append-only), ``FENCE`` (the authoritative attempt's fencing token, mirrored by the
+agent for the in-job SDK's checks before it commits checkpoints or artifacts) and
+``COMPLETE`` (written last). The job itself writes ``metrics/``, ``checkpoints/`` and
+``artifacts/`` through ``taugrid.sdk.injob``, into scratch its agent uploads.
 
 ``resolve_inside`` is the only way to turn a user-supplied relative path into a file
 of the record: it rejects anything that escapes the run directory.
@@ -20,18 +19,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from taugrid.errors import UserError
+from taugrid.record import layout
+from taugrid.record.store import RecordStore
 
-__all__ = ["CODE_ARCHIVE", "NO_ATTEMPT", "RunRecord", "Store", "resolve_inside"]
-
-SUBDIRS = ("rendered", "logs", "metrics", "checkpoints", "artifacts")
-CODE_ARCHIVE = "rendered/code.zip"
-"""The run's code as submitted (a zip), which agents and pods unpack to run it."""
-NO_ATTEMPT = 0
-"""The ``FENCE`` value between attempts (an attempt ended, the next not placed yet):
-tokens start at 1, so no attempt matches it."""
+__all__ = ["RunRecord", "resolve_inside"]
 
 
 def resolve_inside(root: Path, rel: str) -> Path:
@@ -51,29 +45,12 @@ def resolve_inside(root: Path, rel: str) -> Path:
     return target
 
 
-class Store(Protocol):
-    """What a record needs of its record store (``dataplane.recordstore.RecordStore``);
-    every operation refuses keys that leave the store's root (``..``)."""
-
-    url: str
-
-    def write(self, key: str, data: bytes) -> None: ...
-    def read(self, key: str) -> bytes | None: ...
-    def read_text(self, key: str) -> str | None: ...
-    def append(self, key: str, data: bytes) -> None: ...
-    def exists(self, key: str) -> bool: ...
-    def delete(self, key: str) -> None: ...
-    def list(self, prefix: str) -> list[tuple[str, int]]: ...
-    def get_file(self, key: str, dest: Path) -> bool: ...
-    def local_path(self, key: str) -> Path | None: ...
-
-
 class RunRecord:
     """One run's record: keys ``<workspace>/runs/<run-id>/...`` of a record store."""
 
-    def __init__(self, store: Store, workspace: str, run_id: str) -> None:
+    def __init__(self, store: RecordStore, workspace: str, run_id: str) -> None:
         self.store = store
-        self.prefix = f"{workspace}/runs/{run_id}"
+        self.prefix = layout.record_prefix(workspace, run_id)
 
     @property
     def dir(self) -> Path | None:
@@ -93,16 +70,16 @@ class RunRecord:
     def create(self, tau_yaml: str) -> None:
         local = self.dir
         if local is not None:  # object stores have no empty directories
-            for sub in SUBDIRS:
+            for sub in layout.SUBDIRS:
                 (local / sub).mkdir(parents=True, exist_ok=True)
-        self.store.write(self.key("tau.yaml"), tau_yaml.encode())
+        self.store.write(self.key(layout.TAU_YAML), tau_yaml.encode())
 
     def write_json(self, name: str, doc: dict[str, Any]) -> None:
         text = json.dumps(doc, indent=2, sort_keys=True, default=str)
         self.store.write(self.key(name), text.encode())
 
     def write_rendered(self, name: str, text: str) -> None:
-        self.write_bytes(f"rendered/{name}", text.encode())
+        self.write_bytes(f"{layout.RENDERED_DIR}/{name}", text.encode())
 
     def write_bytes(self, rel: str, data: bytes) -> None:
         self.store.write(self.key(rel), data)
@@ -113,27 +90,27 @@ class RunRecord:
     def write_events(self, events: list[dict[str, Any]]) -> None:
         """Rewrite ``events.jsonl`` (every lifecycle event, in order) from the store."""
         text = "".join(json.dumps(e, default=str) + "\n" for e in events)
-        self.store.write(self.key("events.jsonl"), text.encode())
+        self.store.write(self.key(layout.EVENTS_FILE), text.encode())
 
     def append_log(self, name: str, chunk: str) -> None:
-        self.store.append(self.key(f"logs/{name}"), chunk.encode())
+        self.store.append(self.key(f"{layout.LOGS_DIR}/{name}"), chunk.encode())
 
     def set_fence(self, token: int) -> None:
-        self.store.write(self.key("FENCE"), str(token).encode())
+        self.store.write(self.key(layout.FENCE_FILE), str(token).encode())
 
     def complete(self) -> None:
         """``COMPLETE``: written last, when the record is whole."""
-        self.store.write(self.key("COMPLETE"), b"")
+        self.store.write(self.key(layout.COMPLETE_FILE), b"")
 
     def reopen(self) -> None:
         """Remove ``COMPLETE`` (a resumed run's record is no longer whole)."""
-        self.store.delete(self.key("COMPLETE"))
+        self.store.delete(self.key(layout.COMPLETE_FILE))
 
     def is_complete(self) -> bool:
-        return self.store.exists(self.key("COMPLETE"))
+        return self.store.exists(self.key(layout.COMPLETE_FILE))
 
-    def read_log(self, name: str = "driver.log") -> str:
-        return self.store.read_text(self.key(f"logs/{name}")) or ""
+    def read_log(self, name: str = layout.DRIVER_LOG) -> str:
+        return self.store.read_text(self.key(f"{layout.LOGS_DIR}/{name}")) or ""
 
     def files(self, sub: str = "") -> list[dict[str, Any]]:
         """Files under the record (or a subdirectory), relative paths with sizes."""
@@ -150,5 +127,5 @@ class RunRecord:
 
     def _has(self, rel: str) -> bool:
         """A file, or a folder with at least one file, at ``artifacts/<rel>``."""
-        key = self.key(f"artifacts/{rel}")
+        key = self.key(f"{layout.ARTIFACTS_DIR}/{rel}")
         return self.store.exists(key) or bool(self.store.list(key))
