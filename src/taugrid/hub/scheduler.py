@@ -115,9 +115,7 @@ def _place(hub: context.Hub, run: dict[str, Any], d: cycle.Decision) -> None:
         "weights": d.weights,
         "capacity": d.capacity,
         "verdicts": [dataclasses.asdict(v) for v in d.verdicts],
-        "nodes": list(d.nodes)
-        if command.pinnable(runspec.read(run["spec"]))
-        else [],
+        "nodes": list(d.nodes) if command.pinnable(runspec.read(run["spec"])) else [],
     } | guests.placement_doc(d)
     to_stage = staging.missing(hub, run, d.cluster_id)  # dispatch gate: data not there yet
     if to_stage:
