@@ -95,6 +95,7 @@ class AgentThread:
         prewarm: bool = True,
         span: bool = False,
         gcs: bool = True,
+        spot_pools: tuple[str, ...] = (),
     ) -> None:
         # gcs=False: inventory over HTTP only, for clusters with token auth (Ray's
         # in-process GCS client would keep token mode on for the rest of the process)
@@ -109,6 +110,7 @@ class AgentThread:
             data_root=data_root,
             expected_nodes=expected_nodes,
             prewarm=prewarm,
+            spot_pools=spot_pools,
             **({"health": health} if health is not None else {}),
             span=guests.SpanConfig(cluster.ip, cluster.gcs_address, cluster.auth_token_file)
             if span

@@ -32,13 +32,16 @@ from tests.hub.harness import HubServer, make_hub
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
-IPS = ("127.0.0.236", "127.0.0.237")
+IPS = ("127.0.0.236", "127.0.0.237", "127.0.0.238")
+POOLS = ("sp", "sp", "od")
 PLATFORM = pb.one_cluster(
     "local",
     [
         "{name: sp, gpu_model: A100-80G, gpus_per_node: 4, cpus_per_node: 16,"
         " memory_per_node: 128Gi, nodes: 2, cost_per_gpu_hour: 0.9, capacity: spot,"
-        " reclaims_per_hour: 0.1}"
+        " reclaims_per_hour: 0.1}",
+        "{name: od, gpu_model: A100-80G, gpus_per_node: 4, cpus_per_node: 16,"
+        " memory_per_node: 128Gi, nodes: 1, cost_per_gpu_hour: 3.0}",
     ],
 )
 STEPS = 40
@@ -46,8 +49,10 @@ STEPS = 40
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ray_local.LocalRayCluster]:
-    labels = {naming.POOL_LABEL: "sp"}
-    shapes = [ray_local.NodeShape(ip=ip, labels=labels) for ip in IPS]
+    shapes = [
+        ray_local.NodeShape(ip=ip, labels={naming.POOL_LABEL: pool})
+        for ip, pool in zip(IPS, POOLS, strict=True)
+    ]
     c = rg.start_ray(list(IPS), tmp_path_factory.mktemp("ray-spot"), shapes)
     yield c
     c.stop()
@@ -60,7 +65,9 @@ def hub(tmp_path: Path, cluster: ray_local.LocalRayCluster) -> Iterator[tuple[Hu
     hub = make_hub(engine, tmp_path / "home", tmp_path / "platform.yaml", reclaim_grace_s=3.0)
     server = HubServer(hub).start()
     checker = nodecheck.CheckerConfig(every_s=0.5)
-    agent = rg.AgentThread(server, cluster, tmp_path / "agent", expected_nodes=2, health=checker)
+    agent = rg.AgentThread(
+        server, cluster, tmp_path / "agent", expected_nodes=3, health=checker, spot_pools=("sp",)
+    )
     agent.start()
     try:
         yield server, tmp_path / "agent" / "health" / "nodes"
@@ -146,3 +153,51 @@ def test_a_spot_run_reclaimed_twice_resumes_from_its_checkpoints_and_finishes(
     history = server.tau("run", "history", run_id)
     assert history.returncode == 0, history.stderr
     assert history.stdout.count("reclaim") >= 2, history.stdout
+
+
+WHERE_JOB = """\
+import ray
+import taugrid as tau
+
+ray.init()
+
+
+@ray.remote(num_cpus=0.1)
+def pool():
+    return ray.get_runtime_context().get_node_labels().get("taugrid.io/pool")
+
+
+selector = tau.label_selector()
+print("SELECTOR", selector)
+print("WORKER_POOL", ray.get(pool.options(label_selector=selector).remote()))
+print("DRIVER_POOL", ray.get_runtime_context().get_node_labels().get("taugrid.io/pool"))
+"""
+
+
+def _where_yaml(capacity: str) -> str:
+    return f"""\
+schema_version: 1
+name: where-{capacity}
+run: {{entrypoint: job.py}}
+compute: {{gpus: 4, gpu_model: A100-80G, workers: 1, cpus: 1, memory: 1Gi}}
+execution: {{launcher: ray-train}}
+resilience: {{max_retries: 0, capacity: {capacity}}}
+"""
+
+
+@pytest.mark.parametrize(("capacity", "pool"), [("spot", "sp"), ("on-demand", "od")])
+def test_a_run_that_places_its_own_workers_is_kept_to_its_capacitys_pools(
+    hub: tuple[HubServer, Path], tmp_path: Path, capacity: str, pool: str
+) -> None:
+    """A Ray Train script is not pinned by the hub: its driver gets the capacity's label
+    selector, and its workers get it from ``tau.label_selector()``."""
+    server, _ = hub
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "job.py").write_text(WHERE_JOB)
+    with server.http() as c:
+        run = rg.submit_run(c, _where_yaml(capacity), code)
+        done = rg.wait_run(c, run["id"], rg.finished, timeout=180)
+        logs = c.get(f"/v1/runs/{run['id']}/logs").json()["text"]
+    assert done["state"] == "succeeded", (done["reason"], logs[-2000:])
+    assert f"WORKER_POOL {pool}" in logs and f"DRIVER_POOL {pool}" in logs, logs[-2000:]

@@ -7,7 +7,7 @@ import json
 import render_builders as rb
 
 from taugrid.record import jobenv
-from taugrid.render import rayjobs, resolve, runspec
+from taugrid.render import command, naming, rayjobs, resolve, runspec
 
 
 def _spec(**groups: object) -> runspec.RunSpec:
@@ -121,3 +121,23 @@ def test_rayservice_runs_the_serve_driver_and_its_replicas_take_the_gpus() -> No
     assert cfg["resources"] == {"accelerator_type:A100-80G": 0.001}
     batch = _submit(_spec()).runtime_env["env_vars"]
     assert "TAU_SERVE_CONFIG" not in batch  # type: ignore[operator]
+
+
+def test_a_capacity_selector_keeps_an_unpinned_entrypoint_and_its_workers_to_its_pools() -> None:
+    spot = command.capacity_selector(("b-spot", "a-spot"), "spot")
+    assert spot == {naming.POOL_LABEL: "in(a-spot,b-spot)"}
+    assert command.capacity_selector(("a-spot",), "on-demand") == {naming.POOL_LABEL: "!in(a-spot)"}
+    assert command.capacity_selector((), "spot") == {}  # no spot pools: any node
+    assert command.capacity_selector(("a-spot",), "any") == {}  # a span of both
+    train = _spec(execution={"launcher": "ray-train"}, compute={"workers": 2})
+    sub = rayjobs.render_submission(
+        train, "run1", attempt=1, run_dir="/d", working_dir="/src", selector=spot
+    )
+    assert sub.entrypoint_label_selector == spot
+    assert json.loads(sub.runtime_env["env_vars"][jobenv.LABEL_SELECTOR]) == spot  # type: ignore[index]
+    one = _spec(run={"entrypoint": "train.py"})
+    pinned = rayjobs.render_submission(
+        one, "run1", attempt=1, run_dir="/d", working_dir="/src", nodes=("n1",), selector=spot
+    )
+    assert pinned.entrypoint_label_selector == {command.NODE_ID_LABEL: "n1"}  # the hub's node
+    assert jobenv.LABEL_SELECTOR not in _submit(one).runtime_env["env_vars"]  # type: ignore[operator]

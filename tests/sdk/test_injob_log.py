@@ -145,6 +145,18 @@ def test_environment_accessors(record: Path, monkeypatch: pytest.MonkeyPatch) ->
     assert tau.attempt() == 1
 
 
+def test_label_selector_is_the_pools_the_hub_placed_the_run_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("TAU_LABEL_SELECTOR", raising=False)
+    assert tau.label_selector() == {}  # any node
+    monkeypatch.setenv("TAU_LABEL_SELECTOR", '{"taugrid.io/pool": "in(a-spot)"}')
+    assert tau.label_selector() == {"taugrid.io/pool": "in(a-spot)"}
+    monkeypatch.setenv("TAU_LABEL_SELECTOR", "in(a-spot)")
+    with pytest.raises(tau.InJobEnvError, match="TAU_LABEL_SELECTOR is not JSON"):
+        tau.label_selector()
+
+
 def test_package_root_reexports_the_injob_api() -> None:
     assert sorted(tau.__all__) == sorted(injob.__all__)
     for name in injob.__all__:

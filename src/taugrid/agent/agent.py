@@ -61,7 +61,7 @@ from taugrid.dataplane import runtimes
 from taugrid.health import signals
 from taugrid.lifecycle import states as st
 from taugrid.record import store as recordstore
-from taugrid.render import rayjobs, runspec
+from taugrid.render import command, rayjobs, runspec
 
 __all__ = ["SETTLE_S", "Agent", "AgentConfig"]
 
@@ -100,6 +100,9 @@ class AgentConfig:
     """How this region reaches an S3 record store (None: platform.yaml's endpoint_url)."""
     span: guests.SpanConfig | None = None
     """The agent's own Ray cluster, when it may head spanning runs and lend them nodes."""
+    spot_pools: tuple[str, ...] = ()
+    """The cluster's spot node pools (platform.yaml): a run's entrypoint and the workers
+    it places itself are kept to the pools of the capacity the hub placed it on."""
 
 
 SUBMIT_TRIES = 4
@@ -390,6 +393,7 @@ class Agent:
             run_dir=str(run_dir),
             working_dir=str(code_dir),
             nodes=tuple(a.nodes),
+            selector=command.capacity_selector(self.config.spot_pools, a.capacity),
         )
         root = self.config.data_root or (self.sidecar.cfg.data_root if self.sidecar else None)
         sub = sub.with_env(rayjobs.input_env(a.inputs, str(root) if root else None))

@@ -37,7 +37,13 @@ from taugrid.platform import load as platform_load
 from taugrid.platform import models as pm
 from taugrid.render import naming
 
-__all__ = ["main", "node_shapes", "start_or_adopt", "stop_leftover", "use_ray_token"]
+__all__ = [
+    "main",
+    "node_shapes",
+    "start_or_adopt",
+    "stop_leftover",
+    "use_ray_token",
+]
 
 log = logging.getLogger(__name__)
 
@@ -223,6 +229,7 @@ def _serve(args: argparse.Namespace) -> None:
         prewarm_wait_s=args.prewarm_wait,
         expected_nodes=len(node_shapes(spec)) if cluster is not None else None,
         store_endpoint=os.environ.get("TAU_STORE_ENDPOINT") or None,
+        spot_pools=spec.spot_pools,
         # its own Ray cluster: it may head spanning runs and lend them guest nodes
         span=guests.SpanConfig(args.ray_ip, cluster.gcs_address, cluster.auth_token_file)
         if cluster is not None

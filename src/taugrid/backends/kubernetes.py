@@ -49,7 +49,6 @@ from taugrid.lifecycle import states as st
 from taugrid.platform import models as pm
 from taugrid.render import kueue, naming, plan, runspec
 from taugrid.render import pods as render_pods
-from taugrid.spec import models as sm
 from taugrid.spec import units
 
 __all__ = ["LABEL_SUBMISSION", "PREEMPTED", "KubernetesBackend"]
@@ -108,9 +107,7 @@ class KubernetesBackend(base.Backend):
     def __init__(self, platform: pm.Platform, cluster: pm.ClusterSpec) -> None:
         self.platform = platform
         self.pods = cluster.pods
-        self._spot_pools = sorted(
-            p.name for p in cluster.node_pools if p.capacity is sm.Capacity.SPOT
-        )
+        self._spot_pools = list(cluster.spot_pools)
         self.api = kube_api.KubeApi(cluster.kubeconfig, cluster.context)
         self._lock = threading.Lock()
         self._platform_applied = False

@@ -163,6 +163,11 @@ class ClusterSpec(_Model):
         "Ethernet; 0: not declared); multi-worker sync runs prefer the fastest.",
     )
 
+    @property
+    def spot_pools(self) -> tuple[str, ...]:
+        """The names of its spot node pools, sorted (a node of no pool is on-demand)."""
+        return tuple(sorted(p.name for p in self.node_pools if p.capacity is Capacity.SPOT))
+
 
 class RegionSpec(_Model):
     """A region: clusters that share a data root and a network location."""

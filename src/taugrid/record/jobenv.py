@@ -12,6 +12,7 @@ taugrid (an import-linter contract says so), so every layer may use it.
     CHECKPOINT_PATH     where checkpoints go; default ``$TAU_OUTPUT_DIR/checkpoints``
     TAU_FENCING_TOKEN   this attempt's fencing token, an int (``sdk.injob_fence``)
     TAU_PARAMS          a sweep trial's parameter values, a JSON object
+    TAU_LABEL_SELECTOR  the Ray node labels its own workers must have, a JSON object
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ __all__ = [
     "GPU_MODEL",
     "INPUTS",
     "INPUT_PREFIX",
+    "LABEL_SELECTOR",
     "MODEL_PATH",
     "MODEL_RECORD",
     "OUTPUT_DIR",
@@ -55,6 +57,10 @@ GPU_MODEL = "TAU_GPU_MODEL"
 PARAMS = "TAU_PARAMS"
 """A sweep trial's parameter values as a JSON object (``tau.params()``; the same values
 are also appended to the entrypoint's arguments as ``--name=value``)."""
+LABEL_SELECTOR = "TAU_LABEL_SELECTOR"
+"""The Ray node labels the run's workers must have, a JSON object (``tau.label_selector()``):
+the spot or on-demand node pools the hub placed it on, for a run that places its own
+workers (Ray Train's ``ScalingConfig(label_selector=...)``); ``{}`` when any node will do."""
 TENSORBOARD = "TAU_TENSORBOARD"
 """``1`` when tau.yaml asks for TensorBoard scalars (``metrics.tensorboard``): ``tau.log``
 then also writes them under ``artifacts/tensorboard/``."""

@@ -19,7 +19,10 @@ Owns three things both backends share (KubeRay objects and Ray Jobs submissions)
   set by ``render.rayjobs``). With the hub's node binding (``nodes``, one node ID per
   worker) the worker is pinned there: one worker by a label selector on Ray's
   ``ray.io/node-id`` node label, several by ``launch --nodes`` (one bundle label
-  selector each); Ray Train/Tune, pipelines and Serve are not pinned;
+  selector each); Ray Train/Tune, pipelines and Serve are not pinned: on a cluster with
+  spot pools their driver gets ``capacity_selector`` (the pools of the capacity the hub
+  placed the run on, by the ``taugrid.io/pool`` label), and their workers get it through
+  ``TAU_LABEL_SELECTOR`` (``tau.label_selector()``);
 - ``run_env``: ``TAU_RUN_ID``, ``TAU_OUTPUT_DIR``, ``CHECKPOINT_PATH``, sizes, then the
   researcher's ``runtime.env``.
 """
@@ -30,7 +33,7 @@ import dataclasses
 import shlex
 
 from taugrid.record import jobenv
-from taugrid.render import runspec
+from taugrid.render import naming, runspec
 from taugrid.spec import models as sm
 from taugrid.spec import workdir as spec_workdir
 
@@ -43,6 +46,7 @@ __all__ = [
     "SERVE_PORT_DEFAULT",
     "EntrypointPlan",
     "accelerator_resource",
+    "capacity_selector",
     "pinnable",
     "plan",
     "run_env",
@@ -206,3 +210,13 @@ def runtime_env(
         out["pip"] = list(spec.pip)
     out["env_vars"] = dict(env)
     return out
+
+
+def capacity_selector(spot_pools: tuple[str, ...], capacity: str | None) -> dict[str, str]:
+    """The Ray label selector of the node pools of ``capacity`` on a cluster whose spot
+    pools are ``spot_pools`` (a node without the pool label is on-demand): spot → in them,
+    on-demand → not in them; empty without spot pools or a single capacity."""
+    if not spot_pools or capacity not in (sm.Capacity.SPOT.value, sm.Capacity.ON_DEMAND.value):
+        return {}
+    op = "in" if capacity == sm.Capacity.SPOT.value else "!in"
+    return {naming.POOL_LABEL: f"{op}({','.join(sorted(spot_pools))})"}

@@ -88,18 +88,24 @@ def render_submission(
     run_dir: str,
     working_dir: str,
     nodes: tuple[str, ...] = (),
+    selector: dict[str, str] | None = None,
 ) -> RayJobSubmission:
     """The Ray Jobs submission of attempt ``attempt`` of run ``run_id``.
 
     ``run_dir`` is the directory the job writes its outputs into: the attempt's scratch
     on the agent's machine (``agent.recordsync`` uploads it into the record store);
     ``working_dir`` the code directory or URI to ship as the job's working_dir;
-    ``nodes`` the node ID of each worker as the hub bound them (``command.plan``).
+    ``nodes`` the node ID of each worker as the hub bound them (``command.plan``);
+    ``selector`` the node labels of the capacity it was placed on
+    (``command.capacity_selector``): the entrypoint's when not pinned to a node, and
+    ``TAU_LABEL_SELECTOR`` for the workers a Ray Train script places itself.
     """
     entry = command.plan(spec, nodes)
     ckpt = f"{run_dir.rstrip('/')}/{layout.CHECKPOINTS_DIR}"
     env = command.run_env(spec, run_id, run_dir=run_dir, checkpoint_default=ckpt)
     env = {**env, jobenv.ATTEMPT: str(attempt), jobenv.FENCING_TOKEN: ""}
+    if selector:
+        env[jobenv.LABEL_SELECTOR] = json.dumps(selector, sort_keys=True)
     if spec.serve is not None:  # the serve driver's orders (backends.serve_driver)
         env[jobenv.SERVE_CONFIG] = json.dumps(command.serve_config(spec))
     metadata = {
@@ -118,7 +124,7 @@ def render_submission(
         entrypoint_num_gpus=entry.num_gpus,
         entrypoint_memory=entry.memory_bytes or 0,
         entrypoint_resources=entry.resources,
-        entrypoint_label_selector=entry.label_selector,
+        entrypoint_label_selector=entry.label_selector or dict(selector or {}),
         runtime_env=command.runtime_env(spec, env, working_dir),
         metadata=metadata,
     )

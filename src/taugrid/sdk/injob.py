@@ -67,6 +67,7 @@ __all__ = [
     "checkpoint_info",
     "commit_checkpoint",
     "heartbeat",
+    "label_selector",
     "latest_checkpoint",
     "log",
     "output_dir",
@@ -94,6 +95,7 @@ commit_checkpoint = injob_checkpoint.commit_checkpoint
 latest_checkpoint = injob_checkpoint.latest_checkpoint
 output_dir = injob_env.output_dir
 params = injob_env.params
+label_selector = injob_env.label_selector
 rank = injob_env.rank
 run_id = injob_env.run_id
 save_artifact = injob_artifacts.save_artifact

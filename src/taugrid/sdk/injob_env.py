@@ -97,6 +97,22 @@ def params() -> dict[str, Any]:
     return doc
 
 
+def label_selector() -> dict[str, str]:
+    """The Ray node labels this run's workers must have: the spot or on-demand node pools
+    the hub placed it on (empty: any node). A script that places its own workers passes
+    it on, e.g. ``ScalingConfig(num_workers=4, label_selector=tau.label_selector())``."""
+    raw = os.environ.get(jobenv.LABEL_SELECTOR)
+    if not raw:
+        return {}
+    try:
+        doc = json.loads(raw)
+    except ValueError as exc:
+        raise InJobEnvError(f"{jobenv.LABEL_SELECTOR} is not JSON: {exc}") from exc
+    if not isinstance(doc, dict):
+        raise InJobEnvError(f"{jobenv.LABEL_SELECTOR} is not a JSON object: {raw[:80]!r}")
+    return {str(k): str(v) for k, v in doc.items()}
+
+
 def run_id() -> str:
     """``$TAU_RUN_ID``, or ``"local"`` outside a run."""
     return os.environ.get(jobenv.RUN_ID) or "local"
