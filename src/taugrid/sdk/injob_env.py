@@ -83,34 +83,30 @@ def checkpoint_root() -> Path:
     return Path(value) if value else output_dir() / layout.CHECKPOINTS_DIR
 
 
-def params() -> dict[str, Any]:
-    """This sweep trial's parameter values (``tau sweep``); empty outside a sweep."""
-    raw = os.environ.get(jobenv.PARAMS)
+def _json_object(name: str) -> dict[str, Any]:
+    """The JSON object in variable ``name`` (empty when unset)."""
+    raw = os.environ.get(name)
     if not raw:
         return {}
     try:
         doc = json.loads(raw)
     except ValueError as exc:
-        raise InJobEnvError(f"{jobenv.PARAMS} is not JSON: {exc}") from exc
+        raise InJobEnvError(f"{name} is not JSON: {exc}") from exc
     if not isinstance(doc, dict):
-        raise InJobEnvError(f"{jobenv.PARAMS} is not a JSON object: {raw[:80]!r}")
+        raise InJobEnvError(f"{name} is not a JSON object: {raw[:80]!r}")
     return doc
+
+
+def params() -> dict[str, Any]:
+    """This sweep trial's parameter values (``tau sweep``); empty outside a sweep."""
+    return _json_object(jobenv.PARAMS)
 
 
 def label_selector() -> dict[str, str]:
     """The Ray node labels this run's workers must have: the spot or on-demand node pools
     the hub placed it on (empty: any node). A script that places its own workers passes
     it on, e.g. ``ScalingConfig(num_workers=4, label_selector=tau.label_selector())``."""
-    raw = os.environ.get(jobenv.LABEL_SELECTOR)
-    if not raw:
-        return {}
-    try:
-        doc = json.loads(raw)
-    except ValueError as exc:
-        raise InJobEnvError(f"{jobenv.LABEL_SELECTOR} is not JSON: {exc}") from exc
-    if not isinstance(doc, dict):
-        raise InJobEnvError(f"{jobenv.LABEL_SELECTOR} is not a JSON object: {raw[:80]!r}")
-    return {str(k): str(v) for k, v in doc.items()}
+    return {str(k): str(v) for k, v in _json_object(jobenv.LABEL_SELECTOR).items()}
 
 
 def run_id() -> str:
