@@ -40,7 +40,11 @@ from tests.k8s import (
     tau_operator,
 )
 
-pytestmark = pytest.mark.k8s
+# The module's fixture (its own control plane, registry, real node and hub; the image
+# pushed and installed) counts against the timeout of whichever test runs first: about a
+# minute on an idle machine, four on a loaded one (the CI run of 40c2aea: 243 s), and the
+# pods then take up to four more to pull the image and become Ready.
+pytestmark = [pytest.mark.k8s, pytest.mark.timeout(600)]
 
 
 @pytest.fixture(scope="module")
