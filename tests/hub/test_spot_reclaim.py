@@ -62,7 +62,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ray_local.Loca
 def hub(tmp_path: Path, cluster: ray_local.LocalRayCluster) -> Iterator[tuple[HubServer, Path]]:
     (tmp_path / "platform.yaml").write_text(PLATFORM)
     engine = db.open_engine(f"sqlite:///{tmp_path / 'hub.db'}")
-    hub = make_hub(engine, tmp_path / "home", tmp_path / "platform.yaml", reclaim_grace_s=3.0)
+    # the grace covers the notice's way to the job (hub → agent → NOTICE → the job's next
+    # step) and its checkpoint; 3 s was too short on a loaded machine (a resume from the
+    # previous notice's checkpoint, seen once in a CI-loaded run)
+    hub = make_hub(engine, tmp_path / "home", tmp_path / "platform.yaml", reclaim_grace_s=10.0)
     server = HubServer(hub).start()
     checker = nodecheck.CheckerConfig(every_s=0.5)
     agent = rg.AgentThread(
@@ -118,13 +121,13 @@ def test_a_spot_run_reclaimed_twice_resumes_from_its_checkpoints_and_finishes(
     with server.http() as c:
         run_id = rg.submit_run(c, tau_yaml)["id"]
         first = _attempt_running(c, run_id, 1, 5)
-        _reclaim(inject, first["nodes"][0], "terminating in 3s")
+        _reclaim(inject, first["nodes"][0], "terminating in 10s")
         second = _attempt_running(c, run_id, 2, _steps(c, run_id)[-1] + 2)
         assert second["nodes"] != first["nodes"]
         # the provider replaces the first node (its notice goes, the checker clears its
         # mark); the second one is reclaimed in turn
         _reclaim(inject, first["nodes"][0], None)
-        _reclaim(inject, second["nodes"][0], "terminating in 3s")
+        _reclaim(inject, second["nodes"][0], "terminating in 10s")
         third = _attempt_running(c, run_id, 3, _steps(c, run_id)[-1])
         assert third["nodes"] == first["nodes"]
         done = rg.wait_run(c, run_id, rg.finished, timeout=180)
@@ -138,7 +141,7 @@ def test_a_spot_run_reclaimed_twice_resumes_from_its_checkpoints_and_finishes(
     attempts = done["attempts"]
     assert [a["failure_kind"] for a in attempts] == ["reclaim", "reclaim", None]
     assert all(
-        "Reclaimed: spot reclaim notice: terminating in 3s" in a["reason"] for a in attempts[:2]
+        "Reclaimed: spot reclaim notice: terminating in 10s" in a["reason"] for a in attempts[:2]
     )
     resumed = [a["resumed_from"] for a in attempts]
     assert resumed[1] and resumed[2], resumed
