@@ -115,9 +115,11 @@ def test_a_node_tainted_for_termination_requeues_its_run_and_it_resumes_from_its
     assert first["reason"].startswith("Reclaimed: spot reclaim notice: taint "), first
     assert "reclaim_notice" in events
     steps = [(m["attempt"], int(m["step"])) for m in metrics if m["name"] == "loss"]
-    last = max(s for a, s in steps if a == 1)
-    assert int((second["resumed_from"] or "-0").rsplit("-", 1)[1]) == last, (second, last)
-    assert min(s for a, s in steps if a == 2) == last + 1  # no step trained twice
+    resumed = int((second["resumed_from"] or "-0").rsplit("-", 1)[1])
+    # the notice's checkpoint: at or past every step the hub saw (the pod's last metric
+    # line, uploaded once its attempt had ended, may not reach the hub)
+    assert resumed >= max(s for a, s in steps if a == 1), (second, steps)
+    assert min(s for a, s in steps if a == 2) == resumed + 1  # no step trained twice
 
 
 def test_cancel_deletes_the_pod_and_kueue_releases(
