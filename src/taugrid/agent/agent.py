@@ -30,9 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
-import json
 import logging
-import os
 import shutil
 import threading
 import time
@@ -60,6 +58,7 @@ from taugrid.backends import errors as berr
 from taugrid.dataplane import runtimes
 from taugrid.health import signals
 from taugrid.lifecycle import states as st
+from taugrid.record import files
 from taugrid.record import store as recordstore
 from taugrid.render import command, rayjobs, runspec
 
@@ -438,10 +437,7 @@ class Agent:
             return False  # SIGTERM is their notice (agent.podsync)
         stop_at = time.time() + order.grace_s
         doc = {"token": order.token, "reason": order.reason, "stop_at": stop_at}
-        t.run_dir.mkdir(parents=True, exist_ok=True)
-        tmp = t.run_dir / f".{st.NOTICE_FILE}.{order.token}.tmp"
-        tmp.write_text(json.dumps(doc))
-        os.replace(tmp, t.run_dir / st.NOTICE_FILE)
+        files.write_json_atomic(t.run_dir / st.NOTICE_FILE, doc)
         self._notices[order.token] = (stop_at, order)
         log.info("attempt %s warned in %s: stopped in %.0fs", order.token, t.run_dir, order.grace_s)
         return True

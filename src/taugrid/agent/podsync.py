@@ -32,7 +32,6 @@ that line in its log; nothing ran).
 from __future__ import annotations
 
 import io
-import json
 import os
 import signal
 import subprocess
@@ -49,7 +48,7 @@ from taugrid.agent import recordsync
 from taugrid.backends import base
 from taugrid.lifecycle import states as st
 from taugrid.platform import models as pm
-from taugrid.record import jobenv, layout
+from taugrid.record import files, jobenv, layout
 from taugrid.record import store as recordstore
 
 __all__ = [
@@ -143,10 +142,7 @@ def job_env(a: wire.Assignment, out: Path) -> dict[str, str]:
 def _notice(out: Path, token: int) -> None:
     """``NOTICE`` for the job, as the agent writes it on Ray regions (written whole)."""
     doc = {"token": token, "reason": NOTICE_REASON, "stop_at": time.time() + NOTICE_S}
-    out.mkdir(parents=True, exist_ok=True)
-    tmp = out / f".{st.NOTICE_FILE}.tmp"
-    tmp.write_text(json.dumps(doc))
-    os.replace(tmp, out / st.NOTICE_FILE)
+    files.write_json_atomic(out / st.NOTICE_FILE, doc)
 
 
 def _run(cmd: list[str], cwd: Path, env: dict[str, str], out: Path, token: int) -> int:

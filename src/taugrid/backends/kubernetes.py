@@ -627,8 +627,4 @@ def _cpu(value: str) -> float:
 
 
 def _pod_gpus(pod: dict[str, Any]) -> float:
-    total = 0.0
-    for c in pod["spec"].get("containers", []):
-        limits = (c.get("resources") or {}).get("limits") or {}
-        total += float(limits.get(naming.GPU_RESOURCE, 0))
-    return total
+    return render_pods.gpus(pod["spec"])

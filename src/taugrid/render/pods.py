@@ -16,6 +16,7 @@ from taugrid.render import naming
 from taugrid.spec import models as sm
 
 __all__ = [
+    "gpus",
     "keep_to_capacity",
     "pod_specs",
     "pod_templates",
@@ -83,7 +84,7 @@ def keep_to_capacity(obj: dict[str, Any], spot_pools: list[str], capacity: str |
     operator = "In" if capacity == _SPOT else "NotIn"
     term = {"key": naming.POOL_LABEL, "operator": operator, "values": list(spot_pools)}
     for spec in pod_specs(obj):
-        if capacity == _SPOT and not _asks_gpus(spec):
+        if capacity == _SPOT and not gpus(spec):
             continue
         required = (
             spec.setdefault("affinity", {})
@@ -95,11 +96,10 @@ def keep_to_capacity(obj: dict[str, Any], spot_pools: list[str], capacity: str |
             t.setdefault("matchExpressions", []).append(dict(term))
 
 
-def _asks_gpus(spec: dict[str, Any]) -> bool:
-    return any(
-        naming.GPU_RESOURCE in ((c.get("resources") or {}).get("limits") or {})
-        for c in spec.get("containers", [])
-    )
+def gpus(spec: dict[str, Any]) -> float:
+    """The GPUs a pod spec's containers ask for (their ``nvidia.com/gpu`` limits)."""
+    limits = [(c.get("resources") or {}).get("limits") or {} for c in spec.get("containers", [])]
+    return sum(float(lim.get(naming.GPU_RESOURCE, 0)) for lim in limits)
 
 
 def tolerated(pods: pm.PodSettings, taint: dict[str, Any]) -> bool:
