@@ -8,9 +8,11 @@ end: ``tests/k8s/test_run_in_pods.py``."""
 from __future__ import annotations
 
 import base64
+import datetime as dt
 from typing import Any
 
 from taugrid.backends import base, kube_pods
+from taugrid.backends import kubernetes as kb
 from taugrid.platform import models as pm
 from taugrid.render import naming
 from taugrid.render import pods as render_pods
@@ -152,3 +154,18 @@ def test_no_spot_pools_or_no_single_capacity_leave_the_pods_alone() -> None:
         obj = _ray_job()
         render_pods.keep_to_capacity(obj, pools, capacity)
         assert obj == _ray_job()
+
+
+def test_a_deleted_pod_still_stores_outputs_until_its_grace_period_ends() -> None:
+    """``KubernetesBackend.settling``: the agent holds a stopped attempt's end while a pod
+    of it runs within its deletion's grace period (podsync stores the last metric lines)."""
+    now = dt.datetime(2026, 12, 6, 7, 0, tzinfo=dt.UTC)
+
+    def pod(phase: str, deletion: str | None) -> dict[str, Any]:
+        return {"metadata": {"deletionTimestamp": deletion}, "status": {"phase": phase}}
+
+    assert kb._still_running(pod("Running", None), now)
+    assert kb._still_running(pod("Running", "2026-12-06T07:00:30Z"), now)
+    assert not kb._still_running(pod("Running", "2026-12-06T06:59:59Z"), now)  # node gone?
+    assert not kb._still_running(pod("Succeeded", "2026-12-06T07:00:30Z"), now)
+    assert not kb._still_running(pod("Pending", None), now)

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 from kubernetes import client
 
-from taugrid.agent import agent, hubclient
+from taugrid.agent import agent, hubclient, nodecheck
 from taugrid.backends import kube_marks
 from taugrid.backends import kubernetes as kbackend
 from taugrid.platform import load as platform_load
@@ -127,7 +127,13 @@ class KubeAgent:
         self.backend = kbackend.KubernetesBackend(platform, spec)
         self.hub = hubclient.HubClient(server.url, server.agent_token(CLUSTER), CLUSTER)
         cfg = agent.AgentConfig(
-            CLUSTER, "k8s-east", state_dir, sync_s=0.3, report_s=1.0, prewarm=False
+            CLUSTER,
+            "k8s-east",
+            state_dir,
+            sync_s=0.3,
+            report_s=1.0,
+            prewarm=False,
+            health=nodecheck.CheckerConfig(every_s=3.0),  # a notice acted on within seconds
         )
         marks = kube_marks.NodeMarks(self.backend.api)
         self.agent = agent.Agent(cfg, self.backend, self.hub, marks)

@@ -146,7 +146,7 @@ class AttemptTracker:
         if bad and not status.state.terminal and self.fault is None:
             self.fault = f"node {bad[0]} marked faulty ({faulty[bad[0]]}); attempt stopped"
             backend.stop(self.submission_id)
-        job = self._held(status.state)
+        job = self._held(backend, status.state)
         changed = _STATE[job] is not self.state or job.terminal
         if changed and _STATE[job] is st.AttemptState.RUNNING:
             self.stall.progress(time.time())  # the stall clock starts when the job runs
@@ -187,12 +187,17 @@ class AttemptTracker:
         self._serve_sent = doc
         return doc
 
-    def _held(self, job: base.JobState) -> base.JobState:
+    def _held(self, backend: base.Backend, job: base.JobState) -> base.JobState:
         """The job's state, but not yet terminal while its final upload round runs
-        (``recordsync``: the end is reported once its outputs are stored or pending)."""
-        if not job.terminal or self.sync is None or self.sync.settled.is_set():
+        (``recordsync``: the end is reported once its outputs are stored or pending) or
+        while its stopped pods still store theirs (``Backend.settling``: the mirror is
+        pulled once more when the end is reported, so no metric line is lost)."""
+        if not job.terminal:
             return job
-        self.sync.finish(job is base.JobState.SUCCEEDED)
+        if self.sync is not None and not self.sync.settled.is_set():
+            self.sync.finish(job is base.JobState.SUCCEEDED)
+        elif self.mirror is None or not backend.settling(self.submission_id):
+            return job
         running = self.state is st.AttemptState.RUNNING
         return base.JobState.RUNNING if running else base.JobState.PENDING
 

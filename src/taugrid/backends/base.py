@@ -410,6 +410,12 @@ class Backend(abc.ABC):
         """Which nodes the job's driver and workers are on (``Capability.JOB_NODES``)."""
         raise NotImplementedError(f"{self.name} backend cannot place jobs on nodes")
 
+    def settling(self, job_id: str) -> bool:
+        """The job ended (``status`` is terminal) but a container of it may still be
+        storing outputs, e.g. a deleted pod within its grace period; the agent reports
+        the end once this is False. Backends whose end is final say False."""
+        return False
+
     def release_check(self, job_id: str) -> bool:
         """True when the job is terminal and holds no resources any more."""
         raise NotImplementedError(f"{self.name} backend cannot check release")

@@ -370,6 +370,17 @@ class KubernetesBackend(base.Backend):
         if found is not None and found[3] is not None:
             self.api.delete(found[0], found[2], found[1], found[3]["metadata"].get("uid"))
 
+    def settling(self, job_id: str) -> bool:
+        """A pod of a job this agent deleted (stopped, or ended for Kueue's eviction) still
+        runs within the grace period its deletion gave it: podsync is storing the job's
+        last metric lines and the notice's checkpoint. Past the deadline (a node that no
+        longer answers) nothing more will come."""
+        where = self._find(job_id)
+        if where is None or (job_id not in self._stopped and job_id not in self._ended):
+            return False
+        now = dt.datetime.now(dt.UTC)
+        return any(_still_running(p, now) for p in self._pods(where[1], job_id))
+
     def release_check(self, job_id: str) -> bool:
         """Kueue's quota released (no admitted Workload of it) and its pods gone."""
         found = self._current(job_id)
@@ -579,8 +590,20 @@ def _finished(kind: str, obj: dict[str, Any]) -> tuple[base.JobState, str] | Non
 
 
 def _time(obj: dict[str, Any], key: str) -> dt.datetime | None:
-    value = (obj.get("status") or {}).get(key)
+    return _parse_time((obj.get("status") or {}).get(key))
+
+
+def _parse_time(value: str | None) -> dt.datetime | None:
     return dt.datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None
+
+
+def _still_running(pod: dict[str, Any], now: dt.datetime) -> bool:
+    """The pod's containers run and its deletion's grace period (if deleted) has not
+    passed."""
+    if (pod.get("status") or {}).get("phase") != "Running":
+        return False
+    deadline = _parse_time(pod["metadata"].get("deletionTimestamp"))
+    return deadline is None or now < deadline
 
 
 RECLAIM_TAINTS = (
