@@ -20,6 +20,7 @@ from taugrid.backends import ray_local
 from taugrid.platform import load as platform_load
 from taugrid.portal import session
 from taugrid.store import db
+from tests import mlflow_server
 from tests.hub import region as rg
 from tests.hub.harness import HubServer, make_hub
 from tests.sdk import tensorboard_events
@@ -394,3 +395,58 @@ def _most_at_once(attempts: list[dict[str, Any]]) -> int:
     """The most attempts that held GPUs at the same moment (from their start and end)."""
     spans = [(a["created_at"], a["ended_at"] or time.time()) for a in attempts]
     return max(sum(1 for s, e in spans if s <= t < e) for t, _ in spans)
+
+
+def test_a_tracked_workspace_mirrors_every_metric_to_mlflow_and_catches_up_after_an_outage(
+    sqlite_engine: sa.Engine, tmp_path: Path, ray_cluster: ray_local.LocalRayCluster
+) -> None:
+    """Issue 35 item 4, the MLflow bridge, with a real MLflow server: the workspace names
+    it in platform.yaml; the server is down while the run trains, so the run succeeds
+    regardless and ``tau run history`` shows ``tracking_error``; once the server is back
+    the hub catches up: one MLflow run tagged with the TauGrid run, every loss point the
+    hub has at the same steps, the git-less run's end as FINISHED, and the link event."""
+    with mlflow_server.mlflow_server(tmp_path / "mlflow") as tracker:
+        platform_file = tmp_path / "platform.yaml"
+        ws = "  - name: default\n    team: research\n"
+        tracking = f"    tracking: {{mlflow_uri: '{tracker.url}', experiment: tau-test}}\n"
+        text = platform_load.default_platform_text()
+        assert ws in text
+        platform_file.write_text(text.replace(ws, ws + tracking))
+        server = HubServer(make_hub(sqlite_engine, tmp_path / "home", platform_file)).start()
+        agent = rg.AgentThread(server, ray_cluster, tmp_path / "agent").start()
+        try:
+            tracker.stop()  # an outage: nothing may be lost
+            with server.http() as c:
+                run = rg.submit_run(c, rg.quickstart_yaml("--steps 40 --checkpoint-every 20"))
+                done = rg.wait_run(c, run["id"], rg.finished)
+                losses = [
+                    (m["step"], m["value"])
+                    for m in c.get(f"/v1/runs/{run['id']}/metrics").json()
+                    if m["name"] == "loss"
+                ]
+            history = server.tau("run", "history", run["id"], "-o", "json")
+            assert done["state"] == "succeeded", done["reason"]
+            kinds = [e["kind"] for e in json.loads(history.stdout)["events"]]
+            assert "tracking_error" in kinds and "tracking_linked" not in kinds, kinds
+            tracker.start()  # back: the hub catches up
+            deadline = time.time() + 60
+            while not (found := tracker.runs("tau-test")) or (
+                found[0]["info"]["status"] != "FINISHED"
+            ):
+                assert time.time() < deadline, found
+                time.sleep(0.5)
+            with server.http() as c:
+                events = c.get(f"/v1/runs/{run['id']}/events").json()
+            (mirrored,) = found
+            points = tracker.history(mirrored["info"]["run_id"], "loss")
+        finally:
+            agent.stop()
+            server.stop()
+    tags = {t["key"]: t["value"] for t in mirrored["data"]["tags"]}
+    assert tags["taugrid.run_id"] == run["id"] and tags["taugrid.workspace"] == "default"
+    assert len(losses) == 40
+    assert [s for s, _ in points] == sorted(s for s, _ in losses)
+    assert [v for _, v in points] == pytest.approx([v for _, v in sorted(losses)])
+    link = next(e for e in events if e["kind"] == "tracking_linked")["payload"]
+    assert link["mlflow_run_id"] == mirrored["info"]["run_id"]
+    assert link["url"].startswith(tracker.url)

@@ -9,7 +9,7 @@ import pytest
 import sqlalchemy as sa
 
 from taugrid.lifecycle import phases as ph
-from taugrid.store import db, runs
+from taugrid.store import db, runs, tracking
 
 
 def _row(run_id: str, **kw: object) -> dict[str, object]:
@@ -168,3 +168,37 @@ def test_the_migrated_schema_is_the_one_the_code_declares(engine: sa.Engine) -> 
         ctx = MigrationContext.configure(conn, opts={"compare_type": True})
         diff = compare_metadata(ctx, schema.metadata)
     assert diff == [], diff
+
+
+def test_tracking_pending_lists_runs_with_metrics_past_their_cursor_or_an_unsent_end(
+    engine: sa.Engine,
+) -> None:
+    """``store.tracking`` (the MLflow bridge's progress): a run is pending while it has
+    metric rows past its mirror's cursor or has ended without its end sent; other
+    workspaces' runs never are."""
+    store, mirrors = runs.RunStore(engine), tracking.TrackingStore(engine)
+    store.insert_run(_row("quiet"), [])
+    store.insert_run(_row("busy"), [])
+    store.insert_run(_row("ended", state="succeeded"), [])
+    store.insert_run(_row("other", workspace="elsewhere", state="failed"), [])
+    point = {"attempt": 1, "step": 1, "name": "loss", "value": 1.0, "wall_time": time.time()}
+    store.add_metrics("busy", [point, {**point, "step": 2}])
+
+    def pending() -> list[str]:
+        return sorted(r["id"] for r in mirrors.pending(["default"], 10))
+
+    assert pending() == ["busy", "ended"]
+    sent = mirrors.metrics_after("busy", 0, 1)
+    assert [m["step"] for m in sent] == [1]
+    mirrors.save("busy", mlflow_run_id="m1", metric_id=sent[0]["id"])
+    assert pending() == ["busy", "ended"]  # step 2 is left
+    last = mirrors.metrics_after("busy", sent[0]["id"], 10)
+    mirrors.save("busy", metric_id=last[-1]["id"])
+    mirrors.save("ended", done=True)
+    assert pending() == []
+    assert mirrors.mirror("busy") == {
+        **(mirrors.mirror("busy") or {}),
+        "mlflow_run_id": "m1",
+        "done": False,
+        "error": "",
+    }

@@ -40,6 +40,7 @@ from taugrid.hub import (
     context,
     data_api,
     ha_api,
+    leader_loop,
     nodes_api,
     registry_api,
     replica,
@@ -49,6 +50,7 @@ from taugrid.hub import (
     serving_api,
     sweeps_api,
     tenancy_api,
+    tracking,
 )
 
 __all__ = ["DEFAULT_EXTENSIONS", "KEEP_ALIVE_S", "create_app", "install_extensions"]
@@ -75,12 +77,17 @@ def create_app(hub: context.Hub) -> fastapi.FastAPI:
         sched = scheduler.Scheduler(hub)
         app.state.scheduler = sched
         sched.start()
-        exports = results.ResultsThread(hub)
-        exports.start()
+        loops = [
+            leader_loop.LeaderLoop(hub, "results", results.retry_pending, results.RETRY_S),
+            leader_loop.LeaderLoop(hub, "tracking", tracking.mirror_pending, tracking.EVERY_S),
+        ]
+        for loop in loops:
+            loop.start()
         try:
             yield
         finally:
-            exports.stop()
+            for loop in loops:
+                loop.stop()
             sched.stop()
             rep.stop()
 

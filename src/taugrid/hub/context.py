@@ -32,7 +32,7 @@ from taugrid.hub import metrics, vault, wakeups
 from taugrid.platform import load as platform_load
 from taugrid.platform import models as pm
 from taugrid.scheduling import cycle
-from taugrid.store import auth, clusters, db, runs, secrets, sweeps, tenancy
+from taugrid.store import auth, clusters, db, runs, secrets, sweeps, tenancy, tracking
 
 __all__ = ["PLATFORM_TTL_S", "Hub", "HubConfig"]
 
@@ -81,6 +81,7 @@ class Hub:
         self.tenancy = tenancy.TenancyStore(self.engine)
         self.vault = vault.Vault(secrets.SecretStore(self.engine), config.tau_home)
         self.sweeps = sweeps.SweepStore(self.engine)
+        self.tracking = tracking.TrackingStore(self.engine)
         self.base_platform: pm.Platform = (
             platform_load.load_platform(config.platform_file)
             if config.platform_file

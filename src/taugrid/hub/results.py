@@ -25,7 +25,6 @@ from __future__ import annotations
 import hashlib
 import json
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -38,7 +37,7 @@ from taugrid.record import layout, s3
 from taugrid.record import store as recordstore
 from taugrid.record.run import RunRecord
 
-__all__ = ["RETRY_S", "ResultsThread", "check", "export", "output_url", "retry_pending"]
+__all__ = ["RETRY_S", "check", "export", "output_url", "retry_pending"]
 
 RETRY_S = 10.0
 
@@ -137,28 +136,3 @@ def retry_pending(hub: context.Hub) -> None:
         url = output_url(hub, run["workspace"], run["id"], run["spec"])
         if url is not None and save(hub, run, url):
             runs.finish_record(hub, run["id"])
-
-
-class ResultsThread:
-    """Runs ``retry_pending`` every ``RETRY_S`` while the hub app is up."""
-
-    def __init__(self, hub: context.Hub, every_s: float = RETRY_S) -> None:
-        self.hub, self.every_s = hub, every_s
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="tau-results", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=30)
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.every_s):
-            if not self.hub.is_leader():  # one replica exports (hub.replica)
-                continue
-            try:
-                retry_pending(self.hub)
-            except Exception:  # never let one bad round end the retries
-                continue

@@ -265,6 +265,22 @@ class WorkspaceData(_Model):
     _check_size = pydantic.field_validator("size")(units.check_quantity)
 
 
+class WorkspaceTracking(_Model):
+    """The tracking server a workspace's runs are mirrored to (``hub.tracking``)."""
+
+    mlflow_uri: str = pydantic.Field(
+        pattern=r"^https?://\S+$",
+        description="An MLflow tracking server's URL; the hub sends every run's metrics there.",
+    )
+    experiment: str | None = pydantic.Field(
+        default=None, description="The MLflow experiment (default: taugrid/<workspace>)."
+    )
+    token_env: str | None = pydantic.Field(
+        default=None,
+        description="A variable of the hub's environment holding a bearer token for the server.",
+    )
+
+
 class WorkspaceSpec(_Model):
     """A workspace (TauWorkspace): a namespace, its queue and its members."""
 
@@ -277,6 +293,9 @@ class WorkspaceSpec(_Model):
     data: WorkspaceData = pydantic.Field(default_factory=WorkspaceData)
     records: RecordStoreSpec | None = pydantic.Field(
         default=None, description="This workspace's record store (None: the platform's)."
+    )
+    tracking: WorkspaceTracking | None = pydantic.Field(
+        default=None, description="Mirror this workspace's runs to an MLflow server."
     )
 
     @property

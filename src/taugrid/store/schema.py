@@ -39,6 +39,7 @@ __all__ = [
     "team_quotas",
     "teams",
     "tokens",
+    "tracking_mirrors",
     "transfers",
     "workspace_members",
     "workspaces",
@@ -198,6 +199,18 @@ audit = sa.Table(
     sa.Column("action", sa.String(64), nullable=False),
     sa.Column("target", sa.String(256), nullable=False),
     sa.Column("detail", sa.JSON, nullable=False),
+)
+
+# -- the MLflow bridge (hub.tracking): how far each run's metrics reached its server ----
+tracking_mirrors = sa.Table(
+    "tracking_mirrors",
+    metadata,
+    sa.Column("run_id", sa.String(80), primary_key=True),
+    sa.Column("mlflow_run_id", sa.String(64), nullable=True),
+    sa.Column("metric_id", sa.Integer, nullable=False, default=0),  # metrics.id sent up to
+    sa.Column("done", sa.Boolean, nullable=False, default=False),  # its end sent too
+    sa.Column("error", sa.Text, nullable=False, default=""),
+    sa.Column("updated_at", sa.Float, nullable=False),
 )
 
 # -- workspace secrets (hub.vault): values sealed with the platform's key --------------
