@@ -372,6 +372,21 @@ class RunStore:
                 _event(c, run_id, "phase", _phase_row(run_id, new), rec.ts)
             return True
 
+    def in_phase(
+        self, state: str, phase: ph.Phase, status: ph.PhaseStatus, source: str
+    ) -> list[str]:
+        """Ids of the runs in ``state`` whose ``phase`` has ``status`` and ``source``: one
+        indexed query (``ix_phases_phase_status``), however many runs the store keeps."""
+        q = (
+            sa.select(t.runs.c.id)
+            .join(t.phases, t.phases.c.run_id == t.runs.c.id)
+            .where(t.phases.c.phase == phase.value, t.phases.c.status == status.value)
+            .where(t.phases.c.source == source, t.runs.c.state == state)
+            .order_by(t.runs.c.created_at)
+        )
+        with self.engine.connect() as c:
+            return [r.id for r in c.execute(q)]
+
     def phases(self, run_id: str) -> dict[ph.Phase, ph.PhaseRecord]:
         with self.engine.connect() as c:
             rows = _rows(c.execute(sa.select(t.phases).where(t.phases.c.run_id == run_id)))

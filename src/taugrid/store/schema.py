@@ -117,6 +117,8 @@ phases = sa.Table(
     sa.Column("source", sa.String(64), nullable=False),
     sa.Column("reason", sa.Text, nullable=False),
     sa.Column("ts", sa.Float, nullable=False),
+    # the runs whose phase waits on something (an export to retry): found without a scan
+    sa.Index("ix_phases_phase_status", "phase", "status"),
 )
 
 events = sa.Table(
