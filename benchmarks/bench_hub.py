@@ -6,7 +6,7 @@
    same cluster until RUNNING. Interleaved pairs, same cluster, medians; the ratio is
    reported for the agent's default sync interval (1 s) and a tight one (0.2 s).
 2. ``GET /v1/runs/{id}`` (what ``tau run status`` calls) p50/p99 with 1,000 runs stored.
-3. Hub process RSS with 10,000 runs stored, after listing and status calls.
+Memory with a large store: ``bench_hub_memory``.
 
     python -m benchmarks.bench_hub [--quick] [--no-write]
 """
@@ -16,8 +16,6 @@ from __future__ import annotations
 import argparse
 import base64
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -25,13 +23,13 @@ from typing import Any
 
 import httpx
 
-from benchmarks import report
+from benchmarks import bench_hub_memory, report
 from taugrid.backends import base, ray_local
 from taugrid.lifecycle import phases as ph
 from taugrid.sdk import submit
 from taugrid.store import db, runs
 from tests.hub import region as rg
-from tests.hub.harness import HubServer, free_port, make_hub
+from tests.hub.harness import HubServer, make_hub
 
 __all__ = ["main"]
 
@@ -115,29 +113,7 @@ def _fill(store: runs.RunStore, n: int) -> str:
     now = time.time()
     spec = {"workers": 1, "gpus_per_worker": 1, "name": "b", "outputs": []}
     for i in range(n):
-        rid = f"bench-{i:06d}"
-        row = {
-            "id": rid,
-            "name": "bench",
-            "workspace": "default",
-            "team": "research",
-            "state": "succeeded",
-            "reason": "exit code 0",
-            "priority": 0,
-            "gpus": 1,
-            "gpu_model": "A100-80G",
-            "spec": spec,
-            "config_yaml": "x" * 300,
-            "cluster_id": "local",
-            "current_token": None,
-            "attempts_used": 1,
-            "quota_held": False,
-            "cancel_requested": False,
-            "resume_from": None,
-            "not_before": 0.0,
-            "created_at": now + i,
-            "updated_at": now + i,
-        }
+        row = bench_hub_memory.run_row(f"bench-{i:06d}", i, spec, now)
         store.insert_run(row, ph.initial_phases(now).values())
     return f"bench-{n // 2:06d}"
 
@@ -160,55 +136,7 @@ def status_latency(n_runs: int, requests: int, tmp: Path) -> dict[str, float]:
     return {"p50_ms": lat[len(lat) // 2], "p99_ms": lat[int(len(lat) * 0.99) - 1], "runs": n_runs}
 
 
-def hub_rss(n_runs: int, tmp: Path) -> dict[str, float]:
-    home = tmp / "home-rss"
-    engine = db.open_engine(f"sqlite:///{home / 'hub.db'}") if home.mkdir() is None else None
-    assert engine is not None
-    _fill(runs.RunStore(engine), n_runs)
-    engine.dispose()
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "taugrid.hub.daemon", "--home", str(home), "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        from taugrid.sdk import client
-
-        cfg = None
-        for _ in range(100):
-            if (home / "credentials.json").exists():
-                cfg = client.HubConfig(
-                    f"http://127.0.0.1:{port}",
-                    __import__("json").loads((home / "credentials.json").read_text())["token"],
-                )
-                try:
-                    client.Client(cfg).health()
-                    break
-                except client.HubUnreachable:
-                    pass
-            time.sleep(0.2)
-        assert cfg is not None
-        cli = client.Client(cfg)
-        cli.runs(limit=1000)
-        for i in range(0, n_runs, max(1, n_runs // 100)):
-            cli.run(f"bench-{i:06d}")
-        rss_kb = int(
-            next(
-                ln
-                for ln in Path(f"/proc/{proc.pid}/status").read_text().splitlines()
-                if ln.startswith("VmRSS")
-            ).split()[1]
-        )
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
-    return {"rss_mib": rss_kb / 1024, "runs": n_runs}
-
-
-def _section(
-    sub: list[tuple[float, dict[str, float]]], st: dict[str, float], rss: dict[str, float], cmd: str
-) -> str:
+def _section(sub: list[tuple[float, dict[str, float]]], st: dict[str, float], cmd: str) -> str:
     rows = "\n".join(
         f"| {s:g} s | {r['tau_s']:.2f} s | {r['ray_s']:.2f} s | {r['ratio']:.2f} |" for s, r in sub
     )
@@ -225,8 +153,7 @@ def _section(
         f"{rows}\n\n"
         f"`GET /v1/runs/{{id}}` (`tau run status`) with {st['runs']:,} runs stored (SQLite): "
         f"p50 {st['p50_ms']:.1f} ms, p99 {st['p99_ms']:.1f} ms (target p99 < 50 ms).\n\n"
-        f"Hub RSS with {rss['runs']:,} runs stored, after a 1,000-row listing and 100 status "
-        f"reads: {rss['rss_mib']:.0f} MiB.\n"
+        'Memory: see "Hub memory and idle CPU with a large store" (`bench_hub_memory`).\n'
     )
 
 
@@ -235,18 +162,17 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--quick", action="store_true")
     p.add_argument("--no-write", action="store_true")
     args = p.parse_args(argv)
-    pairs, n_status, n_rss = (2, 200, 1000) if args.quick else (5, 1000, 10_000)
+    pairs, n_status = (2, 200) if args.quick else (5, 1000)
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         st = status_latency(n_status, 200 if args.quick else 1000, tmp)
-        rss = hub_rss(n_rss, tmp)
         cluster = rg.start_ray([IP], tmp / "ray")
         try:
             sub = [(s, submission_overhead(pairs, s, tmp, cluster)) for s in (1.0, 0.2)]
         finally:
             cluster.stop()
     cmd = "python -m benchmarks.bench_hub" + (" --quick" if args.quick else "")
-    section = _section(sub, st, rss, cmd)
+    section = _section(sub, st, cmd)
     print(section)
     if not (args.no_write or args.quick):  # a smoke run never replaces the real numbers
         report.write_section(section)

@@ -32,7 +32,7 @@ from taugrid.store import db
 from taugrid.store import schema as t
 from tests.hub.harness import free_port
 
-__all__ = ["main", "measure"]
+__all__ = ["main", "measure", "run_row"]
 
 SETTLE_S = 30.0
 _STATES = ["succeeded"] * 9 + ["failed"]
@@ -46,7 +46,9 @@ def fill(url: str, n: int) -> None:
     with engine.begin() as c:
         for lo in range(0, n, 5000):
             ids = [f"bench-{i:06d}" for i in range(lo, min(n, lo + 5000))]
-            c.execute(t.runs.insert(), [_run(rid, i, spec, now) for i, rid in enumerate(ids, lo)])
+            c.execute(
+                t.runs.insert(), [run_row(rid, i, spec, now) for i, rid in enumerate(ids, lo)]
+            )
             c.execute(
                 t.phases.insert(),
                 [
@@ -73,7 +75,8 @@ def fill(url: str, n: int) -> None:
     engine.dispose()
 
 
-def _run(rid: str, i: int, spec: dict[str, Any], now: float) -> dict[str, Any]:
+def run_row(rid: str, i: int, spec: dict[str, Any], now: float) -> dict[str, Any]:
+    """A finished run's row (every tenth failed), created ``10 * i`` seconds ago."""
     return {
         "id": rid,
         "name": "bench",
