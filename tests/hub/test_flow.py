@@ -424,6 +424,7 @@ def test_a_tracked_workspace_mirrors_every_metric_to_mlflow_and_catches_up_after
                     for m in c.get(f"/v1/runs/{run['id']}/metrics").json()
                     if m["name"] == "loss"
                 ]
+                _wait_for_event(c, run["id"], "tracking_error")  # the bridge's next round
             history = server.tau("run", "history", run["id"], "-o", "json")
             assert done["state"] == "succeeded", done["reason"]
             kinds = [e["kind"] for e in json.loads(history.stdout)["events"]]
@@ -450,3 +451,11 @@ def test_a_tracked_workspace_mirrors_every_metric_to_mlflow_and_catches_up_after
     link = next(e for e in events if e["kind"] == "tracking_linked")["payload"]
     assert link["mlflow_run_id"] == mirrored["info"]["run_id"]
     assert link["url"].startswith(tracker.url)
+
+
+def _wait_for_event(c: Any, run_id: str, kind: str, timeout_s: float = 30) -> None:
+    """Until the run has an event of ``kind`` (bounded)."""
+    deadline = time.time() + timeout_s
+    while kind not in [e["kind"] for e in c.get(f"/v1/runs/{run_id}/events").json()]:
+        assert time.time() < deadline, f"no {kind} event in {timeout_s:g} s"
+        time.sleep(0.3)
