@@ -143,7 +143,9 @@ def mirror_pending(hub: context.Hub) -> None:
             cfg = tracked[row["workspace"]]
             if cfg is None or cfg.mlflow_uri in down:
                 continue
-            client = clients.get(cfg.mlflow_uri) or clients.setdefault(cfg.mlflow_uri, _client(cfg))
+            if cfg.mlflow_uri not in clients:
+                clients[cfg.mlflow_uri] = _client(cfg)
+            client = clients[cfg.mlflow_uri]
             try:
                 _mirror_run(hub, client, cfg, row)
             except TrackingError as exc:
