@@ -4,7 +4,7 @@ Two network namespaces joined by a veth pair shaped with kernel ``tbf`` (``lab.n
 for several rates (and one link with 20 ms of user-space RTT). Per link: the probe's
 throughput and RTT (3 measurements, 1.5 s payload each) and one sha256-verified
 transfer of about 4 s worth of data through the agent's data server
-(``agent.dataserver`` → ``dataplane.transfer``). Needs root.
+(``agent.data.dataserver`` → ``dataplane.transfer``). Needs root.
 
     python -m benchmarks.bench_dataplane [--quick] [--no-write]
 
@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from benchmarks import report
-from taugrid.agent import dataserver, probes
+from taugrid.agent.data import dataserver, probes
 from taugrid.dataplane import manifest, transfer
 from taugrid.lab import net
 

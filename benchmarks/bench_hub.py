@@ -24,9 +24,10 @@ from typing import Any
 import httpx
 
 from benchmarks import bench_hub_memory, report
-from taugrid.backends import base, ray_local
+from taugrid.backends import base
+from taugrid.backends.ray import ray_local
 from taugrid.lifecycle import phases as ph
-from taugrid.sdk import submit
+from taugrid.sdk.client import submit
 from taugrid.store import db, runs
 from tests.hub import region as rg
 from tests.hub.harness import HubServer, make_hub

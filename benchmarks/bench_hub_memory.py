@@ -2,7 +2,7 @@
 
 A store (SQLite) is filled with N finished runs (90 % succeeded, the rest failed or
 cancelled), each with its nine phases and 20 metric points, written in bulk. The hub
-daemon (``python -m taugrid.hub.daemon``, the leader of its own store: scheduler, the
+daemon (``python -m taugrid.hub.server.daemon``, the leader of its own store: scheduler, the
 results exports' retries and the MLflow bridge all run) starts on it, answers a
 1,000-row listing and 100 status reads, then sits for ``SETTLE_S`` (several rounds of
 every leader loop). Measured: its resident memory then (VmRSS), its peak (VmHWM), and the
@@ -27,7 +27,7 @@ from typing import Any
 
 from benchmarks import report
 from taugrid.lifecycle import phases as ph
-from taugrid.sdk import client
+from taugrid.sdk.client import client
 from taugrid.store import db
 from taugrid.store import schema as t
 from tests.hub.harness import free_port
@@ -134,7 +134,7 @@ def measure(n: int, src: str | None = None, settle_s: float = SETTLE_S) -> dict[
         argv = [
             sys.executable,
             "-m",
-            "taugrid.hub.daemon",
+            "taugrid.hub.server.daemon",
             "--home",
             str(home),
             "--port",

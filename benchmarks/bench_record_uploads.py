@@ -1,4 +1,4 @@
-"""Record uploads benchmark: how far the record store lags the job (``agent.recordsync``).
+"""Record uploads benchmark: how far the record store lags the job (``agent.records.recordsync``).
 
 On the real SeaweedFS server (``tests/weed_s3.py``, built by ``s3/build.sh``):
 
@@ -34,9 +34,9 @@ from typing import Any
 
 from benchmarks import report
 from taugrid import payloads as wire
-from taugrid.agent import recordsync
+from taugrid.agent.records import recordsync
 from taugrid.record import store as recordstore
-from taugrid.sdk import injob_checkpoint
+from taugrid.sdk.job import injob_checkpoint
 
 __all__ = ["main"]
 
@@ -274,7 +274,7 @@ def _section(
 
 `python -m benchmarks.bench_record_uploads` ({time.strftime("%Y-%m-%d")}, {kind}, the
 shared 2-core machine at a 1-minute load average of up to {load:.1f}). The agent's
-`RecordSync` (`agent/recordsync.py`) uploads a job's scratch into the record store.
+`RecordSync` (`agent/records/recordsync.py`) uploads a job's scratch into the record store.
 
 | measure | value |
 |---|---|

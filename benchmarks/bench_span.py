@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import report
-from taugrid.backends import ray_local
+from taugrid.backends.ray import ray_local
 from taugrid.lab import net, span
 from tests.lab import span_jobs
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import report
-from taugrid.backends import ray_local
+from taugrid.backends.ray import ray_local
 from tests.agent import span_regions as sr
 from tests.cli.platform_env import copy_example
 from tests.hub import region as rg

@@ -34,7 +34,7 @@ from typing import Any
 import httpx
 
 from benchmarks import report
-from taugrid.agent import dataserver, datasync
+from taugrid.agent.data import dataserver, datasync
 from taugrid.dataplane import manifest, objstore, transfer
 from taugrid.store import db
 from tests.backends import backend_helpers as bh

@@ -4,7 +4,7 @@ An in-process hub (SQLite in a temporary directory, the packaged platform) gets 
 of N trials with ``parallel: N`` (every trial submitted at once; no agent, so they stay
 queued and count as running for the rules), then M metric points per trial are stored
 as an agent would store them. Measured: the cycle that submits the N trials
-(``hub.sweeps.advance``: N ``runs.submit`` calls with their records), and the cycle that
+(``hub.runs.sweeps.advance``: N ``runs.submit`` calls with their records), and the cycle that
 judges them (read every trial's points, apply the rule, cancel the laggards), for the
 median rule and for asha. That judging cycle is what every scheduling cycle pays while
 the sweep runs. Writes "## Sweeps: the hub's cycle per running sweep" in
@@ -25,7 +25,8 @@ from pathlib import Path
 
 from benchmarks import report
 from taugrid import payloads as wire
-from taugrid.hub import context, sweeps
+from taugrid.hub.core import context
+from taugrid.hub.runs import sweeps
 
 __all__ = ["main", "measure"]
 

@@ -4,7 +4,7 @@ An in-process hub (SQLite in a temporary directory) whose workspace names a real
 tracking server (``tracking/build.sh``, SQLite behind it, on loopback) has N ended runs
 with M metric points each in its store, as agents would have stored them, none mirrored
 yet: the backlog after a tracking-server outage. Measured: the rounds of
-``hub.tracking.mirror_pending`` (the leader's loop, without its 2 s pause) until nothing
+``hub.runs.tracking.mirror_pending`` (the leader's loop, without its 2 s pause) until nothing
 is pending, in seconds and metric points per second, and the hub's own CPU seconds in
 those rounds (the rest is MLflow's). Writes "## Tracking: the MLflow bridge's catch-up" in
 docs/BENCHMARKS.md.
@@ -22,7 +22,8 @@ import time
 from pathlib import Path
 
 from benchmarks import report
-from taugrid.hub import context, tracking
+from taugrid.hub.core import context
+from taugrid.hub.runs import tracking
 from taugrid.platform import load as platform_load
 from tests import mlflow_server
 
@@ -116,7 +117,7 @@ def main() -> None:
         "cores: an in-process hub (SQLite) with N ended runs of M metric points each, none "
         "mirrored yet (the backlog after a tracking-server outage), and a real MLflow "
         f"server (`tracking/build.sh`, SQLite store) on the same cores. Rounds of "
-        f"`hub.tracking.mirror_pending` ({tracking.RUNS_PER_ROUND} runs a round, "
+        f"`hub.runs.tracking.mirror_pending` ({tracking.RUNS_PER_ROUND} runs a round, "
         f"{tracking.BATCH} points a request) until nothing is pending; *hub CPU*: this "
         "process's CPU seconds in them (the rest is MLflow's).\n\n"
         "| runs N | points per run M | points | seconds | points/s | hub CPU (s) | rounds "

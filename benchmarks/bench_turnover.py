@@ -40,9 +40,9 @@ from ray import job_submission as rjs
 
 from benchmarks import report
 from taugrid.agent import agent, hubclient
-from taugrid.backends import ray_local
-from taugrid.hub import context
-from taugrid.sdk import submit
+from taugrid.backends.ray import ray_local
+from taugrid.hub.core import context
+from taugrid.sdk.client import submit
 from taugrid.store import db
 from tests.backends import backend_helpers as bh
 from tests.hub import region as rg

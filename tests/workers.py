@@ -11,10 +11,10 @@ rules keep that safe and short:
   hub is started once), and every test that uses one of ``SHARED_FIXTURES`` (an
   expensive session-scoped component) runs on that fixture's worker. Modules that share
   something host-wide that a namespace does not separate (processes found by a marker
-  prefix, ``backends._procs``) say so with ``pytestmark = pytest.mark.xdist_group(NAME)``
+  prefix, ``backends.ray._procs``) say so with ``pytestmark = pytest.mark.xdist_group(NAME)``
   and run one after another on one worker.
 - **One Ray start at a time.** Ray cluster starts take the host's start slot
-  (``TAU_RAY_START_LOCK``, ``backends._procs.start_slot``): on 2 cores, four clusters
+  (``TAU_RAY_START_LOCK``, ``backends.ray._procs.start_slot``): on 2 cores, four clusters
   starting at once ran past Ray's fixed raylet registration timeout.
 - **Order.** Groups start longest first, from the seconds per group of earlier runs
   on this machine (``~/.cache/taugrid/test-durations.json``, outside the checkout like
@@ -43,7 +43,7 @@ from typing import Any
 import pytest
 from xdist.scheduler import LoadScopeScheduling
 
-from taugrid.backends import _procs
+from taugrid.backends.ray import _procs
 
 WRAPPER = Path(__file__).with_name("netns-python")
 CACHE = Path.home() / ".cache" / "taugrid"

@@ -32,7 +32,7 @@ import numpy as np
 import ray
 
 import taugrid as tau
-from taugrid.sdk import roles
+from taugrid.sdk.job import roles
 
 ARMS, DIM, BETA, LR = 4, 6, 0.02, 0.5
 

@@ -1,6 +1,6 @@
 """TauGrid: run AI workloads across GPU clusters in several regions, on Ray.
 
-The package root is the in-job API (``taugrid.sdk.injob``) that training scripts use
+The package root is the in-job API (``taugrid.sdk.job.injob``) that training scripts use
 as ``import taugrid as tau``: ``tau.log``, ``tau.checkpoint``, ``tau.latest_checkpoint``,
 ``tau.save_artifact`` and friends.
 
@@ -15,7 +15,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from taugrid.sdk.injob import (
+    from taugrid.sdk.job.injob import (
         ArtifactError,
         CheckpointError,
         CheckpointInfo,
@@ -69,7 +69,7 @@ __all__ = [
     "world_size",
 ]
 
-_INJOB = "taugrid.sdk.injob"
+_INJOB = "taugrid.sdk.job.injob"
 
 
 def __getattr__(name: str) -> Any:

@@ -162,7 +162,7 @@ class PeerEndpoint(DataEndpoint):
 
 class NodeReport(_Payload):
     """One node of a state report: the one definition the agent writes
-    (``agent.health.node_rows``), the hub stores with the report, and the scheduling core
+    (``agent.nodes.health.node_rows``), the hub stores with the report, and the scheduling core
     and the simulator read (``scheduling.snapshot.cluster_from_report``).
 
     Extra fields are kept (``extra="allow"``): a backend may add what it knows of a node
@@ -233,7 +233,7 @@ class StateReport(_Payload):
     queues: list[dict[str, Any]] = pydantic.Field(default_factory=list)
     """The cluster's own queues (Kueue ClusterQueues: admitted, pending, GPUs reserved)."""
     spannable: bool = False
-    """The agent can head a spanning run and lend nodes to one (``agent.guests``): its
+    """The agent can head a spanning run and lend nodes to one (``agent.attempts.guests``): its
     Ray cluster is its own (``--start-ray``), so it knows the join address and token."""
 
 
@@ -323,7 +323,7 @@ _Text80 = Annotated[str, pydantic.StringConstraints(pattern=r"^[^\x00]*$", max_l
 
 
 class RuntimeStatus(_Payload):
-    """A change in one runtime's preparation on the agent's cluster (``agent.prewarm``).
+    """A change in one runtime's preparation on the agent's cluster (``agent.attempts.prewarm``).
 
     ``state``: ``preparing`` → ``ready`` | ``failed``; ``run_ids``: the runs waiting
     for it (an assignment or a hub hint); ``seconds``: how long the preparation took.
@@ -549,7 +549,7 @@ workspace's own secret of the same name takes precedence). Never a workspace's n
 
 class SecretSet(_Payload):
     """``PUT /v1/workspaces/{ws}/secrets/{name}`` and ``PUT /v1/secrets/{name}`` (the
-    platform's): the secret's keys and values, sealed by the hub (``hub.vault``)."""
+    platform's): the secret's keys and values, sealed by the hub (``hub.core.vault``)."""
 
     data: dict[
         Annotated[str, pydantic.StringConstraints(pattern=r"^[A-Za-z0-9._-]{1,253}$")],

@@ -21,8 +21,8 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from taugrid.agent import datasync
-from taugrid.backends import _procs, ray_local
+from taugrid.agent.data import datasync
+from taugrid.backends.ray import _procs, ray_local
 from taugrid.store import db
 from tests.backends import backend_helpers as bh
 from tests.hub import platform_builders as pb
@@ -111,5 +111,5 @@ def regions(tmp: Path, gpus: dict[str, int], token: Path | None = None) -> Itera
 
 
 def guest_pids() -> set[int]:
-    """Processes of any guest node on this host (``backends.ray_guest`` markers)."""
+    """Processes of any guest node on this host (``backends.ray.ray_guest`` markers)."""
     return _procs.marked("tau-guest/", prefix=True)

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from taugrid import huburls
-from taugrid.agent import datasync
+from taugrid.agent.data import datasync
 from taugrid.dataplane import wire
 from tests.dataplane import test_data_api as api
 from tests.hub.harness import HubServer

@@ -1,4 +1,4 @@
-"""The agent's lender (``agent.guests.Lender``) on real Ray: a guest order becomes a node
+"""The agent's lender (``agent.attempts.guests.Lender``) on real Ray: a guest order becomes a node
 of the head's Ray cluster, the head's agent does not count it as its own, and the node
 is stopped when the order is withdrawn; a node that cannot join is reported ``failed``.
 
@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 
 from taugrid import payloads as wire
-from taugrid.agent import guests
-from taugrid.backends import _procs, ray_guest, ray_local
+from taugrid.agent.attempts import guests
+from taugrid.backends.ray import _procs, ray_guest, ray_local
 from tests.backends import backend_helpers as bh
 
 # Guest nodes are swept by their marker prefix host-wide: one module at a time.

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from taugrid.agent import hubclient, nodecheck
+from taugrid.agent import hubclient
+from taugrid.agent.nodes import nodecheck
 from taugrid.backends import base
 from taugrid.health import signals
 from tests.dataplane.test_data_api import PLATFORM

@@ -1,5 +1,5 @@
 """Undelivered reports are kept and coalesced (``agent.outbox``); the hub stores each
-log character and metric line once (``hub.delivery``), also when a report it applied
+log character and metric line once (``hub.agents.delivery``), also when a report it applied
 comes again because its answer was lost, and names a real hole."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 
 from taugrid import payloads as wire
 from taugrid.agent import outbox
-from taugrid.hub import delivery
+from taugrid.hub.agents import delivery
 
 
 def _rep(**kw: Any) -> wire.AttemptReport:

@@ -1,4 +1,4 @@
-"""``python -m taugrid.agent.podsync``, the main process of a Kubernetes run's pods, run
+"""``python -m taugrid.agent.records.podsync``, the main process of a Kubernetes run's pods, run
 here as the pod would run it (a real process, the quickstart as its command) against a
 real record store (a directory: the same code as S3, ``record.store``):
 
@@ -26,10 +26,10 @@ import time
 from pathlib import Path
 
 from taugrid import payloads as wire
-from taugrid.agent import podsync
+from taugrid.agent.records import podsync
 from taugrid.record import layout
 from taugrid.record import store as recordstore
-from taugrid.sdk import submit
+from taugrid.sdk.client import submit
 
 QUICKSTART = Path(__file__).resolve().parents[2] / "examples" / "quickstart"
 KEY = "ml/runs/r-pod"
@@ -64,7 +64,7 @@ def _start(
         podsync.ATTEMPT_ENV: a.model_dump_json(),
         podsync.ROOT_ENV: str(tmp / f"pod-{a.attempt}"),
     }
-    cmd = [sys.executable, "-m", "taugrid.agent.podsync", "--", sys.executable, "train.py"]
+    cmd = [sys.executable, "-m", "taugrid.agent.records.podsync", "--", sys.executable, "train.py"]
     return subprocess.Popen(
         [*cmd, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )

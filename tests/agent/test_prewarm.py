@@ -21,8 +21,8 @@ from typing import Any
 import httpx
 import pytest
 
-from taugrid.agent import prewarm
-from taugrid.backends import ray_local
+from taugrid.agent.attempts import prewarm
+from taugrid.backends.ray import ray_local
 from taugrid.dataplane import runtimes
 from taugrid.store import db
 from tests import wheels

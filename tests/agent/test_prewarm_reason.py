@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from taugrid.agent import prewarm
+from taugrid.agent.attempts import prewarm
 
 PIP_NOT_FOUND = """Failed to set up runtime environment.
 Traceback (most recent call last):

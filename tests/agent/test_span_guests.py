@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from taugrid.backends import _procs
+from taugrid.backends.ray import _procs
 from tests.agent import span_regions as sr
 from tests.backends import backend_helpers as bh
 from tests.cli.platform_env import copy_example

@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from taugrid.agent import agent, hubclient
-from taugrid.backends import ray_jobs, ray_local
+from taugrid.backends.ray import ray_jobs, ray_local
 from taugrid.store import db
 from tests.hub import region as rg
 from tests.hub.harness import HubServer, make_hub

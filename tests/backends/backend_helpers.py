@@ -14,7 +14,8 @@ from typing import Any, TypeVar
 
 import pytest
 
-from taugrid.backends import base, ray_local
+from taugrid.backends import base
+from taugrid.backends.ray import ray_local
 
 T = TypeVar("T")
 

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import backend_helpers as h
 import pytest
 
-from taugrid.backends import ray_jobs, ray_local
+from taugrid.backends.ray import ray_jobs, ray_local
 
 
 @pytest.fixture(scope="session")

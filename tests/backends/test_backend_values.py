@@ -9,7 +9,9 @@ import backend_helpers as h
 import pydantic
 import pytest
 
-from taugrid.backends import base, errors, launch, ray_jobs, ray_state
+from taugrid.backends import base, errors
+from taugrid.backends.programs import launch
+from taugrid.backends.ray import ray_jobs, ray_state
 from taugrid.errors import SystemFault, UserError
 
 S = base.JobState

@@ -2,7 +2,7 @@
 on every pod template and the node pools of the capacity the hub placed the run on
 (``render.pods``, which also decides which Nodes are the region's
 by the cluster's tolerations and node selector), and podsync around a batch Job's command
-with the record store's Secret (``backends.kube_pods``). The real node tier runs it end to
+with the record store's Secret (``backends.kube.kube_pods``). The real node tier runs it end to
 end: ``tests/k8s/test_run_in_pods.py``."""
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ import base64
 import datetime as dt
 from typing import Any
 
-from taugrid.backends import base, kube_pods
-from taugrid.backends import kubernetes as kb
+from taugrid.backends import base
+from taugrid.backends.kube import kube_pods
+from taugrid.backends.kube import kubernetes as kb
 from taugrid.platform import models as pm
 from taugrid.render import naming
 from taugrid.render import pods as render_pods

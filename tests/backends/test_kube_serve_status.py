@@ -1,4 +1,4 @@
-"""``backends.kube_serve``: a RayService's status as KubeRay v1.5 writes it becomes the
+"""``backends.kube.kube_serve``: a RayService's status as KubeRay v1.5 writes it becomes the
 serve document the hub reads (the same shape a Ray region's serve driver writes), and
 the hub's phases follow from it.
 
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from taugrid.backends import kube_serve
-from taugrid.hub import serving
+from taugrid.backends.kube import kube_serve
+from taugrid.hub.serving import serving
 
 CONFIG = "applications:\n- name: digits\n  import_path: serve_app:app\n  route_prefix: /digits\n"
 

@@ -8,7 +8,9 @@ from pathlib import Path
 import backend_helpers as h
 import pytest
 
-from taugrid.backends import base, launch, ray_jobs
+from taugrid.backends import base
+from taugrid.backends.programs import launch
+from taugrid.backends.ray import ray_jobs
 
 pytestmark = pytest.mark.ray
 
@@ -22,7 +24,7 @@ raise SystemExit(int(os.environ.get("FAIL_RANK_EXIT", "0")) if os.environ["RANK"
 
 
 def _launcher(*args: str) -> str:
-    return f"{h.PY} -m taugrid.backends.launch " + " ".join(args)
+    return f"{h.PY} -m taugrid.backends.programs.launch " + " ".join(args)
 
 
 def test_two_workers_get_ranks_and_passthrough_env(

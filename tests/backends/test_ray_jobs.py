@@ -7,7 +7,8 @@ from pathlib import Path
 import backend_helpers as h
 import pytest
 
-from taugrid.backends import base, errors, ray_jobs, ray_local
+from taugrid.backends import base, errors
+from taugrid.backends.ray import ray_jobs, ray_local
 
 pytestmark = pytest.mark.ray
 

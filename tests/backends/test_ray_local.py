@@ -16,7 +16,8 @@ from pathlib import Path
 import backend_helpers as h
 import pytest
 
-from taugrid.backends import base, errors, ray_jobs, ray_local
+from taugrid.backends import base, errors
+from taugrid.backends.ray import ray_jobs, ray_local
 
 pytestmark = pytest.mark.ray
 
@@ -95,7 +96,7 @@ def test_killed_node_turns_dead_and_its_jobs_fail(
     )
     h.write_script(tmp_path, "wait.py", _WAIT)
     entry = (
-        f"{h.PY} -m taugrid.backends.launch --workers 2 --gpus-per-worker 4 "
+        f"{h.PY} -m taugrid.backends.programs.launch --workers 2 --gpus-per-worker 4 "
         f"--cpus-per-worker 1 -- {h.PY} wait.py"
     )
     launched = rb.submit(

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from taugrid.backends import ray_jobs, ray_local
+from taugrid.backends.ray import ray_jobs, ray_local
 
 STUB = "2026-12-02 16:43:18,911\tINFO job_manager.py:581 -- Runtime env is setting up.\n"
 DRIVER = "Running entrypoint for job j-a2: python job.py\nattempt 2: resumed from step 300\n"

@@ -1,11 +1,11 @@
-"""``backends.serve_traffic.summarise``: requests/s and latency from Ray Serve's proxy
+"""``backends.programs.serve_traffic.summarise``: requests/s and latency from Ray Serve's proxy
 access log (lines in the exact format Ray 2.60's proxy writes)."""
 
 from __future__ import annotations
 
 import datetime as dt
 
-from taugrid.backends import serve_traffic
+from taugrid.backends.programs import serve_traffic
 
 _FMT = "INFO {ts} proxy 127.0.28.2 af6b2ff7-0f27-43c0-8413-3f189f9fcf47 -- {req} {ms}ms"
 

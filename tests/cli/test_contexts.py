@@ -78,7 +78,15 @@ def test_tau_up_names_a_port_variable_it_cannot_use(tmp_path: Path, var: str, va
 def foreign_hub(tmp_path: Path) -> Iterator[tuple[Path, int]]:
     """The hub daemon of another ``$TAU_HOME`` on a port of its own."""
     home, port = tmp_path / "other", free_port()
-    argv = [sys.executable, "-m", "taugrid.hub.daemon", "--home", str(home), "--port", str(port)]
+    argv = [
+        sys.executable,
+        "-m",
+        "taugrid.hub.server.daemon",
+        "--home",
+        str(home),
+        "--port",
+        str(port),
+    ]
     proc = subprocess.Popen(
         argv, env=_env(home), stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT
     )
@@ -122,8 +130,8 @@ def test_a_foreign_hub_answering_on_our_url_is_named(
     (home / "run" / "ports.json").write_text(json.dumps({"hub_port": port}))
     # a hub of this home "runs" (say, one whose pid file survived): pid file of a live
     # process started with our home; it holds no port, the foreign hub does
-    nap = "import time; time.sleep(60)"  # argv: -m taugrid.hub.daemon --home HOME
-    argv = [sys.executable, "-c", nap, "taugrid.hub.daemon", "--home", str(home)]
+    nap = "import time; time.sleep(60)"  # argv: -m taugrid.hub.server.daemon --home HOME
+    argv = [sys.executable, "-c", nap, "taugrid.hub.server.daemon", "--home", str(home)]
     sleeper = subprocess.Popen(argv)
     try:
         (home / "run" / "hub.pid").write_text(str(sleeper.pid))

@@ -59,7 +59,15 @@ def _cluster_state(home: Path) -> dict[str, object]:
 def foreign(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, int]]:
     """Another home's hub on the port our home recorded before."""
     home, port = tmp_path_factory.mktemp("foreign-home"), free_port()
-    argv = [sys.executable, "-m", "taugrid.hub.daemon", "--home", str(home), "--port", str(port)]
+    argv = [
+        sys.executable,
+        "-m",
+        "taugrid.hub.server.daemon",
+        "--home",
+        str(home),
+        "--port",
+        str(port),
+    ]
     env = {k: v for k, v in os.environ.items() if not k.startswith("TAU_")}
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
     try:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from taugrid import version
 from taugrid.portal import session
-from taugrid.sdk import provenance
+from taugrid.sdk.client import provenance
 from tests.cli.test_secret_cli import tau
 from tests.hub import tenancy_builders as tb
 from tests.hub.harness import HubServer

@@ -15,7 +15,7 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from taugrid.agent import datasync
+from taugrid.agent.data import datasync
 from taugrid.dataplane import manifest, objstore, transfer
 from tests import weed_s3 as weed
 from tests.dataplane import test_data_api as api

@@ -14,7 +14,7 @@ import pytest
 import sqlalchemy as sa
 
 from taugrid import payloads as wire
-from taugrid.agent import datasync
+from taugrid.agent.data import datasync
 from tests.dataplane.test_data_api import PLATFORM
 from tests.hub import agent_builders as ab
 from tests.hub.harness import HubServer, free_port, make_hub

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from taugrid.agent import dataserver, probes
+from taugrid.agent.data import dataserver, probes
 from taugrid.dataplane import manifest, transfer
 from taugrid.lab import net
 

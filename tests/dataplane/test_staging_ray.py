@@ -14,8 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from taugrid.agent import dataserver, datasync
-from taugrid.backends import ray_local
+from taugrid.agent.data import dataserver, datasync
+from taugrid.backends.ray import ray_local
 from taugrid.dataplane import manifest, transfer
 from taugrid.store import db
 from tests.backends import backend_helpers as bh

@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from taugrid.agent import dataserver, probes
+from taugrid.agent.data import dataserver, probes
 from taugrid.dataplane import manifest, transfer
 from tests.hub.harness import free_port
 

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from taugrid.backends import ray_local
+from taugrid.backends.ray import ray_local
 from taugrid.store import db
 from tests.hub import platform_builders as pb
 from tests.hub import region as rg
@@ -49,7 +49,7 @@ _TAU_YAML = """
 schema_version: 1
 name: {name}
 run:
-  entrypoint: python -m taugrid.sdk.pipeline_job
+  entrypoint: python -m taugrid.sdk.job.pipeline_job
   workload_kind: pipeline
 compute:
   gpus: 0

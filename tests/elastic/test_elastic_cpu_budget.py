@@ -2,7 +2,7 @@
 
 A one-node Ray cluster of 4 CPUs and the pipeline of ``relocation_lab`` (here without
 moving): two CPU stages of one CPU per replica whose target asks 3 replicas each (6
-CPUs). The driver (``python -m taugrid.sdk.pipeline_job``, as a pipeline run starts it)
+CPUs). The driver (``python -m taugrid.sdk.job.pipeline_job``, as a pipeline run starts it)
 gives the pools at most 3 CPUs (``pipeline_job.cpu_budget``: all but one, which Ray
 Data's own tasks need; the job is submitted straight to Ray, so the run holds none), so
 every window runs on pools the cluster holds (without the cap the plan is 4 + 4
@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from taugrid.backends import base, ray_local
+from taugrid.backends import base
+from taugrid.backends.ray import ray_local
 from tests.backends import backend_helpers as h
 from tests.elastic import relocation_lab as lab
 
@@ -45,7 +46,7 @@ def test_stage_pools_stay_within_the_clusters_cpus_and_the_limit_is_named(
     try:
         job = backend.submit(
             h.submission(
-                f"{h.PY} -m taugrid.sdk.pipeline_job --config tau.yaml",
+                f"{h.PY} -m taugrid.sdk.job.pipeline_job --config tau.yaml",
                 runtime_env={
                     "working_dir": str(tmp_path),
                     "env_vars": {"TAU_OUTPUT_DIR": str(out), "TAU_RUN_ID": "cpu-bound"},

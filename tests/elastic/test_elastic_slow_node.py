@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from taugrid.backends import base, ray_local
+from taugrid.backends import base
+from taugrid.backends.ray import ray_local
 from tests.backends import backend_helpers as h
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.timeout(600)]

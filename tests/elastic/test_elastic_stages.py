@@ -41,7 +41,7 @@ def nothing():
 PIPELINE = """\
 name: p
 run:
-  entrypoint: python -m taugrid.sdk.pipeline_job
+  entrypoint: python -m taugrid.sdk.job.pipeline_job
   workload_kind: pipeline
 pipeline:
   source: {source}

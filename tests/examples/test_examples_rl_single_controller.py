@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from taugrid import errors
-from taugrid.sdk import roles
+from taugrid.sdk.job import roles
 from tests.cli import platform_env as pe
 
 IP = "127.0.29.11"

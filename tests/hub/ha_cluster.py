@@ -1,6 +1,6 @@
 """Builders for the leader-kill scenario: hub replica processes, a Ray region, clients.
 
-``Replicas`` starts real hub daemons (``python -m taugrid.hub.daemon``) on one
+``Replicas`` starts real hub daemons (``python -m taugrid.hub.server.daemon``) on one
 PostgreSQL database, each its own process on its own port, so the leader can be killed
 with SIGKILL. ``kill_leader_run`` is the whole scenario shared by the test
 (``test_hub_kill_leader``) and the benchmark (``benchmarks/bench_hub_failover``):
@@ -32,7 +32,7 @@ import httpx
 import sqlalchemy as sa
 
 from taugrid.agent import daemon as agent_daemon
-from taugrid.sdk import client, submit
+from taugrid.sdk.client import client, submit
 from tests.hub import agent_builders as ab
 from tests.hub import pg_server, region
 from tests.hub.harness import free_port
@@ -74,7 +74,7 @@ class Replicas:
         url = f"http://{self.host}:{port}"
         env = {**os.environ, "TAU_DATABASE_URL": self.database_url, "TAU_HUB_EXTENSIONS": ""}
         env["TAU_DATA_ROOT"] = str(self.base / "data")  # records: shared by every replica
-        cmd = [sys.executable, "-m", "taugrid.hub.daemon", "--home", str(home)]
+        cmd = [sys.executable, "-m", "taugrid.hub.server.daemon", "--home", str(home)]
         cmd += ["--host", self.host, "--port", str(port), "--leader-lease", str(self.lease_s)]
         log = (home / "hub.log").open("wb")
         self.procs[url] = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)

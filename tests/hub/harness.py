@@ -19,7 +19,8 @@ import sqlalchemy as sa
 import uvicorn
 
 from taugrid import home as tau_home
-from taugrid.hub import app, context, daemon
+from taugrid.hub.core import context
+from taugrid.hub.server import app, daemon
 
 TAU = shutil.which("tau") or str(Path(sys.executable).parent / "tau")
 """The ``tau`` console script of this environment."""

@@ -11,9 +11,11 @@ from typing import Any
 
 import httpx
 
-from taugrid.agent import agent, guests, hubclient, nodecheck
-from taugrid.backends import ray_cordon, ray_local
-from taugrid.sdk import submit
+from taugrid.agent import agent, hubclient
+from taugrid.agent.attempts import guests
+from taugrid.agent.nodes import nodecheck
+from taugrid.backends.ray import ray_cordon, ray_local
+from taugrid.sdk.client import submit
 from taugrid.store import db
 from tests.backends import backend_helpers as bh
 from tests.hub import harness

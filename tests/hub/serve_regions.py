@@ -16,8 +16,8 @@ from typing import Any
 import httpx
 from sklearn.datasets import load_digits
 
-from taugrid.hub import serve_router
-from taugrid.sdk import submit
+from taugrid.hub.serving import serve_router
+from taugrid.sdk.client import submit
 from taugrid.store import db
 from tests.hub import platform_builders as pb
 from tests.hub import region as rg

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 from prometheus_client import parser as prom_parser
 
-from taugrid.backends import ray_local
-from taugrid.hub import cost
+from taugrid.backends.ray import ray_local
+from taugrid.hub.tenancy import cost
 from taugrid.store import data as store_data
 from taugrid.store import db
 from tests.hub import region as rg
@@ -103,7 +103,7 @@ def _samples(server: HubServer, name: str) -> dict[tuple[tuple[str, str], ...], 
 
 
 def _gpu_hours(run: dict[str, Any]) -> float:
-    """What the run's own attempts say it held (independent of ``hub.cost``)."""
+    """What the run's own attempts say it held (independent of ``hub.tenancy.cost``)."""
     return sum(
         run["gpus"] * (a["ended_at"] - a["started_at"]) / 3600
         for a in run["attempts"]

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from taugrid.agent import hubclient
-from taugrid.backends import ray_local
+from taugrid.backends.ray import ray_local
 from taugrid.store import db
 from tests import weed_s3 as ws
 from tests.hub import cut_proxy

@@ -23,8 +23,8 @@ from typing import Any
 
 import pytest
 
-from taugrid.backends import _procs, ray_local
-from taugrid.hub import runs
+from taugrid.backends.ray import _procs, ray_local
+from taugrid.hub.runs import runs
 from tests.hub import region as rg
 from tests.hub.harness import HubServer
 

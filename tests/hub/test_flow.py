@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from taugrid.backends import ray_local
+from taugrid.backends.ray import ray_local
 from taugrid.platform import load as platform_load
 from taugrid.portal import session
 from taugrid.store import db

@@ -13,7 +13,8 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
 
-from taugrid.hub import app, context
+from taugrid.hub.core import context
+from taugrid.hub.server import app
 from tests import conftest
 from tests.hub.harness import HubServer, make_hub
 

@@ -1,4 +1,4 @@
-"""A spanning run through a real hub (``hub.guests``): placed across clusters, its guest
+"""A spanning run through a real hub (``hub.runs.guests``): placed across clusters, its guest
 orders relayed to the guest cluster's agent once the head says where to join, the
 guest's room held while it runs, the guest's word recorded, and the order withdrawn when
 the attempt ends.

@@ -18,8 +18,8 @@ from typing import Any
 import httpx
 import pytest
 
-from taugrid.agent import nodecheck
-from taugrid.backends import ray_local
+from taugrid.agent.nodes import nodecheck
+from taugrid.backends.ray import ray_local
 from taugrid.store import db
 from tests.backends import backend_helpers as bh
 from tests.hub import region as rg

@@ -19,8 +19,8 @@ import pytest
 
 from taugrid import payloads as wire
 from taugrid.agent import hubclient
-from taugrid.hub import context
-from taugrid.sdk import client
+from taugrid.hub.core import context
+from taugrid.sdk.client import client
 from taugrid.store import db
 from tests.cli import platform_env
 from tests.hub import agent_builders as ab

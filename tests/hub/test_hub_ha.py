@@ -21,8 +21,8 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from taugrid.hub import context
-from taugrid.sdk import client
+from taugrid.hub.core import context
+from taugrid.sdk.client import client
 from taugrid.store import db
 from tests.hub import agent_builders as ab
 from tests.hub import pg_server
@@ -236,7 +236,7 @@ def test_older_replica_refuses_a_schema_a_newer_one_migrated(
     # an older replica starting on it refuses to start, saying why (the real daemon)
     env = {**os.environ, "TAU_DATABASE_URL": database, "TAU_HUB_EXTENSIONS": ""}
     port = str(free_port())
-    cmd = [sys.executable, "-m", "taugrid.hub.daemon", "--home", str(tmp_path / "h")]
+    cmd = [sys.executable, "-m", "taugrid.hub.server.daemon", "--home", str(tmp_path / "h")]
     cmd += ["--port", port]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1

@@ -1,5 +1,5 @@
 """The agents' long-poll over the real hub API: it ends early with new work, and idle
-long-polls hold no server thread (``hub.wakeups``), so a fleet of waiting agents never
+long-polls hold no server thread (``hub.core.wakeups``), so a fleet of waiting agents never
 starves the requests that compute.
 
 Regions are played over HTTP with their real cluster tokens (``agent_builders``).

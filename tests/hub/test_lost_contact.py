@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from taugrid.backends import ray_local
-from taugrid.hub import runs
+from taugrid.backends.ray import ray_local
+from taugrid.hub.runs import runs
 from taugrid.store import db
 from tests.hub import platform_builders as pb
 from tests.hub import region as rg

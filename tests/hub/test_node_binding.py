@@ -18,7 +18,7 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
-from taugrid.backends import ray_local
+from taugrid.backends.ray import ray_local
 from taugrid.cli import main as cli_main
 from tests.hub import region as rg
 from tests.hub.harness import HubServer

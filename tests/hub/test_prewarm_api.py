@@ -14,7 +14,7 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from taugrid.hub import prewarm
+from taugrid.hub.placement import prewarm
 from tests.dataplane.test_data_api import PLATFORM
 from tests.hub import agent_builders as ab
 from tests.hub.harness import HubServer, platform_hub

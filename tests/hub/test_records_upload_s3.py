@@ -1,5 +1,5 @@
 """Jobs write to their agent's scratch; the agent uploads into an S3 record store
-(``agent.recordsync``), on real Ray (127.0.27.1), a real hub and agent, and the real
+(``agent.records.recordsync``), on real Ray (127.0.27.1), a real hub and agent, and the real
 SeaweedFS server (``weed_s3``):
 
 - a run whose record is in the bucket writes metrics, checkpoints (with their sha256),
@@ -29,12 +29,12 @@ from typing import Any
 import pytest
 
 from taugrid import payloads as wire
-from taugrid.agent import recordsync
-from taugrid.backends import ray_local
+from taugrid.agent.records import recordsync
+from taugrid.backends.ray import ray_local
 from taugrid.platform import models as pm
 from taugrid.record import checkpoints, layout, s3
 from taugrid.record import store as recordstore
-from taugrid.sdk import injob_checkpoint, injob_fence
+from taugrid.sdk.job import injob_checkpoint, injob_fence
 from taugrid.store import db
 from tests import weed_s3 as ws
 from tests.hub import cut_proxy

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from taugrid.backends import ray_local
+from taugrid.backends.ray import ray_local
 from tests.hub import region as rg
 from tests.hub.harness import HubServer
 

@@ -16,7 +16,8 @@ import pytest
 import sqlalchemy as sa
 
 from taugrid.errors import UserError
-from taugrid.hub import context, results, runs
+from taugrid.hub.core import context
+from taugrid.hub.runs import results, runs
 from taugrid.lifecycle import phases as ph
 from taugrid.lifecycle import states as st
 from taugrid.payloads import SubmitRequest

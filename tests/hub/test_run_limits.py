@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from taugrid.backends import ray_local
+from taugrid.backends.ray import ray_local
 from taugrid.store import db
 from tests.hub import region as rg
 from tests.hub.harness import HubServer, make_hub

@@ -23,7 +23,10 @@ import pytest
 import sqlalchemy as sa
 
 from taugrid import payloads as wire
-from taugrid.hub import agents, runs, scheduler, snapshot
+from taugrid.hub.agents import agents
+from taugrid.hub.placement import snapshot
+from taugrid.hub.runs import runs
+from taugrid.hub.server import scheduler
 from taugrid.scheduling import cycle
 from taugrid.scheduling import snapshot as snap
 from tests.hub.harness import HubServer, make_hub, platform_hub

@@ -1,7 +1,7 @@
 """Workspace secrets through the real hub server (SQLite and PostgreSQL): who may set,
 list and delete them, what the audit log and listings show (names and keys, never
 values), that the database holds them sealed, and that a run naming a secret or key
-that does not exist is refused before anything is stored (``hub.vault``)."""
+that does not exist is refused before anything is stored (``hub.core.vault``)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 import sqlalchemy as sa
 
 from taugrid import errors
-from taugrid.hub import vault
+from taugrid.hub.core import vault
 from taugrid.store import schema
 from taugrid.store import secrets as store
 from tests.hub import tenancy_builders as tb

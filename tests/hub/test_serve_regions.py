@@ -25,7 +25,7 @@ from typing import Any
 import httpx
 import pytest
 
-from taugrid.backends import ray_local
+from taugrid.backends.ray import ray_local
 from tests.hub import region as rg
 from tests.hub import serve_regions as sr
 from tests.hub.harness import HubServer

@@ -1,4 +1,4 @@
-"""The hub's deployment endpoint (``hub.serve_router``) against real HTTP upstreams.
+"""The hub's deployment endpoint (``hub.serving.serve_router``) against real HTTP upstreams.
 
 A real hub serves ``/v1/endpoints/default/digits``; the regions it routes to are two
 real HTTP servers on 127.0.43.3 and 127.0.43.4 standing in for the regions' Ray Serve
@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from taugrid.hub import serve_router
+from taugrid.hub.serving import serve_router
 from taugrid.store import db
 from tests.hub.harness import HubServer, make_hub
 

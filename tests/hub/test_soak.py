@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from taugrid.backends import ray_local
+from taugrid.backends.ray import ray_local
 from taugrid.store import db
 from tests import weed_s3 as ws
 from tests.hub import region as rg

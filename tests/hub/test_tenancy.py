@@ -9,7 +9,8 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from taugrid.hub import snapshot, tenancy
+from taugrid.hub.placement import snapshot
+from taugrid.hub.tenancy import tenancy
 from taugrid.platform import load as platform_load
 from taugrid.platform import models as pm
 from taugrid.store import tenancy as store_tenancy

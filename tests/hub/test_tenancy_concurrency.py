@@ -11,7 +11,7 @@ from collections import Counter
 import httpx
 import pytest
 
-from taugrid.hub import tenancy
+from taugrid.hub.tenancy import tenancy
 from tests.hub import tenancy_builders as tb
 from tests.hub.harness import HubServer
 

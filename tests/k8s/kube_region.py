@@ -16,9 +16,10 @@ from typing import Any
 import httpx
 from kubernetes import client
 
-from taugrid.agent import agent, hubclient, nodecheck
-from taugrid.backends import kube_marks
-from taugrid.backends import kubernetes as kbackend
+from taugrid.agent import agent, hubclient
+from taugrid.agent.nodes import nodecheck
+from taugrid.backends.kube import kube_marks
+from taugrid.backends.kube import kubernetes as kbackend
 from taugrid.platform import load as platform_load
 from taugrid.render import naming
 from taugrid.store import db

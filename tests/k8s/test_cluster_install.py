@@ -14,7 +14,7 @@ import pytest
 import yaml
 from kubernetes import client, config
 
-from taugrid.backends import kube_api
+from taugrid.backends.kube import kube_api
 from tests.cli import platform_env
 from tests.k8s import controlplane, crds, nodes, operators
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from taugrid.backends import kube_api
+from taugrid.backends.kube import kube_api
 from taugrid.render import cluster
 from tests.cli import platform_env
 from tests.k8s import controlplane

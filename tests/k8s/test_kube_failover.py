@@ -25,7 +25,7 @@ from unittest import mock
 
 import pytest
 
-from taugrid.backends import ray_local
+from taugrid.backends.ray import ray_local
 from tests import weed_s3 as ws
 from tests.hub import region as rg
 from tests.k8s import kube_region, pod_region

@@ -17,10 +17,10 @@ import pytest
 import yaml
 from kubernetes import client
 
-from taugrid.backends import kube_marks
-from taugrid.hub import runs as hub_runs
+from taugrid.backends.kube import kube_marks
+from taugrid.hub.runs import runs as hub_runs
 from taugrid.render import naming
-from taugrid.sdk import injob_checkpoint
+from taugrid.sdk.job import injob_checkpoint
 from tests.hub import harness
 from tests.k8s import controlplane, kube_region, nodes
 

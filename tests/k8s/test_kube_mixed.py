@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from taugrid.backends import ray_local
+from taugrid.backends.ray import ray_local
 from tests.hub import region as hub_region
 from tests.k8s import controlplane, kube_region, nodes
 

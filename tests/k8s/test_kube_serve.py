@@ -21,7 +21,7 @@ import pytest
 import yaml
 from kubernetes import client
 
-from taugrid.hub import runs as hub_runs
+from taugrid.hub.runs import runs as hub_runs
 from taugrid.render import naming
 from tests.hub import harness, serve_regions
 from tests.k8s import kube_region

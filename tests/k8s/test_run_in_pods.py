@@ -7,7 +7,7 @@ agent runs outside the cluster, as a platform team may run it. A ``workload_kind
 run of the quickstart, on the project image pulled from the tier's registry:
 
 - Kueue admits the Job, kube-scheduler binds its pod to the real node, the kubelet runs
-  it; in the pod ``agent.podsync`` fetches the code from the record in S3, runs the
+  it; in the pod ``agent.records.podsync`` fetches the code from the record in S3, runs the
   command and stores metrics, checkpoints and artifacts there; the first attempt crashes
   on purpose after its checkpoint at step 20, the retry resumes from it (a new pod);
   ``tau run logs`` shows the pod's log, the metrics the hub reports come from the

@@ -13,7 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from taugrid.backends import base, ray_local
+from taugrid.backends import base
+from taugrid.backends.ray import ray_local
 
 TRAIN = Path(__file__).parents[2] / "examples" / "span-data-parallel" / "train.py"
 

@@ -31,7 +31,7 @@ from typing import Any
 
 import pytest
 
-from taugrid.sdk import client, data, submit
+from taugrid.sdk.client import client, data, submit
 
 pytestmark = [
     pytest.mark.ray,

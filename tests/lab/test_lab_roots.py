@@ -33,7 +33,7 @@ from typing import Any
 import pytest
 
 from taugrid.lab import roots
-from taugrid.sdk import client, submit
+from taugrid.sdk.client import client, submit
 from tests import weed_s3 as ws
 
 pytestmark = [

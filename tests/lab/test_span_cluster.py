@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from taugrid.backends import ray_local
+from taugrid.backends.ray import ray_local
 from taugrid.lab import net, span
 from tests.lab import span_jobs
 

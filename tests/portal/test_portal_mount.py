@@ -14,14 +14,22 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
-from taugrid.hub import app
+from taugrid.hub.server import app
 from tests.hub import tenancy_builders as tb
 from tests.hub.harness import HubServer, free_port, make_hub
 from tests.portal.conftest import login
 
 
 def _daemon(home: Path, port: int, **env: str) -> subprocess.Popen[bytes]:
-    argv = [sys.executable, "-m", "taugrid.hub.daemon", "--home", str(home), "--port", str(port)]
+    argv = [
+        sys.executable,
+        "-m",
+        "taugrid.hub.server.daemon",
+        "--home",
+        str(home),
+        "--port",
+        str(port),
+    ]
     clean = {k: v for k, v in os.environ.items() if not k.startswith("TAU_")}
     return subprocess.Popen(argv, env={**clean, **env}, stdout=subprocess.DEVNULL)
 

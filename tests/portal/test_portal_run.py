@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from taugrid.backends import ray_local
-from taugrid.sdk import submit
+from taugrid.backends.ray import ray_local
+from taugrid.sdk.client import submit
 from tests.hub import region as rg
 from tests.hub import tenancy_builders as tb
 from tests.hub.harness import HubServer, make_hub

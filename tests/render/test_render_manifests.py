@@ -231,7 +231,7 @@ def test_rayjob_details() -> None:
 
 def test_multi_worker_rayjob_uses_the_launcher_and_reserves_nothing_for_the_driver() -> None:
     job = kuberay.render_rayjob(_spec("rayjob_multi"), RUN_ID)["spec"]
-    assert job["entrypoint"].startswith("python -m taugrid.backends.launch --workers 4")
+    assert job["entrypoint"].startswith("python -m taugrid.backends.programs.launch --workers 4")
     assert "entrypointNumCpus" not in job and "entrypointNumGpus" not in job
     assert job["rayClusterSpec"]["workerGroupSpecs"][0]["replicas"] == 4
     env = job["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["env"]

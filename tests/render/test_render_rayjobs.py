@@ -71,7 +71,7 @@ def test_multi_worker_uses_the_launcher_with_a_small_driver() -> None:
     spec = _spec(policy={"workspace": "cv"}, compute={"workers": 2, "gpus": 4, "gpu_model": "H100"})
     sub = _submit(spec)
     assert sub.entrypoint == (
-        "python -m taugrid.backends.launch --workers 2 --gpus-per-worker 4 "
+        "python -m taugrid.backends.programs.launch --workers 2 --gpus-per-worker 4 "
         "--cpus-per-worker 1 --accelerator H100 -- python train.py"
     )
     assert sub.entrypoint_num_gpus == 0 and 0 < sub.entrypoint_num_cpus < 1
@@ -112,7 +112,7 @@ def test_rayservice_runs_the_serve_driver_and_its_replicas_take_the_gpus() -> No
         serve={"import_path": "serve_app:app", "autoscaling": {"max_replicas": 3}},
     )
     sub = _submit(spec)
-    assert sub.entrypoint == "python -m taugrid.backends.serve_driver"
+    assert sub.entrypoint == "python -m taugrid.backends.programs.serve_driver"
     assert (sub.entrypoint_num_gpus, sub.entrypoint_resources) == (0, {})
     cfg = json.loads(sub.runtime_env["env_vars"]["TAU_SERVE_CONFIG"])  # type: ignore[index]
     assert cfg["app"] == "train" and cfg["import_path"] == "serve_app:app"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import taugrid as tau
-from taugrid.sdk import injob_checkpoint
+from taugrid.sdk.job import injob_checkpoint
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import pytest
 import taugrid as tau
 from taugrid import errors
 from taugrid.record import checkpoints
-from taugrid.sdk import injob_artifacts
+from taugrid.sdk.job import injob_artifacts
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ import pytest
 
 import taugrid as tau
 from taugrid.record import jobenv
-from taugrid.sdk import injob, injob_env
+from taugrid.sdk.job import injob, injob_env
 from tests.sdk import tensorboard_events
 
 

@@ -12,7 +12,7 @@ import pytest
 
 import taugrid as tau
 from taugrid.elastic import controller, sizing
-from taugrid.sdk import pipeline_job
+from taugrid.sdk.job import pipeline_job
 
 
 def _capped() -> controller.Controller:

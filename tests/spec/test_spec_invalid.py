@@ -179,6 +179,13 @@ CASES: dict[str, Case] = {
     "empty entrypoint": Case(
         q("entrypoint: train.py", "entrypoint: ''"), 4, 15, "run.entrypoint must not be empty"
     ),
+    "a TauGrid module that does not exist": Case(
+        q("entrypoint: train.py", "entrypoint: python -m taugrid.sdk.pipeline_job"),
+        4,
+        15,
+        "runs taugrid.sdk.pipeline_job, which this TauGrid does not have",
+        "python -m taugrid.sdk.job.pipeline_job",
+    ),
     "number as string": Case(
         q("entrypoint: train.py", "entrypoint: 123"),
         4,

@@ -11,7 +11,7 @@ from taugrid.spec import load
 PIPELINE = """\
 name: mm
 run:
-  entrypoint: python -m taugrid.sdk.pipeline_job
+  entrypoint: python -m taugrid.sdk.job.pipeline_job
   workload_kind: pipeline
 pipeline:
   source: stages:source

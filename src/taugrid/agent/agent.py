@@ -4,17 +4,17 @@ One ``step``: poll every tracked attempt → sync (attempt reports every step, a
 ``StateReport`` every ``report_s``) → act on the reply: start new assignments, stop
 what the hub says to stop, cordon nodes newly marked faulty (new submissions wait
 until a fresh cordon holds its node's GPUs). Nothing dials in: the hub answers each
-sync with the work. The node health checker (``agent.nodecheck``) runs with the state
+sync with the work. The node health checker (``agent.nodes.nodecheck``) runs with the state
 report.
 
-Runtime pre-warm (``agent.prewarm``): an assignment whose pip runtime is not warm
+Runtime pre-warm (``agent.attempts.prewarm``): an assignment whose pip runtime is not warm
 here waits (``AgentConfig.prewarm_wait_s`` at most) while the runtime is built on the
 cluster's nodes, then is submitted; requirements that cannot be installed fail the
 attempt (``runtime_env``) with pip's reason; any other preparation trouble only means
 the attempt is submitted cold. The hub's ``prepare`` hints start preparations
 for queued runs likely to run here; status changes ride on the next sync.
 
-Spanning runs (``agent.guests``, with ``AgentConfig.span``): each sync carries where the
+Spanning runs (``agent.attempts.guests``, with ``AgentConfig.span``): each sync carries where the
 spans this cluster heads are joined, and what its guest nodes for spans headed
 elsewhere are doing; each reply's guest orders are reconciled.
 
@@ -40,21 +40,15 @@ from typing import Any
 
 from taugrid import errors
 from taugrid import payloads as wire
-from taugrid.agent import (
-    datasync,
-    guests,
-    health,
-    hubclient,
-    nodecheck,
-    outbox,
-    podsync,
-    prewarm,
-    recordsync,
-    strays,
-    tracker,
-)
-from taugrid.backends import base, kube_marks, ray_cordon
+from taugrid.agent import hubclient, outbox
+from taugrid.agent.attempts import guests, prewarm, strays, tracker
+from taugrid.agent.data import datasync
+from taugrid.agent.nodes import health, nodecheck
+from taugrid.agent.records import podsync, recordsync
+from taugrid.backends import base
 from taugrid.backends import errors as berr
+from taugrid.backends.kube import kube_marks
+from taugrid.backends.ray import ray_cordon
 from taugrid.dataplane import runtimes
 from taugrid.health import signals
 from taugrid.lifecycle import states as st
@@ -94,7 +88,7 @@ class AgentConfig:
     health: nodecheck.CheckerConfig | None = dataclasses.field(
         default_factory=nodecheck.CheckerConfig
     )
-    """The node health checker (``agent.nodecheck``); None turns it off."""
+    """The node health checker (``agent.nodes.nodecheck``); None turns it off."""
     store_endpoint: str | None = None
     """How this region reaches an S3 record store (None: platform.yaml's endpoint_url)."""
     span: guests.SpanConfig | None = None

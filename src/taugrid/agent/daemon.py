@@ -16,7 +16,7 @@ default to free ones (``--ray-gcs-port`` / ``--ray-dashboard-port`` or
 ``TAU_RAY_GCS_PORT`` / ``TAU_RAY_DASHBOARD_PORT`` pin them).
 A node of that cluster whose Ray processes die is started again within seconds (a
 dead head restarts the whole cluster); nodes marked faulty are cordoned by
-``backends.ray_cordon``.
+``backends.ray.ray_cordon``.
 """
 
 from __future__ import annotations
@@ -31,8 +31,11 @@ from types import FrameType
 
 from taugrid import home as tau_home
 from taugrid import private
-from taugrid.agent import agent, datasync, guests, hubclient
-from taugrid.backends import errors, ray_cordon, ray_jobs, ray_local
+from taugrid.agent import agent, hubclient
+from taugrid.agent.attempts import guests
+from taugrid.agent.data import datasync
+from taugrid.backends import errors
+from taugrid.backends.ray import ray_cordon, ray_jobs, ray_local
 from taugrid.platform import load as platform_load
 from taugrid.platform import models as pm
 from taugrid.render import naming
@@ -267,8 +270,8 @@ def _serve_kubernetes(
 ) -> None:
     """Run the agent of a ``backend: kubernetes`` cluster (its kubeconfig/context) until
     SIGTERM: no Ray to start, no runtime pre-warm; nodes marked faulty get a condition
-    and a taint (``backends.kube_marks``)."""
-    from taugrid.backends import kube_marks, kubernetes
+    and a taint (``backends.kube.kube_marks``)."""
+    from taugrid.backends.kube import kube_marks, kubernetes
 
     backend = kubernetes.KubernetesBackend(platform, spec)
     hub = hubclient.HubClient(args.hub, token, args.cluster)

@@ -12,7 +12,7 @@ while the hub is away, however long.
 Delivered at most once: each report says where its log text starts (``log_from``)
 and where each metric line ends (``metric_ends``), so the hub stores only what it has
 not stored yet, also when a sync it applied is sent again because its answer was lost
-(``hub.delivery``). After an agent restart the hub's offsets (``Assignment.log_offset``,
+(``hub.agents.delivery``). After an agent restart the hub's offsets (``Assignment.log_offset``,
 ``metrics_offset``) say where to read on.
 """
 

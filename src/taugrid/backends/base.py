@@ -109,7 +109,7 @@ class _Value(pydantic.BaseModel):
 
 class PodAttempt(_Value):
     """What an attempt's pods need to fetch their code and store their outputs
-    themselves (``agent.podsync``, which wraps the run's command): the wrapper's argv,
+    themselves (``agent.records.podsync``, which wraps the run's command): the wrapper's argv,
     its environment, the values it reads from a Secret (the record store's credentials,
     by variable name) and where its scratch volume is mounted."""
 
@@ -192,7 +192,7 @@ class JobStatus(_Value):
     signals: tuple[PhaseSignal, ...] = ()
     serve: dict[str, Any] | None = None
     """A serving run's Serve status of its app where the cluster reports it (Kubernetes:
-    the RayService's status), shaped as ``backends.serve_driver`` writes it; None where
+    the RayService's status), shaped as ``backends.programs.serve_driver`` writes it; None where
     the run's own driver writes it (Ray regions)."""
 
 

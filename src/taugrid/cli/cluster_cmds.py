@@ -10,7 +10,7 @@
 
 These talk to the cluster's API server (``operator.install``), not to the hub: the one
 import the CLI makes below the SDK layer (``.importlinter`` names it). The installer
-(and with it ``backends.kube_api`` and the platform models) and the renderers are
+(and with it ``backends.kube.kube_api`` and the platform models) and the renderers are
 imported inside the commands: every other ``tau`` command starts without them
 (docs/ARCHITECTURE.md, "CLI start-up").
 """

@@ -1,6 +1,6 @@
 """``tau context list | use NAME | current``: which hub ``tau`` commands target.
 
-Contexts live in ``$TAU_HOME/contexts.json`` (``sdk.contexts``): ``local`` is the
+Contexts live in ``$TAU_HOME/contexts.json`` (``sdk.client.contexts``): ``local`` is the
 embedded platform (``tau up``); ``tau lab up`` adds ``lab`` and switches to it, ``tau
 lab down`` switches back. ``TAU_HUB_URL``/``TAU_TOKEN`` override the current context.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 
 from taugrid.cli import app, views
-from taugrid.sdk import client, contexts
+from taugrid.sdk.client import client, contexts
 
 __all__: list[str] = []
 

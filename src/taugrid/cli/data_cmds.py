@@ -1,7 +1,7 @@
 """``tau data register|list|show|replicas|replicate``, ``tau region list`` and
 ``tau run explain-placement``.
 
-Presentation only: every call goes through ``sdk.data`` (CLI → SDK → HTTP → hub).
+Presentation only: every call goes through ``sdk.client.data`` (CLI → SDK → HTTP → hub).
 Every listing takes ``-o json``.
 """
 
@@ -12,7 +12,8 @@ from typing import Annotated, Any
 import typer
 
 from taugrid.cli import app, views
-from taugrid.sdk import data, embedded
+from taugrid.sdk.client import data
+from taugrid.sdk.local import embedded
 
 __all__: list[str] = []
 

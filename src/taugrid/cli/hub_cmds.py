@@ -12,7 +12,7 @@ from typing import Any
 import typer
 
 from taugrid.cli import app, views
-from taugrid.sdk import embedded
+from taugrid.sdk.local import embedded
 
 __all__: list[str] = []
 

@@ -1,6 +1,6 @@
 """``tau admin metrics setup``: Prometheus (and Grafana) files for the running platform.
 
-Talks to the hub only through ``taugrid.sdk`` (``sdk.monitoring``, imported by the
+Talks to the hub only through ``taugrid.sdk`` (``sdk.client.monitoring``, imported by the
 command: its YAML writer and package data are not needed to start ``tau``).
 """
 
@@ -12,8 +12,8 @@ from typing import Annotated
 import typer
 
 from taugrid.cli import app, views
-from taugrid.sdk import client as sdk_client
-from taugrid.sdk import embedded
+from taugrid.sdk.client import client as sdk_client
+from taugrid.sdk.local import embedded
 
 __all__: list[str] = []
 
@@ -35,7 +35,7 @@ def metrics_setup(
 ) -> None:
     """Write a ready Prometheus config (hub scrape with a scrape-only token, alert rules)
     and Grafana provisioning for the platform this shell targets."""
-    from taugrid.sdk import monitoring
+    from taugrid.sdk.client import monitoring
 
     cli = embedded.ensure_client(views.progress)
     target = out if out is not None else sdk_client.tau_home() / "monitoring"

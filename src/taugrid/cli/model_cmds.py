@@ -1,6 +1,6 @@
 """``tau model ...``: register a run's model, list and show versions, move aliases.
 
-Talks to the hub only through ``taugrid.sdk.registry``. ``tau serve deploy --model
+Talks to the hub only through ``taugrid.sdk.client.registry``. ``tau serve deploy --model
 NAME@ALIAS`` serves a registered version.
 """
 
@@ -11,8 +11,9 @@ from typing import Annotated, Any
 import typer
 
 from taugrid.cli import app, views
-from taugrid.sdk import client as sdk_client
-from taugrid.sdk import embedded, registry
+from taugrid.sdk.client import client as sdk_client
+from taugrid.sdk.client import registry
+from taugrid.sdk.local import embedded
 
 __all__: list[str] = []
 

@@ -11,7 +11,8 @@ from typing import Annotated, Any
 import typer
 
 from taugrid.cli import app, views
-from taugrid.sdk import client, contexts, embedded
+from taugrid.sdk.client import client, contexts
+from taugrid.sdk.local import embedded
 
 __all__: list[str] = []
 

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import typer
 
 from taugrid.cli import app, views
-from taugrid.sdk import pipelines
+from taugrid.sdk.client import pipelines
 
 __all__ = ["print_stage_status"]
 

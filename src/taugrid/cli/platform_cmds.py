@@ -182,7 +182,7 @@ def validate_command(
             sys.stdout.write(json.dumps(doc, indent=2) + "\n")
             raise typer.Exit(_USER_ERROR_EXIT) from None
         raise _fail(exc) from None
-    from taugrid.sdk import records
+    from taugrid.sdk.client import records
 
     stores = records.check_platform(platform)
     if stores:

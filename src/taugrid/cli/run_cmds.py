@@ -7,7 +7,7 @@ A NAME is a run ID or a run name. A name several runs share means the newest of 
 read-only commands say on stderr which run they picked; ``cancel`` and ``resume`` refuse
 and ask for the ID.
 
-Submitting (``sdk.submit``: the tau.yaml loader and the command renderer) and live
+Submitting (``sdk.client.submit``: the tau.yaml loader and the command renderer) and live
 views (``rich.live``) are imported where they are used: the read-only commands start
 without them (docs/ARCHITECTURE.md, "CLI start-up").
 """
@@ -23,8 +23,9 @@ import typer
 
 from taugrid import errors
 from taugrid.cli import app, pipeline_cmds, views
-from taugrid.sdk import client as sdk_client
-from taugrid.sdk import embedded, pipelines, usage
+from taugrid.sdk.client import client as sdk_client
+from taugrid.sdk.client import pipelines, usage
+from taugrid.sdk.local import embedded
 from taugrid.spec import outputs
 
 __all__: list[str] = []
@@ -98,7 +99,7 @@ def submit_cmd(
     output: views.SubmitOutput = "text",
 ) -> None:
     """Submit a run: tau run [TARGET] [-c FILE] [--watch]."""
-    from taugrid.sdk import submit
+    from taugrid.sdk.client import submit
 
     prepared = submit.prepare(target, config)
     if dry_run is not None:

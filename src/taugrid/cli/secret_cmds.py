@@ -1,6 +1,6 @@
 """``tau secret set | list | delete``: workspace secrets (and, for admins, the platform's).
 
-Talks to the hub only through ``taugrid.sdk`` (``sdk.secrets``). Values are read from the
+Talks to the hub only through ``taugrid.sdk`` (``sdk.client.secrets``). Values are read from the
 command line (``KEY=VALUE``) or standard input (``KEY=-``), sent once, and never printed:
 listings show names, keys and who set them. Runs name them in ``runtime.secrets``.
 """
@@ -14,9 +14,9 @@ from typing import Annotated
 import typer
 
 from taugrid.cli import app, views
-from taugrid.sdk import client as sdk_client
-from taugrid.sdk import embedded
-from taugrid.sdk import secrets as sdk
+from taugrid.sdk.client import client as sdk_client
+from taugrid.sdk.client import secrets as sdk
+from taugrid.sdk.local import embedded
 
 __all__: list[str] = []
 

@@ -1,5 +1,5 @@
 """``tau serve ...``: deploy a trained run as a live endpoint; list, status, logs,
-scale, update, delete. Talks to the hub only through ``taugrid.sdk.serving``.
+scale, update, delete. Talks to the hub only through ``taugrid.sdk.client.serving``.
 
 ``deploy``/``update``/``scale`` return once the hub has stored the change; ``--wait``
 follows the deployment until it is Ready (exit 0) or Failed (exit 1).
@@ -13,8 +13,9 @@ from typing import Annotated, Any
 import typer
 
 from taugrid.cli import app, views
-from taugrid.sdk import client as sdk_client
-from taugrid.sdk import embedded, serving
+from taugrid.sdk.client import client as sdk_client
+from taugrid.sdk.client import serving
+from taugrid.sdk.local import embedded
 
 __all__: list[str] = []
 

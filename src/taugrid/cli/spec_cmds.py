@@ -4,7 +4,7 @@ Owns the two spec commands registered on ``cli.app.run_app``. Output contract:
 
 - ``validate [FILE]`` (or ``-c FILE``; default ``./tau.yaml``) makes the checks ``tau
   run`` makes before and after sending: locally the file itself, ``run.working_dir``
-  and the entrypoint's script (``sdk.submit.check``); then, when a platform is
+  and the entrypoint's script (``sdk.client.submit.check``); then, when a platform is
   reachable (``TAU_HUB_URL``, the current context, or this home's running platform —
   validate never starts one), the hub resolves the file as a submission that stores
   nothing (``POST /v1/runs`` with ``dry_run``): workspace, profile, priority, regions,
@@ -21,7 +21,7 @@ Owns the two spec commands registered on ``cli.app.run_app``. Output contract:
   "unchecked"}``.
 - ``schema`` prints the JSON Schema of tau.yaml on stdout.
 
-The pydantic models, the loader, the schema and ``sdk.submit`` are imported by the
+The pydantic models, the loader, the schema and ``sdk.client.submit`` are imported by the
 commands, not with this module, and a client only when a hub is found
 (docs/ARCHITECTURE.md, "CLI start-up").
 """
@@ -42,13 +42,13 @@ import typer
 from taugrid import errors
 from taugrid.cli import app as _app
 from taugrid.cli import views
-from taugrid.sdk import client as sdk_client
-from taugrid.sdk import embedded
+from taugrid.sdk.client import client as sdk_client
+from taugrid.sdk.local import embedded
 from taugrid.spec import errors as spec_errors
 from taugrid.spec import units
 
 if TYPE_CHECKING:
-    from taugrid.sdk import submit
+    from taugrid.sdk.client import submit
     from taugrid.spec import models
 
 __all__ = ["OutputFormat", "schema_command", "summarize", "validate_command"]
@@ -146,7 +146,7 @@ def validate_command(
     if file is not None and config is not None and file != config:
         raise typer.BadParameter(f"two files given: {file} and -c {config}; pass one")
     path = file or config or pathlib.Path("tau.yaml")
-    from taugrid.sdk import submit
+    from taugrid.sdk.client import submit
 
     try:
         checked = submit.check(path)
@@ -188,7 +188,7 @@ def _labels(checks: tuple[str, ...]) -> str:
 
 
 def _print_refusal(path: pathlib.Path, exc: errors.UserError, output: OutputFormat) -> None:
-    from taugrid.sdk import submit
+    from taugrid.sdk.client import submit
 
     if output is OutputFormat.TEXT:
         views.report(exc)
@@ -214,7 +214,7 @@ def _print_refusal(path: pathlib.Path, exc: errors.UserError, output: OutputForm
 def _print_valid(
     path: pathlib.Path, parsed: models.TauConfig, platform: _Platform, output: OutputFormat
 ) -> None:
-    from taugrid.sdk import submit
+    from taugrid.sdk.client import submit
 
     line, notes = summarize(parsed), _notes(parsed)
     remote = submit.PLATFORM_CHECKS if platform.url is not None else ()

@@ -1,6 +1,6 @@
 """``tau sweep submit | list | status | cancel``: hyperparameter sweeps (``sweep`` in tau.yaml).
 
-Talks to the hub only through ``taugrid.sdk`` (``sdk.sweeps``). ``status`` is the
+Talks to the hub only through ``taugrid.sdk`` (``sdk.client.sweeps``). ``status`` is the
 leaderboard: every trial with its parameters, state and best value, best first;
 ``--watch`` follows it until the sweep ends. Every listing has ``-o json``.
 """
@@ -13,9 +13,9 @@ from typing import Annotated, Any
 import typer
 
 from taugrid.cli import app, views
-from taugrid.sdk import client as sdk_client
-from taugrid.sdk import embedded
-from taugrid.sdk import sweeps as sdk
+from taugrid.sdk.client import client as sdk_client
+from taugrid.sdk.client import sweeps as sdk
+from taugrid.sdk.local import embedded
 
 __all__: list[str] = []
 

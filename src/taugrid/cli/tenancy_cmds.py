@@ -1,7 +1,7 @@
 """Tenancy commands: ``tau workspace ...``, ``tau queue list``, ``tau login`` and
 ``tau admin quota | token | audit``.
 
-Talks to the hub only through ``taugrid.sdk`` (``sdk.tenancy``). Every command has
+Talks to the hub only through ``taugrid.sdk`` (``sdk.client.tenancy``). Every command has
 ``-o json``; the hub decides who may do what (researchers: their workspaces; admins:
 everything), so a refused command prints the hub's reason and exits 2.
 """
@@ -14,9 +14,10 @@ from typing import Annotated, Any
 import typer
 
 from taugrid.cli import app, views
-from taugrid.sdk import client as sdk_client
-from taugrid.sdk import embedded, usage
-from taugrid.sdk import tenancy as sdk
+from taugrid.sdk.client import client as sdk_client
+from taugrid.sdk.client import tenancy as sdk
+from taugrid.sdk.client import usage
+from taugrid.sdk.local import embedded
 
 __all__: list[str] = []
 

@@ -230,7 +230,7 @@ def phase_tree(run: dict[str, Any]) -> rich.table.Table:
 
 
 def gap_line(gap: dict[str, Any]) -> str:
-    """One hole in the hub's copy of a run's log (``hub.delivery``), said plainly."""
+    """One hole in the hub's copy of a run's log (``hub.agents.delivery``), said plainly."""
     size = int(gap.get("to", 0)) - int(gap.get("from", 0))
     return (
         f"missing: {size} characters of attempt {gap.get('attempt')}'s driver log "

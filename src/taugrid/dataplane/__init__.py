@@ -11,5 +11,5 @@ keys (layer 3). The record stores that hold run records are ``taugrid.record``.
 - ``runtimes``  runtime environments as cache keys (what "warm" means for a region)
 
 The hub keeps the durable state (``store.data``); agents move the bytes
-(``agent.dataserver`` serves, ``agent.datasync`` fetches).
+(``agent.data.dataserver`` serves, ``agent.data.datasync`` fetches).
 """

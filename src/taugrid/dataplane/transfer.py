@@ -1,6 +1,6 @@
 """Copy a dataset replica from a peer region's data server: HTTP Range resume + sha256.
 
-Protocol (served by ``agent.dataserver``): ``GET /v1/datasets/{id}/files/{path}`` with
+Protocol (served by ``agent.data.dataserver``): ``GET /v1/datasets/{id}/files/{path}`` with
 ``Range: bytes=N-`` answers 206 with the rest of the file. Each file is written to
 ``<path>.part``; an interrupted transfer leaves the part on disk, and the next attempt
 re-hashes it and asks only for the missing bytes. A file is renamed into place only

@@ -1,4 +1,4 @@
-"""Payloads of the data API (``hub.data_api``), its agent channel, and agent-to-agent HTTP.
+"""Payloads of the data API (``hub.api.data_api``), its agent channel, and agent-to-agent HTTP.
 
 Kept next to the data plane (rather than in ``taugrid.payloads``) because only the data
 API, the agents' data sync and the SDK's data calls use them; the compatibility rules of

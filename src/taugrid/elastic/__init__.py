@@ -5,5 +5,5 @@ shortfall), ``controller`` (pure: resize decisions from live measurements),
 ``stages`` (load stage callables, run a batch with dead-lettering), ``profile``
 (measure each stage on a sample, for ``tau run plan``) and ``ray_exec`` (the thin Ray
 Data side). Nothing here imports the hub, the agent or the SDK: the in-job driver
-(``sdk.pipeline_job``) wires metrics in through a callback.
+(``sdk.job.pipeline_job``) wires metrics in through a callback.
 """

@@ -24,7 +24,7 @@ and a node is never avoided for being the only one. Avoidance lasts for the run.
 
 The third level (moving the run) starts here too: ``cpus_wanted`` says when the
 cluster's CPUs, and nothing else, keep the pipeline from its target, and how many CPUs
-would meet it; the driver (``sdk.pipeline_job``) then asks the hub to move the run.
+would meet it; the driver (``sdk.job.pipeline_job``) then asks the hub to move the run.
 """
 
 from __future__ import annotations

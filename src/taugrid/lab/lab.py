@@ -8,7 +8,7 @@
 2. network namespaces and shaped veth links (``lab.net``);
 3. the hub daemon on 127.0.0.1 (a free port), SQLite under ``home/hub``, in a private
    mount namespace that hides the regions' roots (as root, ``roots.confine``); the context
-   ``lab`` (``sdk.contexts``) is added and made current, so ``tau`` commands target
+   ``lab`` (``sdk.client.contexts``) is added and made current, so ``tau`` commands target
    the lab without exported variables;
 4. per region an agent daemon rooted at ``home/regions/<region>`` (its copies of the
    platform file and tokens; a mount namespace hiding the hub's and the other regions'
@@ -18,7 +18,7 @@
    listen in the region's namespace, one address per link, with the link's RTT added
    in user space;
 5. wait until every agent is registered; ``home/lab.json`` records what runs;
-6. the supervisor (``sdk.supervise``) that starts a dead hub or agent again.
+6. the supervisor (``sdk.local.supervise``) that starts a dead hub or agent again.
 
 ``down`` stops the supervisor, then agents (each stops its Ray cluster; a Ray cluster
 left behind by a killed agent is stopped from its state file), then the hub, then
@@ -43,9 +43,10 @@ import yaml
 
 from taugrid import errors
 from taugrid import home as tau_home
-from taugrid.backends import ray_local
+from taugrid.backends.ray import ray_local
 from taugrid.lab import net, roots, topology
-from taugrid.sdk import client, contexts, embedded
+from taugrid.sdk.client import client, contexts
+from taugrid.sdk.local import embedded
 
 __all__ = ["CONTEXT", "Lab"]
 
@@ -94,7 +95,7 @@ class Lab:
         return embedded.Daemon(f"lab-{name}", home or self.hub_home)
 
     def _supervisor(self) -> embedded.Daemon:
-        """Restarts the lab's hub and agents when they die (``sdk.supervise``)."""
+        """Restarts the lab's hub and agents when they die (``sdk.local.supervise``)."""
         return embedded.Daemon("lab-supervisor", self.hub_home, embedded.SUPERVISOR_MODULE)
 
     # -- up ------------------------------------------------------------------------------
@@ -212,7 +213,7 @@ class Lab:
 
     def _start_hub(self, platform: Path, regions: list[str], progress: Progress) -> str:
         port = _free_port()
-        argv = [sys.executable, "-m", "taugrid.hub.daemon", "--home", str(self.hub_home)]
+        argv = [sys.executable, "-m", "taugrid.hub.server.daemon", "--home", str(self.hub_home)]
         argv += ["--port", str(port), "--platform", str(platform), "--lease", "15"]
         argv = self._confine(argv, self.roots.hidden_from_hub(regions))
         self._daemon("hub").start(argv, self._env())

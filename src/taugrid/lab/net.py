@@ -15,7 +15,7 @@ the host (hub, agents, Jobs API clients) reaches the region's link addresses, e.
 Ray head started inside the namespace.
 
 RTT is not added here (``netem`` is not available everywhere): it is emulated in user
-space by the probe and data servers (``delays`` per local address; see ``agent.probes``).
+space by the probe and data servers (``delays`` per local address; see ``agent.data.probes``).
 ``down`` deletes the namespaces, which deletes their veths (and the host's routes through
 them); it is idempotent.
 """

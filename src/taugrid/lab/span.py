@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from taugrid.backends import ray_local
+from taugrid.backends.ray import ray_local
 from taugrid.lab import net
 
 __all__ = ["DASHBOARD_PORT", "GCS_PORT", "HEALTH_CHECK_FAILURES", "span_cluster"]

@@ -86,14 +86,14 @@ class FailureKind(enum.StrEnum):
 
 HUB_STOPPED = (FailureKind.PREEMPTION, FailureKind.RELOCATION, FailureKind.RECLAIM)
 """Kinds the hub sets on a running attempt to stop it; its run is requeued at once from
-its latest checkpoint without using up a retry (``hub.attempts``)."""
+its latest checkpoint without using up a retry (``hub.runs.attempts``)."""
 NOTICE_FILE = "NOTICE"
 """What the agent writes into the job's ``$TAU_OUTPUT_DIR`` when it will stop the attempt
 after a grace: JSON ``{"token", "reason", "stop_at"}`` (``stop_at``: wall time), read by
 ``tau.preemption_notice()``, which ignores a notice of another attempt's token."""
 RECLAIM_MARK = "reclaim"
 """The node mark a reclaim notice opens (``tau admin node mark --kind reclaim``, or an
-agent's checker): attempts on the node are warned, then stopped (``hub.attempts.reclaim``)."""
+agent's checker): attempts on the node are warned, then stopped (``hub.runs.attempts.reclaim``)."""
 
 
 def is_retryable(kind: FailureKind, retry_on: list[str], retries_left: int) -> bool:

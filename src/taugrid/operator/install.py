@@ -21,7 +21,7 @@ import time
 from typing import Any
 
 from taugrid.backends import errors as berr
-from taugrid.backends import kube_api
+from taugrid.backends.kube import kube_api
 from taugrid.render import cluster, naming
 
 __all__ = [

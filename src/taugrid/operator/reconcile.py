@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 
 import pydantic
 
-from taugrid.backends import kube_api
+from taugrid.backends.kube import kube_api
 from taugrid.operator import desired
 from taugrid.platform import crds
 from taugrid.platform import models as pm

@@ -266,7 +266,7 @@ class WorkspaceData(_Model):
 
 
 class WorkspaceTracking(_Model):
-    """The tracking server a workspace's runs are mirrored to (``hub.tracking``)."""
+    """The tracking server a workspace's runs are mirrored to (``hub.runs.tracking``)."""
 
     mlflow_uri: str = pydantic.Field(
         pattern=r"^https?://\S+$",

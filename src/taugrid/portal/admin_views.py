@@ -19,7 +19,7 @@ import fastapi
 from fastapi import responses
 
 from taugrid.portal import charts, pages, render, session
-from taugrid.sdk import client, data, tenancy, usage
+from taugrid.sdk.client import client, data, tenancy, usage
 
 __all__ = ["router"]
 

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from taugrid.record import layout
-from taugrid.sdk import client
+from taugrid.sdk.client import client
 
 __all__ = ["FILES_SHOWN", "Checkpoint", "Checkpoints", "load", "summary"]
 

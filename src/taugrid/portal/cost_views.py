@@ -1,7 +1,7 @@
 """The cost page (``/ui/cost``): cost per workspace and per team with the month to date.
 
 Everyone signed in: a researcher sees the workspaces its token may see (and their teams'
-share), an admin all of them — the hub decides (``GET /v1/cost``, ``hub.cost``).
+share), an admin all of them — the hub decides (``GET /v1/cost``, ``hub.tenancy.cost``).
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import fastapi
 
 from taugrid.portal import pages, render, session
-from taugrid.sdk import usage
+from taugrid.sdk.client import usage
 
 __all__ = ["router"]
 

@@ -1,6 +1,6 @@
 """The portal's entry into the hub: ``install(app)`` adds ``/ui`` to the hub's app.
 
-Called by the hub's extension hook at start (``taugrid.hub.app.install_extensions``).
+Called by the hub's extension hook at start (``taugrid.hub.server.app.install_extensions``).
 Owns the login and logout pages, the static files (served from the package: nothing
 from the internet) and the mapping of failures to pages: no or revoked session →
 the login form, 403 → a refusal page, 404 → not found, a hub error → 503.
@@ -23,7 +23,7 @@ from taugrid.portal import (
     submit_views,
     sweeps_views,
 )
-from taugrid.sdk import client, tenancy
+from taugrid.sdk.client import client, tenancy
 
 __all__ = ["install"]
 

@@ -17,7 +17,7 @@ import fastapi
 from fastapi import responses
 
 from taugrid.portal import session
-from taugrid.sdk import client, tenancy
+from taugrid.sdk.client import client, tenancy
 
 __all__ = ["STREAM_LIFETIME_S", "context", "sse", "stream"]
 

@@ -16,7 +16,7 @@ import fastapi
 import jinja2
 from fastapi import responses
 
-from taugrid.sdk import usage
+from taugrid.sdk.client import usage
 
 __all__ = ["SECURITY_HEADERS", "html", "template"]
 

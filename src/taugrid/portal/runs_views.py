@@ -26,7 +26,7 @@ from fastapi import responses
 from taugrid import errors
 from taugrid.portal import charts, checkpoints, pages, render, session
 from taugrid.render import plan, runspec
-from taugrid.sdk import client, data, tenancy, usage
+from taugrid.sdk.client import client, data, tenancy, usage
 
 __all__ = ["LOG_CHARS", "LOG_LINES", "router"]
 

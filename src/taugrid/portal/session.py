@@ -26,7 +26,7 @@ from collections.abc import Iterator
 import fastapi
 import httpx
 
-from taugrid.sdk import client
+from taugrid.sdk.client import client
 
 __all__ = [
     "COOKIE",

@@ -18,7 +18,7 @@ import fastapi
 from fastapi import responses
 
 from taugrid.portal import pages, render, session
-from taugrid.sdk import client, tenancy
+from taugrid.sdk.client import client, tenancy
 
 __all__ = ["parse_multipart", "router"]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import fastapi
 
 from taugrid.portal import pages, render, session
-from taugrid.sdk import sweeps
+from taugrid.sdk.client import sweeps
 
 __all__ = ["router"]
 

@@ -2,7 +2,7 @@
 
 Used wherever a record (or an attempt's scratch) is written on a filesystem: the in-job
 SDK (``sdk.injob_*``), checkpoint commit and adoption (``record.checkpoints``), the
-agent's uploads (``agent.recordsync``) and the local record store (``record.store``).
+agent's uploads (``agent.records.recordsync``) and the local record store (``record.store``).
 The digests are the record's format: a checkpoint marker's ``files`` and
 ``tree_sha256``, an artifact manifest's ``sha256``. Imports nothing from taugrid.
 

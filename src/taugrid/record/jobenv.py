@@ -1,16 +1,16 @@
 """The job's environment contract: the names of the variables every attempt runs with.
 
 The platform sets them (``render.command.run_env``, ``render.rayjobs``,
-``agent.podsync``, ``hub.serving``, ``render.kuberay``) and the job reads them (the
-in-job SDK, ``sdk.injob_env``; the serve driver; strays are found by them,
-``agent.strays``). Each name is defined here once; this module imports nothing from
+``agent.records.podsync``, ``hub.serving.serving``, ``render.kuberay``) and the job reads them (the
+in-job SDK, ``sdk.job.injob_env``; the serve driver; strays are found by them,
+``agent.attempts.strays``). Each name is defined here once; this module imports nothing from
 taugrid (an import-linter contract says so), so every layer may use it.
 
     TAU_RUN_ID          the run ID (the key of the run record)
     TAU_ATTEMPT         attempt number, an int starting at 1
-    TAU_OUTPUT_DIR      where the attempt writes: its scratch (``agent.recordsync``)
+    TAU_OUTPUT_DIR      where the attempt writes: its scratch (``agent.records.recordsync``)
     CHECKPOINT_PATH     where checkpoints go; default ``$TAU_OUTPUT_DIR/checkpoints``
-    TAU_FENCING_TOKEN   this attempt's fencing token, an int (``sdk.injob_fence``)
+    TAU_FENCING_TOKEN   this attempt's fencing token, an int (``sdk.job.injob_fence``)
     TAU_PARAMS          a sweep trial's parameter values, a JSON object
     TAU_LABEL_SELECTOR  the Ray node labels its own workers must have, a JSON object
 """

@@ -2,7 +2,7 @@
 
 Pure names and tiny pure functions, defined once here and nowhere else: the hub writes
 the record with them (``record.run``), jobs write scratch with them (``sdk.injob_*``),
-agents upload with them (``agent.recordsync``) and the portal reads with them. This
+agents upload with them (``agent.records.recordsync``) and the portal reads with them. This
 module imports nothing from taugrid (an import-linter contract says so), so every
 layer may use it. The layout in full: docs/ARCHITECTURE.md, "The run record"::
 

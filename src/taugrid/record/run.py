@@ -9,7 +9,7 @@ Writes: ``run.json`` (rewritten as the run progresses), ``tau.yaml`` (as submitt
 (append-only), ``FENCE`` (the authoritative attempt's fencing token, mirrored by the
 agent for the in-job SDK's checks before it commits checkpoints or artifacts) and
 ``COMPLETE`` (written last). The job itself writes ``metrics/``, ``checkpoints/`` and
-``artifacts/`` through ``taugrid.sdk.injob``, into scratch its agent uploads.
+``artifacts/`` through ``taugrid.sdk.job.injob``, into scratch its agent uploads.
 
 ``resolve_inside`` is the only way to turn a user-supplied relative path into a file
 of the record: it rejects anything that escapes the run directory.

@@ -9,12 +9,12 @@ Owns three things both backends share (KubeRay objects and Ray Jobs submissions)
 - ``plan``: where the Ray Jobs entrypoint runs and what it reserves. One worker: the
   entrypoint itself takes the worker's resources (GPUs, CPUs, memory and, with a GPU
   model, a sliver of the ``accelerator_type:<model>`` resource). Several workers: the
-  entrypoint is ``python -m taugrid.backends.launch`` (a placement group, one process
+  entrypoint is ``python -m taugrid.backends.programs.launch`` (a placement group, one process
   per worker) and the driver takes only ``DRIVER_CPUS``. Ray Train/Tune scripts place
   their own workers, so their driver is small too and they read the sizes from
   ``TAU_WORKERS``/``TAU_GPUS_PER_WORKER``/``TAU_CPUS_PER_WORKER``; so does a
   ``pipeline``'s driver, whose stages are Ray Data actor pools. A rayservice's
-  entrypoint is ``python -m taugrid.backends.serve_driver`` (small too: the Serve
+  entrypoint is ``python -m taugrid.backends.programs.serve_driver`` (small too: the Serve
   replicas take the resources), configured by ``TAU_SERVE_CONFIG`` (``serve_config``,
   set by ``render.rayjobs``). With the hub's node binding (``nodes``, one node ID per
   worker) the worker is pinned there: one worker by a label selector on Ray's
@@ -55,9 +55,9 @@ __all__ = [
     "user_command",
 ]
 
-LAUNCH_MODULE = "taugrid.backends.launch"
+LAUNCH_MODULE = "taugrid.backends.programs.launch"
 NODE_ID_LABEL = "ray.io/node-id"  # Ray's built-in label of every node
-SERVE_DRIVER_MODULE = "taugrid.backends.serve_driver"
+SERVE_DRIVER_MODULE = "taugrid.backends.programs.serve_driver"
 SERVE_PORT_DEFAULT = 8000
 """Port of a cluster's Serve HTTP proxy unless the run's env sets ``TAU_SERVE_PORT``."""
 DRIVER_CPUS = 0.1

@@ -93,7 +93,7 @@ def object_name(value: str, limit: int = MAX_NAME) -> str:
 
 def secrets_name(run_id: str) -> str:
     """The Kubernetes Secret holding run ``run_id``'s ``runtime.secrets`` values, keyed by
-    env name (the agent creates it from the hub's workspace secrets; ``hub.vault``)."""
+    env name (the agent creates it from the hub's workspace secrets; ``hub.core.vault``)."""
     return object_name(f"tau-secrets-{run_id}")
 
 

@@ -93,7 +93,7 @@ def render_submission(
     """The Ray Jobs submission of attempt ``attempt`` of run ``run_id``.
 
     ``run_dir`` is the directory the job writes its outputs into: the attempt's scratch
-    on the agent's machine (``agent.recordsync`` uploads it into the record store);
+    on the agent's machine (``agent.records.recordsync`` uploads it into the record store);
     ``working_dir`` the code directory or URI to ship as the job's working_dir;
     ``nodes`` the node ID of each worker as the hub bound them (``command.plan``);
     ``selector`` the node labels of the capacity it was placed on

@@ -1,6 +1,6 @@
 """A sweep's decisions, pure: each trial's parameters, which trials stop early, the ranking.
 
-Owns the rules of ``spec.sweep`` over plain data (the hub's ``hub.sweeps`` applies them
+Owns the rules of ``spec.sweep`` over plain data (the hub's ``hub.runs.sweeps`` applies them
 every scheduling cycle; nothing here reads a store or a clock):
 
 - ``trial_params``: trial ``i``'s values. A grid enumerates combinations in the

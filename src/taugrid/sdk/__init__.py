@@ -1,4 +1,4 @@
-"""TauGrid's Python SDK: the hub client (``sdk.client``), submission preparation
-(``sdk.submit``), the embedded platform (``sdk.embedded``) and the in-job API
-(``sdk.injob``, re-exported as ``taugrid.log`` etc.). Nothing heavy is imported here.
+"""TauGrid's Python SDK: ``client/`` (the hub client and its calls, submission
+preparation), ``job/`` (the in-job runtime, re-exported as ``import taugrid as tau``) and
+``local/`` (the embedded platform on this machine). Nothing heavy is imported here.
 """

@@ -1,7 +1,7 @@
 """Discrete-event simulation of a multi-region scenario through ``scheduling.cycle``.
 
 Every placement is a ``cycle.schedule`` call on a ``Snapshot`` built the way the hub
-builds one (``hub.snapshot.build`` + ``hub.data_view``): one ``ClusterView``
+builds one (``hub.placement.snapshot.build`` + ``hub.placement.data_view``): one ``ClusterView``
 per pool with its nodes' free GPUs, price, inbound links as a probe would measure them
 now, the datasets with a complete replica in its region, and when its running jobs are
 expected to give GPUs back (from their *declared* runtime limit, as the hub does); one

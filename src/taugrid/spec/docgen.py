@@ -62,7 +62,7 @@ EXAMPLES: dict[str, str] = {
     "  import_path: serve_app:app\n  route_prefix: /v1\n  autoscaling:\n"
     "    min_replicas: 1\n    max_replicas: 4\n",
     "execution": "compute:\n  workers: 2\n  gpus: 8\nexecution:\n  launcher: torchrun\n",
-    "pipeline": "run:\n  entrypoint: python -m taugrid.sdk.pipeline_job\n"
+    "pipeline": "run:\n  entrypoint: python -m taugrid.sdk.job.pipeline_job\n"
     "  workload_kind: pipeline\npipeline:\n  source: stages:source\n"
     "  target_throughput: 200\n  stages:\n    - name: decode\n      fn: stages:decode\n"
     "      cpus: 1\n      batch_size: {min: 8, max: 64}\n      replicas: {min: 1, max: 16}\n"
@@ -86,7 +86,7 @@ RULES = (
     "`python`.",
     "`execution.launcher: torchrun` or `ray-train` needs `compute.workers`.",
     "`run.workload_kind: pipeline` needs a `pipeline` section and `pipeline` is only valid "
-    "with it; its driver is `python -m taugrid.sdk.pipeline_job` (docs/pipelines.md). Stage "
+    "with it; its driver is `python -m taugrid.sdk.job.pipeline_job` (docs/pipelines.md). Stage "
     "names are unique; every `{min, max}` range has `min <= max`.",
     "`compute.gpu_model` needs `compute.gpus` of 1 or more.",
     "`serve.autoscaling.min_replicas` must be at most `max_replicas`; `serve.replicas` "

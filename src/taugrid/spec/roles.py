@@ -3,7 +3,7 @@
 Owns ``RoleSpec``. A single-controller job (RL post-training: rollout, critic, reward,
 reference) runs one driver that owns the loop and starts each role as Ray actors;
 ``roles`` declares, per role name, what each actor of that role reserves and how Ray
-restarts it. The job reads it through ``taugrid.sdk.roles`` (``actor_options``), so
+restarts it. The job reads it through ``taugrid.sdk.job.roles`` (``actor_options``), so
 the resources live in tau.yaml next to the rest of the run's sizing.
 """
 

@@ -8,6 +8,7 @@ Kept apart from ``spec.models`` so that module stays a plain list of fields.
 
 from __future__ import annotations
 
+import importlib.util
 import shlex
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
@@ -128,3 +129,23 @@ def check_entrypoint(entrypoint: str) -> None:
             loc=("entrypoint",),
             hint="write a script path (train.py) or a command (python train.py)",
         )
+    _check_own_module(words)
+
+
+def _check_own_module(words: list[str]) -> None:
+    """``python -m taugrid.X`` must name a module this TauGrid has: caught here, not as a
+    job that fails on its cluster (the pipeline driver moved to ``sdk.job``)."""
+    for flag, module in zip(words, words[1:], strict=False):
+        if flag != "-m" or not module.startswith("taugrid."):
+            continue
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except ModuleNotFoundError:
+            found = False
+        if not found:
+            raise errors.FieldError(
+                f"run.entrypoint runs {module}, which this TauGrid does not have",
+                loc=("entrypoint",),
+                hint="the pipeline driver is python -m taugrid.sdk.job.pipeline_job "
+                "(docs/pipelines.md)",
+            )

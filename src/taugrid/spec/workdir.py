@@ -1,7 +1,7 @@
 """The files a tau.yaml names on the submitter's machine: its working dir and script.
 
 Owns the one local check of what ``run.working_dir`` and ``run.entrypoint`` refer to,
-made before anything is sent (``sdk.submit.prepare``, for ``tau run``) and by ``tau
+made before anything is sent (``sdk.client.submit.prepare``, for ``tau run``) and by ``tau
 run validate``, so both say the same thing:
 
 - ``run.working_dir`` (relative to the tau.yaml's directory) must be a directory;

@@ -8,13 +8,13 @@ the SQLite file) so that several hub processes starting at once migrate exactly 
 Replicas of different versions on one database: the newer one migrates (its newest
 revision is ahead of the database's); the older one finds a revision it does not know
 and refuses to start (``SchemaTooNew``) rather than write rows an older schema shapes.
-A replica already running learns of it from its heartbeat (``hub.replica``).
+A replica already running learns of it from its heartbeat (``hub.core.replica``).
 
 PostgreSQL connections are tested before use only when they sat idle in the pool for
 ``PING_IDLE_S`` or more (``_ping_if_idle``): a dead one is replaced before a request
 sees it, as ``pool_pre_ping`` would, without a round trip per query for connections in
 constant use (it had been a fifth of the hub's time under load). A connection broken
-in the last second fails its request (503, ``hub.ha_api``), which clients retry.
+in the last second fails its request (503, ``hub.api.ha_api``), which clients retry.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Owns the ``model_versions`` table. A version records what a deployment would serve
 (``source``: the run, its checkpoint or artifact, the model path, as
-``hub.serving`` resolves it) and its ``lineage`` (run, config hash, input datasets
+``hub.serving.serving`` resolves it) and its ``lineage`` (run, config hash, input datasets
 with versions, the metric that chose it). Versions are numbered 1, 2, ... per
 (workspace, name) and never change except for ``aliases``: an alias (``production``,
 ``staging``, ...) is on at most one version of a model; setting it moves it.

@@ -426,7 +426,7 @@ class RunStore:
         offsets: dict[str, int | None] | None = None,
     ) -> None:
         """Store metric rows and, in the same transaction, how far attempt ``token``'s
-        reports have been stored (``hub.delivery``): a row is never stored twice."""
+        reports have been stored (``hub.agents.delivery``): a row is never stored twice."""
         fields = {k: v for k, v in (offsets or {}).items() if v is not None}
         if not rows and not (token and fields):
             return

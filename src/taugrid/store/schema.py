@@ -101,7 +101,7 @@ attempts = sa.Table(
     sa.Column("metrics_offset", sa.BigInteger, nullable=True),
     sa.Column("placement", sa.JSON, nullable=False, default=dict),
     sa.Column("spans", sa.Boolean, nullable=False, default=False, server_default=sa.false()),
-    # spans: the placement lends worker groups of other clusters (``hub.guests``)
+    # spans: the placement lends worker groups of other clusters (``hub.runs.guests``)
     sa.Column("created_at", sa.Float, nullable=False),
     sa.Column("started_at", sa.Float, nullable=True),
     sa.Column("ended_at", sa.Float, nullable=True),

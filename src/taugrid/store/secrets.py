@@ -1,6 +1,6 @@
 """Persistence of workspace secrets: one ``secrets`` row per (scope, name).
 
-Owns the ``secrets`` table. Values arrive sealed (``hub.vault`` encrypts them with the
+Owns the ``secrets`` table. Values arrive sealed (``hub.core.vault`` encrypts them with the
 platform's key before they reach this module) and leave sealed; the key names are kept
 beside them in the clear so that listings never need the key. ``scope`` is a
 workspace's name or ``PLATFORM_SCOPE`` (a secret every workspace can use).

@@ -2,7 +2,7 @@
 
 Owns those two tables. A trial row is written in the same transaction as nothing else:
 the hub submits the trial's run first and then records it here, and a hub that crashed
-in between finds the run by its name (``hub.sweeps``) and records it then, so a trial is
+in between finds the run by its name (``hub.runs.sweeps``) and records it then, so a trial is
 never submitted twice.
 """
 

@@ -2,7 +2,7 @@
 
 Owns the ``tracking_mirrors`` table: the MLflow run a TauGrid run is mirrored to, the
 id of the last ``metrics`` row sent there, whether its end was sent (``done``) and the
-last error. ``hub.tracking`` reads what is left to send and advances the row only after
+last error. ``hub.runs.tracking`` reads what is left to send and advances the row only after
 the server accepted it, so a hub that dies in between sends a batch again, which MLflow
 stores once (it skips a metric it already has).
 """

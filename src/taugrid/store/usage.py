@@ -1,6 +1,6 @@
 """What runs used, for pricing: attempts' GPU time and the bytes copied for their data.
 
-Owns the two reads ``hub.cost`` prices (no writes; the rows are the runs/attempts and
+Owns the two reads ``hub.tenancy.cost`` prices (no writes; the rows are the runs/attempts and
 transfers tables as the hub and the data plane keep them):
 
 - ``attempts``: every attempt that started (``started_at`` set) with its run's

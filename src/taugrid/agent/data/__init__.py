@@ -1,0 +1,3 @@
+"""The agent's data plane: scans, transfers, the data server, peer regions and network
+probes.
+"""

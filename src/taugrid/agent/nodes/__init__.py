@@ -1,0 +1,3 @@
+"""What the cluster can do and whether its nodes are healthy: inventory and the node
+checker.
+"""

@@ -1,0 +1,201 @@
+"""The agent's record sync inside a Kubernetes pod: the entrypoint of a run's pod.
+
+On a Ray region the agent runs beside the job and copies its scratch into the record
+store (``recordsync``). A pod runs on another machine, so the same work runs in the pod,
+as its main process: ``python -m taugrid.agent.records.podsync -- <the run's command>``.
+
+1. The attempt (``ATTEMPT_ENV``: the agent's ``payloads.Assignment`` as JSON; the store's
+   credentials come from a Secret as the environment variables the platform names)
+   says where the run's record is; the code the hub stored there (``CODE_ARCHIVE``) is
+   unpacked into ``<root>/code`` (``root``: the pod's ``ROOT_ENV`` emptyDir).
+2. ``RecordSync.stage``: the run's latest complete checkpoint and its metrics file are
+   downloaded into ``<root>/out`` (the job's ``TAU_OUTPUT_DIR``), so a retried or
+   requeued attempt resumes from its checkpoint, wherever it was written.
+3. The command runs in the code directory with the attempt's environment; its output is
+   the pod's log (the agent reads it through the API server). SIGTERM (Kubernetes
+   deleting the pod: a reclaim, a preemption, a cancel) is the job's notice: ``NOTICE``
+   (``states.NOTICE_FILE``, as the agent writes it on Ray regions) goes into its
+   ``TAU_OUTPUT_DIR``, so ``tau.preemption_notice()`` returns it and the job can
+   checkpoint; the SIGTERM is passed on ``NOTICE_S`` later (at once on a second SIGTERM
+   or a SIGINT). The pods' termination grace (``GRACE_S``) covers the notice and the final
+   upload of the checkpoint it wrote.
+4. While it runs and once it ended, ``RecordSync`` uploads metrics, committed
+   checkpoints and (on success) artifacts, fenced by the record's ``FENCE``. The pod
+   exits with the command's status once the final round is stored; when the store did
+   not take it within ``SETTLE_S``, with ``EXIT_NOT_STORED`` and the reason on stderr.
+
+A store that does not answer before the command starts: retried ``STAGE_TRIES`` times,
+then the pod exits ``EXIT_NOT_STORED`` saying which store and why (the run fails with
+that line in its log; nothing ran).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import zipfile
+from pathlib import Path
+from types import FrameType
+
+from taugrid import errors
+from taugrid import payloads as wire
+from taugrid.agent.records import recordsync
+from taugrid.backends import base
+from taugrid.lifecycle import states as st
+from taugrid.platform import models as pm
+from taugrid.record import files, jobenv, layout
+from taugrid.record import store as recordstore
+
+__all__ = [
+    "ATTEMPT_ENV",
+    "ENDPOINT_ENV",
+    "EXIT_NOT_STORED",
+    "GRACE_S",
+    "NOTICE_S",
+    "ROOT",
+    "ROOT_ENV",
+    "main",
+    "pod_attempt",
+]
+
+ATTEMPT_ENV = "TAU_POD_ATTEMPT"
+ENDPOINT_ENV = "TAU_POD_STORE_ENDPOINT"
+"""How the pod reaches an S3 record store when not by the platform's ``endpoint_url``."""
+ROOT_ENV = "TAU_POD_ROOT"
+ROOT = "/tau"
+"""Where the pod's scratch volume is mounted (code in ``code/``, outputs in ``out/``)."""
+EXIT_NOT_STORED = 75
+"""The command's outputs could not be stored (EX_TEMPFAIL)."""
+SETTLE_S = 300.0
+STAGE_TRIES = 5
+NOTICE_S = 15.0
+"""From the pod's first SIGTERM (its ``NOTICE`` to the job) to the SIGTERM passed on."""
+GRACE_S = 60
+"""The pods' terminationGracePeriodSeconds: ``NOTICE_S``, then the job's exit and the
+final upload of what it wrote (a checkpoint on the notice)."""
+NOTICE_REASON = "the pod is being stopped (a spot reclaim, a preemption or a cancel)"
+
+
+def pod_attempt(a: wire.Assignment, endpoint: str | None) -> base.PodAttempt | None:
+    """What the agent gives the pods of attempt ``a`` so that they run this program;
+    None when its record store is not an object store (a pod cannot reach a directory
+    on the agent's machine). ``endpoint``: how the region reaches the store."""
+    if not a.records or not a.record_key:
+        return None
+    spec = pm.RecordStoreSpec.model_validate(a.records)
+    if not (spec.url or "").startswith("s3://"):
+        return None
+    env = {ATTEMPT_ENV: a.model_dump_json(), ROOT_ENV: ROOT}
+    if endpoint:
+        env[ENDPOINT_ENV] = endpoint
+    names = (spec.access_key_env, spec.secret_key_env)
+    secret = {n: os.environ[n] for n in names if os.environ.get(n)}
+    argv = ("python", "-m", __name__)
+    return base.PodAttempt(command=argv, env=env, secret_env=secret, root=ROOT, grace_s=GRACE_S)
+
+
+def _say(message: str) -> None:
+    print(f"tau podsync: {message}", file=sys.stderr, flush=True)
+
+
+def _unpack_code(store: recordstore.RecordStore, a: wire.Assignment, dest: Path) -> None:
+    dest.mkdir(parents=True, exist_ok=True)
+    blob = store.read(f"{a.record_key}/{layout.CODE_ARCHIVE}")
+    if blob:
+        with zipfile.ZipFile(io.BytesIO(blob)) as zf:
+            zf.extractall(dest)
+
+
+def _stage(sync: recordsync.RecordSync, store: recordstore.RecordStore, code: Path) -> None:
+    """Code and resume state into the pod, retrying a store that does not answer."""
+    for n in range(STAGE_TRIES):
+        try:
+            _unpack_code(store, sync.a, code)
+            sync.stage()
+            return
+        except recordstore.RecordStoreError as exc:
+            if n == STAGE_TRIES - 1:
+                raise
+            _say(f"{exc.message}; trying again in {2**n} s")
+            time.sleep(2**n)
+
+
+def job_env(a: wire.Assignment, out: Path) -> dict[str, str]:
+    """The command's environment: the pod's, with this attempt's outputs in ``out``."""
+    env = dict(os.environ)
+    env.pop(ATTEMPT_ENV, None)
+    own_output = a.spec.get("output_dir")
+    if not own_output or "://" in str(own_output):
+        env[jobenv.OUTPUT_DIR] = str(out)
+    if not a.spec.get("checkpoint_path"):
+        env[jobenv.CHECKPOINT_PATH] = str(out / layout.CHECKPOINTS_DIR)
+    env[jobenv.ATTEMPT] = str(a.attempt)
+    env[jobenv.FENCING_TOKEN] = str(a.token)
+    return env
+
+
+def _notice(out: Path, token: int) -> None:
+    """``NOTICE`` for the job, as the agent writes it on Ray regions (written whole)."""
+    doc = {"token": token, "reason": NOTICE_REASON, "stop_at": time.time() + NOTICE_S}
+    files.write_json_atomic(out / st.NOTICE_FILE, doc)
+
+
+def _run(cmd: list[str], cwd: Path, env: dict[str, str], out: Path, token: int) -> int:
+    """The command's exit status; a first SIGTERM is a notice, passed on ``NOTICE_S``
+    later (see the module docstring)."""
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env)
+    noticed = threading.Event()
+
+    def forward(signum: int, _frame: FrameType | None) -> None:
+        if signum != signal.SIGTERM or noticed.is_set():
+            proc.send_signal(signum)
+            return
+        noticed.set()
+        _notice(out, token)
+        timer = threading.Timer(NOTICE_S, proc.send_signal, (signal.SIGTERM,))
+        timer.daemon = True
+        timer.start()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, forward)
+    return proc.wait()
+
+
+def _settle(sync: recordsync.RecordSync, rc: int) -> int:
+    sync.finish(rc == 0)
+    if not sync.settled.wait(SETTLE_S):
+        sync.pending = sync.pending or f"the final upload did not end within {SETTLE_S:g} s"
+    sync.stop()
+    if sync.pending:
+        _say(f"outputs not stored in the record: {sync.pending}")
+        return rc or EXIT_NOT_STORED
+    return rc
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    cmd = args[args.index("--") + 1 :] if "--" in args else args
+    if not cmd or ATTEMPT_ENV not in os.environ:
+        _say(f"usage: {ATTEMPT_ENV}=<assignment JSON> python -m {__name__} -- COMMAND ...")
+        return 2
+    a = wire.Assignment.model_validate_json(os.environ[ATTEMPT_ENV])
+    root = Path(os.environ.get(ROOT_ENV) or ROOT)
+    store = recordsync.open_for(a, os.environ.get(ENDPOINT_ENV) or None)
+    sync = recordsync.RecordSync(a, root / "out", store)
+    try:
+        _stage(sync, store, root / "code")
+    except (errors.TauError, OSError) as exc:
+        _say(f"cannot prepare the attempt: {exc}")
+        return EXIT_NOT_STORED
+    sync.start()
+    rc = _run(cmd, root / "code", job_env(a, sync.scratch), sync.scratch, a.token)
+    return _settle(sync, rc)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,97 @@
+"""What a run's pods get from their agent besides the run's shape.
+
+``render.kuberay`` renders a run as the cluster should run it anywhere, and
+``render.pods`` adds the cluster's ``pods:`` settings; this module adds, at submission,
+what only the agent knows:
+
+- ``PodAttempt`` (``agent.records.podsync`` as the main process of a batch Job's pods): the
+  run's command wrapped by it, its environment, the record store's credentials from
+  the namespace's Secret ``RECORDS_SECRET`` (applied by the agent from its own
+  environment), and an emptyDir at ``PodAttempt.root`` for the code and outputs. The
+  working directory the renderer names (the data volume's code dir) is dropped: the code
+  comes from the record.
+
+Ray objects (RayJob, RayCluster, RayService) are not wrapped yet: their code still comes
+from the workspace's data volume (docs/kubernetes.md says what runs where).
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from taugrid.backends import base
+from taugrid.render import pods
+from taugrid.spec import models as sm
+
+__all__ = [
+    "RECORDS_SECRET",
+    "SCRATCH_VOLUME",
+    "records_secret",
+    "wrap",
+    "wraps",
+]
+
+RECORDS_SECRET = "taugrid-records"
+SCRATCH_VOLUME = "tau-scratch"
+_WRAPPED = {sm.WorkloadKind.JOB: "Job"}
+
+
+def wrap(obj: dict[str, Any], pod: base.PodAttempt) -> bool:
+    """``pod``'s wrapper around the command of ``obj``'s pods; False when ``obj`` is a
+    kind whose pods are not wrapped (left as rendered)."""
+    if obj.get("kind") not in _WRAPPED.values():
+        return False
+    for spec in pods.pod_specs(obj):
+        for c in spec["containers"]:
+            c["command"] = [*pod.command, "--", *c.get("command", [])]
+            c.pop("workingDir", None)
+            c.setdefault("env", []).extend(_env(pod))
+            mount = {"name": SCRATCH_VOLUME, "mountPath": pod.root}
+            c.setdefault("volumeMounts", []).append(mount)
+        spec.setdefault("volumes", []).append({"name": SCRATCH_VOLUME, "emptyDir": {}})
+        spec["terminationGracePeriodSeconds"] = pod.grace_s
+    return True
+
+
+def _env(pod: base.PodAttempt) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in pod.env.items()]
+    out += [
+        {"name": k, "valueFrom": {"secretKeyRef": {"name": RECORDS_SECRET, "key": k}}}
+        for k in pod.secret_env
+    ]
+    return out
+
+
+def wraps(kind: sm.WorkloadKind) -> bool:
+    """Whether the pods of a run of workload ``kind`` are wrapped (``wrap``)."""
+    return kind in _WRAPPED
+
+
+def records_secret(namespace: str, values: dict[str, str]) -> dict[str, Any]:
+    """The namespace's Secret of record store credentials, keyed by variable name."""
+    return opaque_secret(namespace, RECORDS_SECRET, values)
+
+
+def opaque_secret(
+    namespace: str, name: str, values: dict[str, str], owner: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """A Secret of ``values`` (keyed by variable name); with ``owner`` (an applied
+    object), Kubernetes deletes it with that object."""
+    meta: dict[str, Any] = {"name": name, "namespace": namespace}
+    if owner is not None:
+        meta["ownerReferences"] = [
+            {
+                "apiVersion": owner["apiVersion"],
+                "kind": owner["kind"],
+                "name": owner["metadata"]["name"],
+                "uid": owner["metadata"]["uid"],
+            }
+        ]
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": meta,
+        "type": "Opaque",
+        "data": {k: base64.b64encode(v.encode()).decode() for k, v in values.items()},
+    }

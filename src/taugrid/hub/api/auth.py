@@ -1,0 +1,107 @@
+"""Authentication and authorization of hub requests (docs/tenancy.md, "Roles and scope").
+
+Every endpoint but ``/healthz`` requires ``Authorization: Bearer <token>``. A
+``Principal`` is the looked-up token: ``admin`` may do anything; ``researcher`` sees
+only its workspaces — those in its token's ``scope.workspaces`` plus every workspace
+whose members list the token's ``name`` (looked up on each request, so adding or
+removing a member takes effect at once); ``agent`` may only sync for its own cluster.
+Tokens are looked up on every request: a revoked token fails its next request.
+Failures are 401 (no/unknown/revoked token) or 403 (known token, wrong scope).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Annotated, Any
+
+import fastapi
+
+from taugrid.hub.core import context
+
+__all__ = [
+    "Principal",
+    "principal",
+    "require_admin",
+    "require_agent",
+    "require_metrics",
+    "require_workspace",
+    "workspaces_of",
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class Principal:
+    token_id: str
+    name: str
+    role: str
+    scope: dict[str, Any]
+
+    def can_see(self, workspace: str) -> bool:
+        return self.role == "admin" or (
+            self.role == "researcher" and workspace in self.scope.get("workspaces", [])
+        )
+
+
+def _hub(request: fastapi.Request) -> context.Hub:
+    hub: context.Hub = request.app.state.hub
+    return hub
+
+
+def principal(
+    request: fastapi.Request,
+    authorization: Annotated[str | None, fastapi.Header()] = None,
+) -> Principal:
+    if not authorization or not authorization.startswith("Bearer "):
+        raise fastapi.HTTPException(
+            401,
+            "missing bearer token; run `tau login` or set TAU_TOKEN",
+            {"WWW-Authenticate": "Bearer"},
+        )
+    row = _hub(request).auth.lookup(authorization.removeprefix("Bearer ").strip())
+    if row is None:
+        raise fastapi.HTTPException(401, "unknown or revoked token", {"WWW-Authenticate": "Bearer"})
+    scope = dict(row["scope"])
+    if row["role"] == "researcher":
+        own = set(scope.get("workspaces", []))
+        scope["workspaces"] = sorted(own | set(_hub(request).tenancy.memberships(row["name"])))
+    return Principal(row["id"], row["name"], row["role"], scope)
+
+
+def require_admin(p: Annotated[Principal, fastapi.Depends(principal)]) -> Principal:
+    if p.role != "admin":
+        raise fastapi.HTTPException(403, "this action needs an admin token")
+    return p
+
+
+def require_metrics(p: Annotated[Principal, fastapi.Depends(principal)]) -> Principal:
+    """``/metrics`` names every workspace's runs: admins and scrape-only tokens only."""
+    if p.role not in ("admin", "metrics"):
+        raise fastapi.HTTPException(
+            403,
+            "/metrics needs an admin or a metrics token; "
+            "create one with `tau admin token create --role metrics --name prometheus`",
+        )
+    return p
+
+
+def require_agent(
+    cluster_id: str, p: Annotated[Principal, fastapi.Depends(principal)]
+) -> Principal:
+    if p.role == "admin" or (p.role == "agent" and p.scope.get("cluster") == cluster_id):
+        return p
+    raise fastapi.HTTPException(403, f"this token may not act as the agent of cluster {cluster_id}")
+
+
+def workspaces_of(p: Principal) -> list[str] | None:
+    """Workspaces a principal may see (None: all). Agents see none."""
+    if p.role == "admin":
+        return None
+    if p.role == "researcher":
+        return list(p.scope.get("workspaces", []))
+    raise fastapi.HTTPException(403, f"{p.role} tokens cannot read runs")
+
+
+def require_workspace(p: Principal, workspace: str) -> None:
+    """403 unless ``p`` may see ``workspace`` (admins see every workspace)."""
+    if not p.can_see(workspace):
+        raise fastapi.HTTPException(403, f"you are not a member of workspace {workspace}")

@@ -1,0 +1,1 @@
+"""The hub's Prometheus metrics (state, cost) and the GPU utilisation history."""

@@ -1,0 +1,3 @@
+"""The hub as a process: the ASGI app, the daemon, the scheduling loop and the leader's
+loop.
+"""

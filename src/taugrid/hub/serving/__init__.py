@@ -1,0 +1,1 @@
+"""Serving deployments (``tau serve``) and the hub's endpoint that routes to them."""

@@ -1,0 +1,1 @@
+"""Workspaces, members, quotas and quota requests, and what runs cost."""
