@@ -9,6 +9,7 @@ Kept apart from ``spec.models`` so that module stays a plain list of fields.
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import shlex
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
@@ -135,7 +136,7 @@ def check_entrypoint(entrypoint: str) -> None:
 def _check_own_module(words: list[str]) -> None:
     """``python -m taugrid.X`` must name a module this TauGrid has: caught here, not as a
     job that fails on its cluster (the pipeline driver moved to ``sdk.job``)."""
-    for flag, module in zip(words, words[1:], strict=False):
+    for flag, module in itertools.pairwise(words):
         if flag != "-m" or not module.startswith("taugrid."):
             continue
         try:

@@ -75,7 +75,7 @@ def apply(
     report = req.report.model_dump(mode="json") if req.report else None
     if report is not None:
         pools.observe(hub, cluster_id, report)
-    lease = hub.clusters.renew(cluster_id, hub.config.lease_s, report, (report or {}).get("health"))
+    lease = hub.leases.renew(cluster_id, report, (report or {}).get("health"))
     if report is not None:
         util_history.record(hub, _region_of(hub, cluster_id))
     prewarm.apply(hub, cluster_id, req.runtimes)

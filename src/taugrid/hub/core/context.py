@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 
 from taugrid import payloads as wire
-from taugrid.hub.core import vault, wakeups
+from taugrid.hub.core import leases, vault, wakeups
 from taugrid.hub.metrics import metrics
 from taugrid.platform import load as platform_load
 from taugrid.platform import models as pm
@@ -78,6 +78,8 @@ class Hub:
         self.engine = engine or db.open_engine(url)
         self.runs = runs.RunStore(self.engine)
         self.clusters = clusters.ClusterStore(self.engine)
+        self.leases = leases.Leases(self.clusters, config.lease_s)
+        """Agents' lease renewals, batched while the app runs (``hub.core.leases``)."""
         self.auth = auth.AuthStore(self.engine)
         self.tenancy = tenancy.TenancyStore(self.engine)
         self.vault = vault.Vault(secrets.SecretStore(self.engine), config.tau_home)

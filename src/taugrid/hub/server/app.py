@@ -71,6 +71,7 @@ def create_app(hub: context.Hub) -> fastapi.FastAPI:
         app.state.replica = rep
         rep.start()
         hub.is_leader = rep.is_leader
+        hub.leases.start()
         sched = scheduler.Scheduler(hub)
         app.state.scheduler = sched
         sched.start()
@@ -86,6 +87,7 @@ def create_app(hub: context.Hub) -> fastapi.FastAPI:
             for loop in loops:
                 loop.stop()
             sched.stop()
+            hub.leases.stop()
             rep.stop()
 
     app = fastapi.FastAPI(

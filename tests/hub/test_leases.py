@@ -1,0 +1,103 @@
+"""Agents' lease renewals in batches (``hub.core.leases``) on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import time
+
+import sqlalchemy as sa
+
+from taugrid.hub.core import leases
+from taugrid.store import clusters
+from taugrid.store import schema as t
+
+LEASE_S = 30.0
+
+
+def _expires(store: clusters.ClusterStore, cluster_id: str) -> float:
+    row = store.get(cluster_id)
+    assert row is not None
+    return float(row["lease_expires"])
+
+
+def test_without_a_flusher_every_renewal_is_written_at_once(engine: sa.Engine) -> None:
+    store = clusters.ClusterStore(engine)
+    store.upsert("c1", "r", 1.0, {})
+    box = leases.Leases(store, LEASE_S)
+    end = box.renew("c1", None, None)
+    assert end > time.time() + LEASE_S - 5
+    assert _expires(store, "c1") == end
+    assert box.renew("nope", None, None) == 0.0
+
+
+def test_noted_renewals_are_written_in_one_statement(engine: sa.Engine) -> None:
+    store = clusters.ClusterStore(engine)
+    for cid in ("c1", "c2"):
+        store.upsert(cid, "r", 1.0, {})
+    box = leases.Leases(store, LEASE_S, every_s=3600)  # batching on; flushed by hand here
+    box.start()
+    try:
+        for cid in ("c1", "c2"):
+            box.renew(cid, None, None)  # first seen: written at once, now known
+        store.set_state("c2", "unknown")  # the leader declared lost contact meanwhile
+        before = {cid: _expires(store, cid) for cid in ("c1", "c2")}
+        time.sleep(0.01)
+        noted_at = time.time()
+        ends = {cid: box.renew(cid, None, None) for cid in ("c1", "c2")}
+        assert {cid: _expires(store, cid) for cid in ends} == before  # noted, not written
+        box.flush()
+        for cid, end in ends.items():
+            assert noted_at + LEASE_S <= _expires(store, cid) <= end  # never later than at once
+        assert (store.get("c2") or {})["state"] == "ready"
+        # A report, or a health state, is written at once as before.
+        end = box.renew("c1", {"nodes": []}, "degraded")
+        assert _expires(store, "c1") == end
+        assert (store.get("c1") or {})["state"] == "degraded"
+    finally:
+        box.stop()
+
+
+def test_the_flusher_writes_noted_renewals_by_itself(engine: sa.Engine) -> None:
+    store = clusters.ClusterStore(engine)
+    store.upsert("c1", "r", 1.0, {})
+    box = leases.Leases(store, LEASE_S)
+    box.start()
+    try:
+        box.renew("c1", None, None)
+        before = _expires(store, "c1")
+        time.sleep(0.01)
+        end = box.renew("c1", None, None)
+        deadline = time.monotonic() + 10
+        while _expires(store, "c1") == before and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert before < _expires(store, "c1") <= end
+    finally:
+        box.stop()
+
+
+def test_a_cluster_gone_from_the_store_hears_not_registered(engine: sa.Engine) -> None:
+    store = clusters.ClusterStore(engine)
+    store.upsert("c1", "r", 1.0, {})
+    box = leases.Leases(store, LEASE_S, every_s=3600)
+    box.start()
+    try:
+        box.renew("c1", None, None)
+        with engine.begin() as c:
+            c.execute(t.clusters.delete().where(t.clusters.c.id == "c1"))
+        assert box.renew("c1", None, None) > 0  # noted: the flush finds it gone
+        box.flush()
+        assert box.renew("c1", None, None) == 0.0  # at once again: not registered
+    finally:
+        box.stop()
+
+
+def test_stop_writes_what_was_noted(engine: sa.Engine) -> None:
+    store = clusters.ClusterStore(engine)
+    store.upsert("c1", "r", 1.0, {})
+    box = leases.Leases(store, LEASE_S, every_s=3600)  # only stop writes
+    box.start()
+    box.renew("c1", None, None)
+    before = _expires(store, "c1")
+    time.sleep(0.01)
+    box.renew("c1", None, None)
+    box.stop()
+    assert _expires(store, "c1") > before
