@@ -156,6 +156,12 @@ class ClusterStore:
         with self.engine.connect() as c:
             return [dict(r._mapping) for r in c.execute(q.order_by(t.node_marks.c.id))]
 
+    def clusters_with_open_marks(self) -> set[str]:
+        """The clusters that have an open node mark (one query for the whole fleet)."""
+        q = sa.select(t.node_marks.c.cluster_id).where(t.node_marks.c.cleared_at.is_(None))
+        with self.engine.connect() as c:
+            return {str(r[0]) for r in c.execute(q.distinct())}
+
     def open_marks(self, cluster_id: str | None = None) -> list[Row]:
         q = sa.select(t.node_marks).where(t.node_marks.c.cleared_at.is_(None))
         if cluster_id is not None:

@@ -327,6 +327,12 @@ class RunStore:
         with self.engine.connect() as c:
             return _rows(c.execute(q.order_by(t.attempts.c.token)))
 
+    def clusters_with_unreleased(self) -> set[str]:
+        """The clusters that have an unreleased attempt (one query for the whole fleet)."""
+        q = sa.select(t.attempts.c.cluster_id).where(t.attempts.c.released.is_(False)).distinct()
+        with self.engine.connect() as c:
+            return {str(r[0]) for r in c.execute(q) if r[0] is not None}
+
     def attempts_on_cluster(self, cluster_id: str, *, unreleased: bool = True) -> list[Row]:
         q = sa.select(t.attempts).where(t.attempts.c.cluster_id == cluster_id)
         if unreleased:

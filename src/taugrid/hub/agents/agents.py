@@ -38,6 +38,8 @@ __all__ = ["apply", "finish", "peer_endpoints", "register", "sync", "sync_async"
 
 _ACTIVE = {s.value for s in st.ACTIVE_ATTEMPT_STATES}
 PEERS_TTL_S = 5.0
+BUSY_TTL_S = 1.0
+"""How long syncs share which clusters have work or marks (``_busy``), at most."""
 """How long the fleet's syncs share one reading of the regions' data planes (they are
 sent with full reports, every ``report_s``; a data plane's address rarely changes)."""
 
@@ -160,10 +162,23 @@ def _news(reply: wire.AgentSyncReply, req: wire.AgentSync) -> bool:
     )
 
 
+def _busy(hub: context.Hub) -> tuple[set[str], set[str]]:
+    """The clusters with unreleased attempts and those with open node marks: an idle
+    cluster's sync reads neither table. Shared by syncs for at most ``BUSY_TTL_S`` and
+    dropped at once when this replica changes work (``notify``: a dispatch, a stop)."""
+    return hub.memo(
+        "agents.busy",
+        BUSY_TTL_S,
+        lambda: (hub.runs.clusters_with_unreleased(), hub.clusters.clusters_with_open_marks()),
+    )
+
+
 def _reply(hub: context.Hub, cluster_id: str, lease: float) -> wire.AgentSyncReply:
     assignments: list[wire.Assignment] = []
     stop: list[wire.StopOrder] = []
-    for a in hub.runs.attempts_on_cluster(cluster_id):
+    working, marked = _busy(hub)
+    mine = hub.runs.attempts_on_cluster(cluster_id) if cluster_id in working else []
+    for a in mine:
         run = hub.runs.get_run(a["run_id"])
         if run is None:
             continue
@@ -174,7 +189,8 @@ def _reply(hub: context.Hub, cluster_id: str, lease: float) -> wire.AgentSyncRep
                 assignments.append(_assignment(hub, run, a))
         elif a["state"] in _ACTIVE or not a["released"]:
             stop.append(_stop_order(hub, a))
-    marks = {m["node_id"]: m["kind"] for m in hub.clusters.open_marks(cluster_id)}
+    open_marks = hub.clusters.open_marks(cluster_id) if cluster_id in marked else []
+    marks = {m["node_id"]: m["kind"] for m in open_marks}
     return wire.AgentSyncReply(
         lease_expires=lease,
         assignments=assignments,

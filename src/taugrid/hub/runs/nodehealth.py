@@ -62,6 +62,7 @@ def mark(
     if (kind, source) not in before:
         what = {"kind": kind, "source": source, "reason": reason, "by": by}
         _record(hub, "node_marked", cluster_id, node_id, what)
+        hub.notify(cluster_id)  # its agent hears of the mark now, not at its next poll
     return {**row, "new": kind not in {k for k, _ in before}}
 
 
@@ -70,6 +71,7 @@ def clear(hub: context.Hub, cluster_id: str, node_id: str, source: str | None, b
     n = hub.clusters.clear_node(cluster_id, node_id, source)
     if n:
         _record(hub, "node_cleared", cluster_id, node_id, {"source": source or "all", "by": by})
+        hub.notify(cluster_id)
     return n
 
 

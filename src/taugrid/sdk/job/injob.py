@@ -43,6 +43,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+import taugrid
 from taugrid.lifecycle import states
 from taugrid.record import files, layout
 from taugrid.sdk.job import (
@@ -53,32 +54,8 @@ from taugrid.sdk.job import (
     injob_tensorboard,
 )
 
-__all__ = [
-    "ArtifactError",
-    "CheckpointError",
-    "CheckpointInfo",
-    "FencedError",
-    "InJobEnvError",
-    "LocalRunWarning",
-    "PreemptionNotice",
-    "attempt",
-    "checkpoint",
-    "checkpoint_dir",
-    "checkpoint_info",
-    "commit_checkpoint",
-    "heartbeat",
-    "label_selector",
-    "latest_checkpoint",
-    "log",
-    "output_dir",
-    "params",
-    "preemption_notice",
-    "rank",
-    "request_relocation",
-    "run_id",
-    "save_artifact",
-    "world_size",
-]
+__all__ = list(taugrid.__all__)
+"""The in-job API: listed once, at the package root (``import taugrid as tau``)."""
 
 # Re-exports: the public surface lives here, the mechanics in the siblings.
 ArtifactError = injob_artifacts.ArtifactError
