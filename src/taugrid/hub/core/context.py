@@ -100,6 +100,7 @@ class Hub:
         self._wakeups_lock = threading.Lock()
         self._memos: dict[str, tuple[int, float, Any]] = {}
         self._memo_lock = threading.Lock()
+        self._computing: set[str] = set()
         self._generation = 0
         """Counts ``notify`` calls: a memo computed before the latest is stale."""
         self.schedule_wakeup = threading.Event()
@@ -133,10 +134,20 @@ class Hub:
         now = time.monotonic()
         with self._memo_lock:
             gen, hit = self._generation, self._memos.get(key)
-        if hit is not None and (hit[0] == gen or not work) and now - hit[1] < ttl_s:
+            fresh = hit is not None and (hit[0] == gen or not work) and now - hit[1] < ttl_s
+            # A time-only value that another thread is computing again: keep serving the
+            # old one meanwhile, so that a fleet's syncs do not all recompute it at once.
+            stale_ok = hit is not None and not work and key in self._computing
+            if not fresh and not stale_ok:
+                self._computing.add(key)
+        if hit is not None and (fresh or stale_ok):
             value: T = hit[2]
             return value
-        value = compute()
+        try:
+            value = compute()
+        finally:
+            with self._memo_lock:
+                self._computing.discard(key)
         with self._memo_lock:
             self._memos[key] = (gen, now, value)
         return value
