@@ -33,6 +33,7 @@ import time
 from benchmarks import report
 from taugrid.platform import models as pm
 from taugrid.scheduling import admission as adm
+from taugrid.scheduling import admission_model as am
 
 __all__ = ["CLASSES", "Result", "build_world", "main", "simulate"]
 
@@ -47,7 +48,7 @@ KUEUE_WPS = 42.0
 class Job:
     """One workload of the trace: arrival, run time, and what it asks for."""
 
-    workload: adm.Workload
+    workload: am.Workload
     arrival: float
     duration: float
     cohort: str
@@ -77,24 +78,24 @@ def _pick(rng: random.Random, table: tuple[tuple[object, float], ...]) -> object
     return rng.choices([v for v, _ in table], [w for _, w in table])[0]
 
 
-def _cluster_queue(rng: random.Random, name: str, cohort: str) -> adm.ClusterQueue:
+def _cluster_queue(rng: random.Random, name: str, cohort: str) -> am.ClusterQueue:
     flavors = []
     for flavor, nominal in (("A100", rng.choice((8, 16, 24))), ("H100", rng.choice((0, 8)))):
         borrow = None if rng.random() < 0.5 else nominal
         lend = nominal // 2 if rng.random() < 0.3 else None
-        quota = adm.ResourceQuota(adm.GPU, nominal, borrow, lend)
-        flavors.append(adm.FlavorQuotas(flavor, (quota,)))
+        quota = am.ResourceQuota(am.GPU, nominal, borrow, lend)
+        flavors.append(am.FlavorQuotas(flavor, (quota,)))
     strategy = (
         pm.QueueingStrategy.STRICT_FIFO
         if rng.random() < 0.2
         else pm.QueueingStrategy.BEST_EFFORT_FIFO
     )
-    return adm.ClusterQueue(name, (adm.ResourceGroup(tuple(flavors)),), cohort, strategy)
+    return am.ClusterQueue(name, (am.ResourceGroup(tuple(flavors)),), cohort, strategy)
 
 
 def build_world(
     cohorts: int, per_cohort: int, workloads: int, seed: int, burst: bool
-) -> tuple[dict[str, tuple[adm.ClusterQueue, ...]], list[Job]]:
+) -> tuple[dict[str, tuple[am.ClusterQueue, ...]], list[Job]]:
     """ClusterQueues by cohort and a trace of jobs, both from ``seed``."""
     rng = random.Random(seed)
     world = {
@@ -114,8 +115,8 @@ def build_world(
         cq = rng.choices(world[cohort], weights)[0]
         klass = str(_pick(rng, _CLASS_MIX))
         size = int(_pick(rng, _SIZES))  # type: ignore[call-overload]
-        pin = rng.choices(((), ((adm.GPU, "A100"),), ((adm.GPU, "H100"),)), (0.7, 0.2, 0.1))[0]
-        wl = adm.Workload(f"w{i}", cq.name, CLASSES[klass], t, ((adm.GPU, size),), pin)
+        pin = rng.choices(((), ((am.GPU, "A100"),), ((am.GPU, "H100"),)), (0.7, 0.2, 0.1))[0]
+        wl = am.Workload(f"w{i}", cq.name, CLASSES[klass], t, ((am.GPU, size),), pin)
         duration = min(4 * 3600.0, max(60.0, rng.expovariate(1 / _MEAN_DURATION)))
         jobs.append(Job(wl, t, duration, cohort, klass))
     return world, jobs
@@ -125,11 +126,11 @@ def build_world(
 class _Sim:
     """The shell around ``admit``: pending and running work per cohort, an event heap."""
 
-    world: dict[str, tuple[adm.ClusterQueue, ...]]
+    world: dict[str, tuple[am.ClusterQueue, ...]]
     jobs: dict[str, Job]
     result: Result
-    pending: dict[str, dict[str, adm.Workload]] = dataclasses.field(default_factory=dict)
-    running: dict[str, dict[str, tuple[adm.AdmittedWorkload, float]]] = dataclasses.field(
+    pending: dict[str, dict[str, am.Workload]] = dataclasses.field(default_factory=dict)
+    running: dict[str, dict[str, tuple[am.AdmittedWorkload, float]]] = dataclasses.field(
         default_factory=dict
     )
     left: dict[str, float] = dataclasses.field(default_factory=dict)
@@ -152,9 +153,9 @@ class _Sim:
                 self.dirty.add(cohort)
 
     def admit_cohort(self, cohort: str, now: float) -> None:
-        local = tuple(adm.LocalQueue(c.name, c.name) for c in self.world[cohort])
+        local = tuple(am.LocalQueue(c.name, c.name) for c in self.world[cohort])
         held = tuple(w for w, _ in self.running.get(cohort, {}).values())
-        state = adm.State(self.world[cohort], local, held)
+        state = am.State(self.world[cohort], local, held)
         pending = list(self.pending.get(cohort, {}).values())
         t0 = time.perf_counter()
         out = adm.admit(state, pending)
@@ -165,13 +166,13 @@ class _Sim:
         for e in out.evictions:
             self._evict(cohort, e, now)
         for r in out.results:
-            if r.status is adm.Status.ADMITTED:
+            if r.status is am.Status.ADMITTED:
                 self._start(cohort, r, now)
 
-    def _start(self, cohort: str, r: adm.WorkloadResult, now: float) -> None:
+    def _start(self, cohort: str, r: am.WorkloadResult, now: float) -> None:
         wl = self.pending[cohort].pop(r.workload_id)
         usage = tuple((f, res, dict(wl.requests)[res]) for res, f in r.assignment)
-        held = adm.AdmittedWorkload(wl.id, r.cluster_queue, wl.priority, now, usage)
+        held = am.AdmittedWorkload(wl.id, r.cluster_queue, wl.priority, now, usage)
         self.running.setdefault(cohort, {})[wl.id] = (held, now)
         heapq.heappush(self.ends, (now + self.left[wl.id], wl.id, now))
         self.result.admitted += 1
@@ -181,7 +182,7 @@ class _Sim:
             job = self.jobs[wl.id]
             self.result.waits.setdefault(job.klass, []).append(now - job.arrival)
 
-    def _evict(self, cohort: str, e: adm.Eviction, now: float) -> None:
+    def _evict(self, cohort: str, e: am.Eviction, now: float) -> None:
         _, started = self.running[cohort].pop(e.workload_id)
         self.left[e.workload_id] -= now - started  # resumes from its checkpoint
         self.pending[cohort][e.workload_id] = self.jobs[e.workload_id].workload
@@ -189,9 +190,7 @@ class _Sim:
         self.dirty.add(cohort)
 
 
-def simulate(
-    world: dict[str, tuple[adm.ClusterQueue, ...]], jobs: list[Job], tick: float
-) -> Result:
+def simulate(world: dict[str, tuple[am.ClusterQueue, ...]], jobs: list[Job], tick: float) -> Result:
     """Replay ``jobs`` with an admission pass per changed cohort every ``tick`` seconds."""
     sim = _Sim(world, {j.workload.id: j for j in jobs}, Result())
     arrivals, i, now = sorted(jobs, key=lambda j: j.arrival), 0, 0.0
@@ -225,7 +224,7 @@ def _row(name: str, res: Result) -> str:
     return (
         f"| {name} | {res.admitted} | {res.passes} | {res.wall_s:.2f} | {res.per_second:,.0f} "
         f"| {res.per_second / KUEUE_WPS:,.0f}x | {statistics.fmean(res.pass_ms):.2f} | {p99:.2f} "
-        f"| {ev.get(adm.Cause.PRIORITY.value, 0)} / {ev.get(adm.Cause.RECLAIM.value, 0)} |"
+        f"| {ev.get(am.Cause.PRIORITY.value, 0)} / {ev.get(am.Cause.RECLAIM.value, 0)} |"
     )
 
 

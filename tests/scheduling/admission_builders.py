@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from taugrid.platform import models as pm
-from taugrid.scheduling import admission as adm
 from taugrid.scheduling import admission_model as am
 
 __all__ = ["GPU", "cq", "done", "running", "state", "wl"]
@@ -68,7 +67,7 @@ def done(
     by_id = {w.id: w for w in pending}
     out = []
     for r in result.results:
-        if r.status is adm.Status.ADMITTED:
+        if r.status is am.Status.ADMITTED:
             w = by_id[r.workload_id]
             usage = tuple((f, res, dict(w.requests)[res]) for res, f in r.assignment)
             out.append(am.AdmittedWorkload(w.id, r.cluster_queue, w.priority, t, usage))

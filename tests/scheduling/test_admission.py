@@ -11,10 +11,10 @@ from taugrid.scheduling import admission as adm
 from taugrid.scheduling import admission_model as am
 from tests.scheduling.admission_builders import GPU, cq, running, state, wl
 
-S = adm.Status
+S = am.Status
 
 
-def _one(result: adm.CycleResult, wid: str) -> adm.WorkloadResult:
+def _one(result: am.CycleResult, wid: str) -> am.WorkloadResult:
     return result.by_id()[wid]
 
 
@@ -104,7 +104,7 @@ def test_priority_preemption_takes_the_newest_lower_priority() -> None:
     assert (e.workload_id, e.reason, e.cause, e.preemptor) == (
         "low2",
         "Preempted",
-        adm.Cause.PRIORITY,
+        am.Cause.PRIORITY,
         "high",
     )
 
@@ -132,7 +132,7 @@ def test_reclaim_preempts_the_borrower_newest_first_any_priority() -> None:
     )
     r = adm.admit(s, [wl("x", "a", 8)])
     assert _one(r, "x").preempt == ("b2",)
-    assert r.evictions[0].cause is adm.Cause.RECLAIM
+    assert r.evictions[0].cause is am.Cause.RECLAIM
 
 
 def test_reclaim_lower_priority_policy_spares_higher_priority() -> None:
@@ -208,19 +208,19 @@ def test_cluster_queue_of_team_mirrors_render() -> None:
     q = adm.cluster_queue_of(team, cpu_memory=True)
     assert (q.name, q.cohort, q.strategy) == ("research", "lab", pm.QueueingStrategy.STRICT_FIFO)
     assert q.quotas() == {
-        ("A100-80G", GPU): adm.ResourceQuota(GPU, 8, 4, 2),
-        (am.DEFAULT_FLAVOR, am.CPU): adm.ResourceQuota(am.CPU, 1500),
-        (am.DEFAULT_FLAVOR, am.MEMORY): adm.ResourceQuota(am.MEMORY, 2**30),
+        ("A100-80G", GPU): am.ResourceQuota(GPU, 8, 4, 2),
+        (am.DEFAULT_FLAVOR, am.CPU): am.ResourceQuota(am.CPU, 1500),
+        (am.DEFAULT_FLAVOR, am.MEMORY): am.ResourceQuota(am.MEMORY, 2**30),
     }
     alone = adm.cluster_queue_of(team.model_copy(update={"cohort": None}))
-    assert alone.quotas() == {("A100-80G", GPU): adm.ResourceQuota(GPU, 8)}
+    assert alone.quotas() == {("A100-80G", GPU): am.ResourceQuota(GPU, 8)}
 
 
 def test_cpu_and_memory_are_a_second_resource_group() -> None:
     team = pm.TeamSpec(name="t", quotas=[pm.Quota(gpu_model="A100", nominal=4)], cpu_quota=2)
-    s = adm.State((adm.cluster_queue_of(team, cpu_memory=True),), (adm.LocalQueue("t", "t"),))
-    heavy = adm.Workload("x", "t", 0, 0.0, ((GPU, 1), (am.CPU, 3000)))
-    light = adm.Workload("y", "t", 0, 1.0, ((GPU, 1), (am.CPU, 2000), (am.MEMORY, 10)))
+    s = am.State((adm.cluster_queue_of(team, cpu_memory=True),), (am.LocalQueue("t", "t"),))
+    heavy = am.Workload("x", "t", 0, 0.0, ((GPU, 1), (am.CPU, 3000)))
+    light = am.Workload("y", "t", 0, 1.0, ((GPU, 1), (am.CPU, 2000), (am.MEMORY, 10)))
     r = adm.admit(s, [heavy, light])
     assert _one(r, "x").status is S.WAITING and "cpu of flavor default-flavor" in (
         _one(r, "x").reason

@@ -26,7 +26,7 @@ from taugrid.scheduling import admission as adm
 from taugrid.scheduling import admission_model as am
 from tests.scheduling import admission_builders as b
 
-S = adm.Status
+S = am.Status
 FLAVORS = ("A", "B")
 World = tuple[list[am.ClusterQueue], list[am.AdmittedWorkload], list[am.Workload]]
 
@@ -175,7 +175,7 @@ def test_preemption_only_of_lower_priority_or_of_borrowers(world: World) -> None
     for e in result.evictions:
         v, p = victims[e.workload_id], preemptors[e.preemptor]
         p_cq = result.by_id()[p.id].cluster_queue
-        if e.cause is adm.Cause.PRIORITY:
+        if e.cause is am.Cause.PRIORITY:
             assert v.cluster_queue == p_cq and v.priority < p.priority
         else:
             assert v.cluster_queue != p_cq

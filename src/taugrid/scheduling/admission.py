@@ -70,54 +70,9 @@ from taugrid.scheduling import admission_preempt as ap
 from taugrid.spec import units
 
 __all__ = [
-    "CPU",
-    "DEFAULT_FLAVOR",
-    "GPU",
-    "MEMORY",
-    "PREEMPTED",
-    "AdmittedWorkload",
-    "Cause",
-    "ClusterQueue",
-    "CycleResult",
-    "Eviction",
-    "FlavorQuotas",
-    "LocalQueue",
-    "PreemptionPolicy",
-    "Reclaim",
-    "ResourceGroup",
-    "ResourceQuota",
-    "State",
-    "Status",
-    "WithinClusterQueue",
-    "Workload",
-    "WorkloadResult",
     "admit",
     "cluster_queue_of",
-    "quantize",
 ]
-
-CPU = m.CPU
-DEFAULT_FLAVOR = m.DEFAULT_FLAVOR
-GPU = m.GPU
-MEMORY = m.MEMORY
-PREEMPTED = m.PREEMPTED
-AdmittedWorkload = m.AdmittedWorkload
-Cause = m.Cause
-ClusterQueue = m.ClusterQueue
-CycleResult = m.CycleResult
-Eviction = m.Eviction
-FlavorQuotas = m.FlavorQuotas
-LocalQueue = m.LocalQueue
-PreemptionPolicy = m.PreemptionPolicy
-Reclaim = m.Reclaim
-ResourceGroup = m.ResourceGroup
-ResourceQuota = m.ResourceQuota
-State = m.State
-Status = m.Status
-WithinClusterQueue = m.WithinClusterQueue
-Workload = m.Workload
-WorkloadResult = m.WorkloadResult
-quantize = m.quantize
 
 
 class _Mode(enum.IntEnum):

@@ -33,6 +33,7 @@ from collections.abc import Mapping
 
 from taugrid.platform import models as pm
 from taugrid.scheduling import admission as adm
+from taugrid.scheduling import admission_model as am
 from taugrid.scheduling import plugins, plugins_data, spanning
 from taugrid.scheduling import snapshot as snap
 from taugrid.scheduling.packing import live
@@ -278,15 +279,15 @@ def _heads(pending: list[snap.PendingRun]) -> list[snap.PendingRun]:
     return sorted(pending, key=lambda r: (-r.priority, r.created_at, r.run_id))
 
 
-def _cluster_queues(quotas: tuple[snap.QuotaView, ...]) -> tuple[adm.ClusterQueue, ...]:
+def _cluster_queues(quotas: tuple[snap.QuotaView, ...]) -> tuple[am.ClusterQueue, ...]:
     """One ClusterQueue per team; its GPU flavors in the order the quotas are listed."""
     by_team: dict[str, list[snap.QuotaView]] = {}
     for q in quotas:
         by_team.setdefault(q.team, []).append(q)
     return tuple(
-        adm.ClusterQueue(
+        am.ClusterQueue(
             team,
-            (adm.ResourceGroup(tuple(_flavor(q) for q in qs)),),
+            (am.ResourceGroup(tuple(_flavor(q) for q in qs)),),
             qs[0].cohort,
             qs[0].strategy,
         )
@@ -294,32 +295,32 @@ def _cluster_queues(quotas: tuple[snap.QuotaView, ...]) -> tuple[adm.ClusterQueu
     )
 
 
-def _flavor(q: snap.QuotaView) -> adm.FlavorQuotas:
+def _flavor(q: snap.QuotaView) -> am.FlavorQuotas:
     borrow, lend = (q.borrowing_limit, q.lending_limit) if q.cohort else (None, None)
-    return adm.FlavorQuotas(q.gpu_model, (adm.ResourceQuota(adm.GPU, q.nominal, borrow, lend),))
+    return am.FlavorQuotas(q.gpu_model, (am.ResourceQuota(am.GPU, q.nominal, borrow, lend),))
 
 
-def _held(snapshot: snap.Snapshot, teams: set[str]) -> tuple[adm.AdmittedWorkload, ...]:
+def _held(snapshot: snap.Snapshot, teams: set[str]) -> tuple[am.AdmittedWorkload, ...]:
     """Listed admitted runs (preemptible), plus the rest of ``used`` as pinned usage."""
     held, listed = [], dict.fromkeys(((q.team, q.gpu_model) for q in snapshot.quotas), 0.0)
     for a in snapshot.admitted:
         if a.gpus > 0 and (a.team, a.gpu_model) in listed:
             listed[(a.team, a.gpu_model)] += a.gpus
-            usage = ((a.gpu_model, adm.GPU, a.gpus),)
-            held.append(adm.AdmittedWorkload(a.run_id, a.team, a.priority, a.admitted_at, usage))
+            usage = ((a.gpu_model, am.GPU, a.gpus),)
+            held.append(am.AdmittedWorkload(a.run_id, a.team, a.priority, a.admitted_at, usage))
     for q in snapshot.quotas:
-        rest = adm.quantize(q.used - listed[(q.team, q.gpu_model)])
+        rest = am.quantize(q.used - listed[(q.team, q.gpu_model)])
         if rest > 0 and q.team in teams:
-            usage = ((q.gpu_model, adm.GPU, rest),)
+            usage = ((q.gpu_model, am.GPU, rest),)
             pin = f"held:{q.team}:{q.gpu_model}"
-            held.append(adm.AdmittedWorkload(pin, q.team, 0, 0.0, usage, preemptible=False))
+            held.append(am.AdmittedWorkload(pin, q.team, 0, 0.0, usage, preemptible=False))
     return tuple(held)
 
 
-def _workload(run: snap.PendingRun) -> adm.Workload:
-    allowed = ((adm.GPU, run.gpu_model),) if run.gpu_model else ()
-    return adm.Workload(
-        run.run_id, run.team, run.priority, run.created_at, ((adm.GPU, run.total_gpus),), allowed
+def _workload(run: snap.PendingRun) -> am.Workload:
+    allowed = ((am.GPU, run.gpu_model),) if run.gpu_model else ()
+    return am.Workload(
+        run.run_id, run.team, run.priority, run.created_at, ((am.GPU, run.total_gpus),), allowed
     )
 
 
@@ -327,8 +328,8 @@ def _admit(snapshot: snap.Snapshot, runs: list[snap.PendingRun]) -> _Admission:
     """Phase 3 for the runs that need quota now (one admission pass over all of them)."""
     cqs = _cluster_queues(snapshot.quotas)
     teams = {c.name for c in cqs}
-    local = tuple(adm.LocalQueue(t, t) for t in sorted(teams))
-    state = adm.State(cqs, local, _held(snapshot, teams))
+    local = tuple(am.LocalQueue(t, t) for t in sorted(teams))
+    state = am.State(cqs, local, _held(snapshot, teams))
     out = adm.admit(state, [_workload(r) for r in runs if r.team in teams])
     return _Admission(out.by_id(), {e.workload_id: e for e in out.evictions})
 
@@ -478,15 +479,15 @@ def _place_span(
 class _Admission:
     """Phase 3's answers, indexed: results by run ID, evictions by target ID."""
 
-    results: dict[str, adm.WorkloadResult]
-    evicted: dict[str, adm.Eviction]
+    results: dict[str, am.WorkloadResult]
+    evicted: dict[str, am.Eviction]
 
     def why_evicted(self, run_id: str) -> str:
         e = self.evicted[run_id]
         return f"{e.reason}: {e.message}"
 
 
-def _waiting(run: snap.PendingRun, r: adm.WorkloadResult, admission: _Admission) -> Decision:
+def _waiting(run: snap.PendingRun, r: am.WorkloadResult, admission: _Admission) -> Decision:
     """Not admitted; with ``preempt`` when it waits for those runs to be evicted."""
     return Decision(
         run.run_id,
@@ -495,7 +496,7 @@ def _waiting(run: snap.PendingRun, r: adm.WorkloadResult, admission: _Admission)
         r.reason,
         preempt=r.preempt,
         preempt_reasons=tuple(admission.why_evicted(t) for t in r.preempt),
-        flavor=dict(r.assignment).get(adm.GPU),
+        flavor=dict(r.assignment).get(am.GPU),
     )
 
 
@@ -509,11 +510,11 @@ def _decide(run: snap.PendingRun, admission: _Admission, work: _Work) -> Decisio
     if r is None:
         why = f"team {run.team} has no quota for {run.gpu_model or 'GPUs'}"
         return Decision(run.run_id, Outcome.WAITING_QUOTA, None, why)
-    if r.status is not adm.Status.ADMITTED:
+    if r.status is not am.Status.ADMITTED:
         return _waiting(run, r, admission)
     d = _place(run, work)
     return dataclasses.replace(
-        d, borrowed=r.borrowed_of(adm.GPU), flavor=dict(r.assignment).get(adm.GPU)
+        d, borrowed=r.borrowed_of(am.GPU), flavor=dict(r.assignment).get(am.GPU)
     )
 
 
