@@ -16,7 +16,7 @@ from fastapi import responses
 from taugrid import errors
 from taugrid import payloads as wire
 from taugrid.hub.agents import agents
-from taugrid.hub.api.auth import Principal, principal, require_admin, require_agent, workspaces_of
+from taugrid.hub.api.auth import Admin, Auth, Principal, require_agent, workspaces_of
 from taugrid.hub.core import context
 from taugrid.hub.data import data_ops
 from taugrid.hub.metrics import util_history
@@ -29,8 +29,6 @@ from taugrid.spec import errors as spec_errors
 __all__ = ["install_error_handlers", "router"]
 
 router = fastapi.APIRouter(prefix="/v1")
-Auth = Annotated[Principal, fastapi.Depends(principal)]
-Admin = Annotated[Principal, fastapi.Depends(require_admin)]
 Agent = Annotated[Principal, fastapi.Depends(require_agent)]
 _INT32 = 2**31 - 1  # integer columns (event ids, fencing tokens) are 32-bit on PostgreSQL
 

@@ -19,6 +19,8 @@ import fastapi
 from taugrid.hub.core import context
 
 __all__ = [
+    "Admin",
+    "Auth",
     "Principal",
     "principal",
     "require_admin",
@@ -71,6 +73,12 @@ def require_admin(p: Annotated[Principal, fastapi.Depends(principal)]) -> Princi
     if p.role != "admin":
         raise fastapi.HTTPException(403, "this action needs an admin token")
     return p
+
+
+Auth = Annotated[Principal, fastapi.Depends(principal)]
+"""A route parameter: the authenticated caller."""
+Admin = Annotated[Principal, fastapi.Depends(require_admin)]
+"""A route parameter: the authenticated caller, who must be an admin."""
 
 
 def require_metrics(p: Annotated[Principal, fastapi.Depends(principal)]) -> Principal:

@@ -25,8 +25,8 @@ import prometheus_client.registry as prom_registry
 from taugrid import errors
 from taugrid.dataplane import wire
 from taugrid.hub.api.auth import (
+    Auth,
     Principal,
-    principal,
     require_agent,
     require_workspace,
     workspaces_of,
@@ -39,7 +39,6 @@ from taugrid.store import data as store_data
 __all__ = ["install", "router"]
 
 router = fastapi.APIRouter(prefix="/v1", tags=["data"])
-Auth = Annotated[Principal, fastapi.Depends(principal)]
 Agent = Annotated[Principal, fastapi.Depends(require_agent)]
 Doc = dict[str, Any]
 

@@ -14,19 +14,18 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any
+from typing import Any
 
 import fastapi
 import sqlalchemy as sa
 from fastapi import responses
 
-from taugrid.hub.api import auth
+from taugrid.hub.api.auth import Admin
 from taugrid.hub.core import replica
 
 __all__ = ["install", "router", "unavailable"]
 
 router = fastapi.APIRouter(prefix="/v1", tags=["hub"])
-Admin = Annotated[auth.Principal, fastapi.Depends(auth.require_admin)]
 
 _WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 _HINT = "retry, or point clients at another hub replica (a list of hub URLs fails over)"

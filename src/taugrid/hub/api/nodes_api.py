@@ -9,12 +9,12 @@ an admin clears it). Listing and history are for admins. The rules of marks live
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
 import fastapi
 
 from taugrid import payloads as wire
-from taugrid.hub.api.auth import Principal, principal, require_admin
+from taugrid.hub.api.auth import Admin, Auth, Principal
 from taugrid.hub.core import context, pools
 from taugrid.hub.runs import attempts, nodehealth, runs
 from taugrid.lifecycle import states as st
@@ -22,8 +22,6 @@ from taugrid.lifecycle import states as st
 __all__ = ["router"]
 
 router = fastapi.APIRouter(prefix="/v1", tags=["nodes"])
-Auth = Annotated[Principal, fastapi.Depends(principal)]
-Admin = Annotated[Principal, fastapi.Depends(require_admin)]
 
 
 def _hub(request: fastapi.Request) -> context.Hub:

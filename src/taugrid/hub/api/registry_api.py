@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
 import fastapi
 
 from taugrid import payloads as wire
-from taugrid.hub.api.auth import Principal, principal, workspaces_of
+from taugrid.hub.api.auth import Auth, workspaces_of
 from taugrid.hub.core import context
 from taugrid.hub.runs import registry
 
 __all__ = ["router"]
 
 router = fastapi.APIRouter(prefix="/v1/models")
-Auth = Annotated[Principal, fastapi.Depends(principal)]
 
 
 def _hub(request: fastapi.Request) -> context.Hub:

@@ -15,9 +15,9 @@ import fastapi
 
 from taugrid import payloads as wire
 from taugrid.hub.api.auth import (
+    Admin,
+    Auth,
     Principal,
-    principal,
-    require_admin,
     require_workspace,
     workspaces_of,
 )
@@ -29,8 +29,6 @@ from taugrid.store.secrets import PLATFORM_SCOPE
 __all__ = ["router"]
 
 router = fastapi.APIRouter(prefix="/v1", tags=["secrets"])
-Auth = Annotated[Principal, fastapi.Depends(principal)]
-Admin = Annotated[Principal, fastapi.Depends(require_admin)]
 Name = Annotated[str, fastapi.Path(pattern=spec_models.NAME_PATTERN)]  # as runtime.secrets
 Workspace = Annotated[str, fastapi.Path(max_length=128)]
 

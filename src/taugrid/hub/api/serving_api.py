@@ -8,12 +8,12 @@ bearer token and forwards to the nearest healthy region.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
 import fastapi
 
 from taugrid import payloads as wire
-from taugrid.hub.api.auth import Principal, principal, workspaces_of
+from taugrid.hub.api.auth import Auth, workspaces_of
 from taugrid.hub.core import context
 from taugrid.hub.serving import serve_router, serving
 
@@ -22,7 +22,6 @@ __all__ = ["endpoints", "router"]
 router = fastapi.APIRouter(prefix="/v1/serve")
 endpoints = fastapi.APIRouter(prefix="/v1/endpoints")
 METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
-Auth = Annotated[Principal, fastapi.Depends(principal)]
 
 
 def _hub(request: fastapi.Request) -> context.Hub:

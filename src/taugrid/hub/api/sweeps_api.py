@@ -7,12 +7,12 @@ runs (``/v1/runs``). ``hub.runs.sweeps`` does the work.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
 import fastapi
 
 from taugrid import payloads as wire
-from taugrid.hub.api.auth import Principal, principal, workspaces_of
+from taugrid.hub.api.auth import Auth, workspaces_of
 from taugrid.hub.core import context
 from taugrid.hub.data import data_ops
 from taugrid.hub.runs import runs, sweeps
@@ -21,7 +21,6 @@ from taugrid.scheduling import sweeps as core
 __all__ = ["router"]
 
 router = fastapi.APIRouter(prefix="/v1", tags=["sweeps"])
-Auth = Annotated[Principal, fastapi.Depends(principal)]
 _PREVIEW = 20  # trials a dry run lists
 
 

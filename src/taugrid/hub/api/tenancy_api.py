@@ -21,9 +21,9 @@ import fastapi
 
 from taugrid import payloads as wire
 from taugrid.hub.api.auth import (
+    Admin,
+    Auth,
     Principal,
-    principal,
-    require_admin,
     require_workspace,
     workspaces_of,
 )
@@ -33,8 +33,6 @@ from taugrid.hub.tenancy import cost, tenancy
 __all__ = ["router"]
 
 router = fastapi.APIRouter(prefix="/v1", tags=["tenancy"])
-Auth = Annotated[Principal, fastapi.Depends(principal)]
-Admin = Annotated[Principal, fastapi.Depends(require_admin)]
 Limit = Annotated[int, fastapi.Query(ge=1, le=1000)]
 Name = Annotated[str, fastapi.Path(max_length=128)]
 
