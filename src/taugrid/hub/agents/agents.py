@@ -16,7 +16,9 @@ recorded, and the reply tells the agent to stop it.
 from __future__ import annotations
 
 import json
+import threading
 import time
+import weakref
 from typing import Any
 
 from starlette import concurrency
@@ -87,9 +89,39 @@ def apply(
         _apply(hub, a)
     guests.apply_joins(hub, cluster_id, req.joins)
     guests.apply_status(hub, cluster_id, req.guests)
-    if report is not None or any(a.released or a.state not in _ACTIVE for a in req.attempts):
+    ended = any(a.released or a.state not in _ACTIVE for a in req.attempts)
+    if ended or (report is not None and _report_changed(hub, cluster_id, report)):
         hub.wake_scheduler()  # capacity may be free: place now, answer this long-poll
     return _reply(hub, cluster_id, lease), wake
+
+
+_LAST_REPORTS: weakref.WeakKeyDictionary[context.Hub, dict[str, dict[str, Any]]] = (
+    weakref.WeakKeyDictionary()
+)
+_LAST_LOCK = threading.Lock()
+
+
+_VOLATILE = frozenset(
+    {"last_heartbeat", "avg_cpu_usage", "avg_gpu_usage", "gpu_utilization", "probes"}
+)
+"""Report fields that change on every report and say nothing of free capacity (and each
+node's ``checked_at``)."""
+
+
+def _report_changed(hub: context.Hub, cluster_id: str, report: dict[str, Any]) -> bool:
+    """Whether ``report`` says something of capacity that the last one this replica had
+    from the cluster did not: an idle fleet's unchanged reports (hundreds a second at
+    1,000 regions) do not each run a scheduling cycle; the loop still runs every
+    ``cycle_s``."""
+    key = {k: v for k, v in report.items() if k not in _VOLATILE}
+    key["nodes"] = [
+        {k: v for k, v in n.items() if k != "checked_at"} for n in report.get("nodes", [])
+    ]
+    with _LAST_LOCK:
+        last = _LAST_REPORTS.setdefault(hub, {})
+        changed = last.get(cluster_id) != key
+        last[cluster_id] = key
+    return changed
 
 
 def finish(
