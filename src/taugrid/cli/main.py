@@ -15,7 +15,7 @@ import sys
 
 from taugrid import errors
 from taugrid.cli import app as _app
-from taugrid.cli import (
+from taugrid.cli import (  # noqa: F401 (imported to register their commands)
     cluster_cmds,
     context_cmds,
     data_cmds,
@@ -36,25 +36,6 @@ from taugrid.cli import (
 )
 
 __all__ = ["main"]
-
-_COMMAND_MODULES = (
-    cluster_cmds,
-    context_cmds,
-    data_cmds,
-    hub_cmds,
-    lab_cmds,
-    metrics_cmds,
-    model_cmds,
-    ops_cmds,
-    pipeline_cmds,
-    platform_cmds,
-    run_cmds,
-    secret_cmds,
-    serve_cmds,
-    spec_cmds,
-    sweep_cmds,
-    tenancy_cmds,
-)  # imported to register
 
 
 def main() -> None:
