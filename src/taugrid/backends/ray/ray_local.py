@@ -399,7 +399,7 @@ class LocalRayCluster:
         known = {r["node_id"] for r in self._node_rows()}  # the dead may still look alive
         for node in dead:
             _procs.terminate(self._marker(node), grace_s=1)  # what is left of it
-            self._respawn(node)
+            self._spawn(node)
         self._write_state()
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
@@ -569,16 +569,7 @@ class LocalRayCluster:
             index, shape, ip, self._tmp_root / f"n{index}", self.state_dir / f"node-{index}.log"
         )
         node.temp_dir.mkdir(parents=True, exist_ok=True)
-        with node.log.open("ab") as log:
-            node.proc = subprocess.Popen(
-                self._command(node),
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=self._env(node),
-                start_new_session=True,  # our Ctrl-C must not reach Ray directly
-                cwd=node.temp_dir,
-            )
+        self._spawn(node)
         self._nodes.append(node)
         self._write_state()
         return node
@@ -588,7 +579,8 @@ class LocalRayCluster:
             return node.proc.poll() is None
         return bool(_procs.marked(self._marker(node)))  # attached: a previous agent's
 
-    def _respawn(self, node: _Node) -> None:
+    def _spawn(self, node: _Node) -> None:
+        """Run ``node``'s ``ray start`` in a session of its own, appending to its log."""
         with node.log.open("ab") as log:
             node.proc = subprocess.Popen(
                 self._command(node),
@@ -596,7 +588,7 @@ class LocalRayCluster:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=self._env(node),
-                start_new_session=True,
+                start_new_session=True,  # our Ctrl-C must not reach Ray directly
                 cwd=node.temp_dir,
             )
 
