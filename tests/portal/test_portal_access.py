@@ -82,6 +82,9 @@ def test_revoked_token_goes_back_to_login(hub: HubServer, page: Any) -> None:
     with hub.http() as admin:
         tok = next(t for t in tb.ok(admin.get("/v1/admin/tokens")) if t["name"] == "ana")
         tb.ok(admin.post(f"/v1/admin/tokens/{tok['id']}/revoke"))
+    # The open page's live stream sees the refusal and goes to the login page by itself;
+    # navigating while it does so would race that navigation (net::ERR_ABORTED).
+    page.wait_for_url("**/ui/login", timeout=15_000)
     page.goto(f"{hub.url}/ui/runs/{mine['id']}")
     assert page.url.endswith("/ui/login")
     assert "vision-run" not in page.content()
