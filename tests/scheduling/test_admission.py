@@ -230,3 +230,15 @@ def test_cpu_and_memory_are_a_second_resource_group() -> None:
         (am.MEMORY, am.DEFAULT_FLAVOR),
         (GPU, "A100"),
     )
+
+
+def test_a_borrower_admitted_first_in_the_pass_gives_way_to_a_reclaim_of_own_quota() -> None:
+    # Cohort of 4 (a: 3, b: 1), nothing running. a's head a0 needs 4 (it would borrow),
+    # b's head (priority 1) needs 2 (borrows 1): b1 goes first, then a0 does not fit and
+    # a1 (3, within a's nominal) could only preempt b1. Found by the starvation property:
+    # b1 was admitted ahead of a1 every pass and preempted by it the next, for ever.
+    s = state([cq("a", {"A100": 3}, "k"), cq("b", {"A100": 1}, "k")])
+    r = adm.admit(s, [wl("a0", "a", 4), wl("a1", "a", 3, t=1), wl("b1", "b", 2, priority=1)])
+    assert _one(r, "a1").status is S.ADMITTED and r.evictions == ()
+    assert _one(r, "b1").status is S.WAITING and "gave back" in _one(r, "b1").reason
+    assert _one(r, "a0").status is S.WAITING

@@ -220,6 +220,8 @@ class _Pass:
     failed: dict[tuple[str, object], list[_Failed]] = dataclasses.field(default_factory=dict)
     failed_at: int = -1  # ledger.releases when ``failed`` was last valid
     cache: dict[str, tuple[int, int, _Eval]] = dataclasses.field(default_factory=dict)
+    fresh: list[tuple[str, int, dict[m.FR, m.Amount]]] = dataclasses.field(default_factory=list)
+    """Borrowers admitted in this pass: queue, index of their result, what they hold."""
 
     def wait(self, cq: str, wl: m.Workload, reason: str) -> None:
         self.results.append(m.WorkloadResult(wl.id, cq, m.Status.WAITING, reason))
@@ -295,12 +297,48 @@ class _Pass:
             if self.ledger.borrowing(cq, (f, r)) > before[(f, r)]
         )
         reason = "admitted" + (" borrowing from cohort" if borrowed else "")
+        if borrowed:
+            self.fresh.append((cq, len(self.results), dict(ev.needed)))
         self.results.append(
             m.WorkloadResult(wl.id, cq, m.Status.ADMITTED, reason, ev.assignment, borrowed)
         )
         self.cursor[cq] += 1
 
+    def reclaim_fresh(self, cq: str, wl: m.Workload, ev: _Eval) -> bool:
+        """Let ``wl`` reclaim its queue's own quota from borrowers admitted earlier in
+        this pass (newest first); they wait instead, nothing is evicted. Without this a
+        borrower admitted ahead of a reclaiming workload every pass, then preempted by
+        it, could keep it out for ever. False, and nothing changed, if that is not
+        enough."""
+        if not ap.may_reclaim(cq, ev.needed, self.ledger):
+            return False
+        cohort = self.ledger.cqs[cq].cohort
+        taken: list[tuple[str, int, dict[m.FR, m.Amount]]] = []
+        for other, at, held in reversed(self.fresh):
+            if self.ledger.fits(cq, ev.needed):
+                break
+            if other == cq or self.ledger.cqs[other].cohort != cohort:
+                continue
+            if not any(fr in ev.needed and self.ledger.borrowing(other, fr) > 0 for fr in held):
+                continue
+            self.ledger.add(other, held.items(), -1)
+            taken.append((other, at, held))
+        if not self.ledger.fits(cq, ev.needed):
+            for other, _, held in taken:
+                self.ledger.add(other, held.items())
+            return False
+        for other, at, _ in taken:
+            why = f"gave back the quota it borrowed to {wl.id} of ClusterQueue {cq} (its own)"
+            self.results[at] = m.WorkloadResult(
+                self.results[at].workload_id, other, m.Status.WAITING, why
+            )
+        self.fresh = [f for f in self.fresh if f not in taken]
+        self.admit(cq, wl, dataclasses.replace(ev, mode=_Mode.FIT))
+        return True
+
     def preempt(self, cq: str, wl: m.Workload, ev: _Eval) -> None:
+        if self.reclaim_fresh(cq, wl, ev):
+            return
         why = ev.why()
         targets = ap.find_targets(wl, cq, ev.needed, self.ledger, self.running)
         if targets is None:

@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from taugrid.scheduling import admission_ledger as al
 from taugrid.scheduling import admission_model as m
 
-__all__ = ["Target", "find_targets", "usage_of"]
+__all__ = ["Target", "find_targets", "may_reclaim", "usage_of"]
 
 _Running = Mapping[str, Mapping[str, m.AdmittedWorkload]]
 """Admitted workloads by ClusterQueue, then by workload ID."""
@@ -65,7 +65,7 @@ def _own(
     return [Target(w, m.Cause.PRIORITY) for w in sorted(ws, key=_order)]
 
 
-def _may_reclaim(cq: str, needed: Mapping[m.FR, m.Amount], ledger: al.Ledger) -> bool:
+def may_reclaim(cq: str, needed: Mapping[m.FR, m.Amount], ledger: al.Ledger) -> bool:
     queue = ledger.cqs[cq]
     if queue.cohort is None or queue.preemption.reclaim_within_cohort is m.Reclaim.NEVER:
         return False
@@ -110,7 +110,7 @@ def _greedy(
     wl: m.Workload, cq: str, needed: Mapping[m.FR, m.Amount], ledger: al.Ledger, running: _Running
 ) -> list[Target] | None:
     targets: list[Target] = []
-    if _may_reclaim(cq, needed, ledger):
+    if may_reclaim(cq, needed, ledger):
         peers = _peers(wl, cq, needed, ledger, running)
         while (t := _next_peer(peers, needed, ledger)) is not None:
             _release(t, ledger)
