@@ -46,7 +46,10 @@ Where this deviates from Kueue, and why:
   preempting a peer with a higher share without reclaim) are not implemented, nor
   ``borrowWithinCohort``, hierarchical cohorts, partial admission or pod sets
   (a workload is one total request per resource).
-- Workloads admitted earlier in the same pass are never preemption targets.
+- Workloads admitted earlier in the same pass are never preemption targets; a borrower
+  admitted earlier in the pass instead gives way (waits, nothing evicted) to a later
+  workload reclaiming its own queue's nominal quota, which could otherwise only preempt
+  it in the next pass and lose its room to it again (a livelock).
 - BestEffortFIFO retries inadmissible workloads on every pass; Kueue parks them until
   the cohort's usage changes. Same outcome, the shell may skip unchanged cohorts.
 - A workload known to be inadmissible in this pass is set aside at once, without
