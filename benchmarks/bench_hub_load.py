@@ -99,16 +99,19 @@ async def _user(http: aiohttp.ClientSession, stop: asyncio.Event, samples: Sampl
         await _timed(samples, "log tail", http, "GET", f"/v1/runs/{run_id}/logs", params=tail)
 
 
-async def _step(
-    urls: list[str], token: str, regions: int, users: int, seconds: float
-) -> tuple[Samples, float]:
-    """One step: ``regions`` and ``users`` spread over the replicas' ``urls``, each with
-    a kept connection as an agent has (aiohttp: httpx's pool spent 20 ms of client CPU
-    per request with hundreds of connections, and the client, not the hub, saturated)."""
+async def _load(
+    urls: list[str], token: str, regions: int, levels: list[int], seconds: float
+) -> list[tuple[int, Samples, float]]:
+    """Every step against one fleet: ``regions`` register once and sync throughout, as a
+    real fleet does, and each step adds its ``users`` for ``seconds``. Regions and users
+    are spread over the replicas' ``urls``, each with a kept connection as an agent has
+    (aiohttp: httpx's pool spent 20 ms of client CPU per request with hundreds of
+    connections, and the client, not the hub, saturated)."""
     samples: Samples = defaultdict(list)
-    stop = asyncio.Event()
+    fleet_stop = asyncio.Event()
     headers = {"Authorization": f"Bearer {token}"}
     timeout = aiohttp.ClientTimeout(total=120)
+    out = []
     async with contextlib.AsyncExitStack() as stack:
         https = [
             await stack.enter_async_context(
@@ -121,22 +124,27 @@ async def _step(
             )
             for u in urls
         ]
-        tasks = [
-            asyncio.create_task(_region(https[i % len(https)], i, stop, samples))
+        fleet = [
+            asyncio.create_task(_region(https[i % len(https)], i, fleet_stop, samples))
             for i in range(regions)
         ]
-        await asyncio.sleep(SYNC_WAIT_S + 1)  # registrations out of the way of the step
-        samples.clear()
-        tasks += [
-            asyncio.create_task(_user(https[i % len(https)], stop, samples)) for i in range(users)
-        ]
-        t0 = time.perf_counter()
-        await asyncio.sleep(seconds)
-        took = time.perf_counter() - t0
-        counted: Samples = defaultdict(list, {k: list(v) for k, v in samples.items()})
-        stop.set()
-        await asyncio.gather(*tasks)
-        return counted, took
+        await asyncio.sleep(REPORT_S + 2)  # registered, and every region has reported
+        for users in levels:
+            stop = asyncio.Event()
+            samples.clear()
+            tasks = [
+                asyncio.create_task(_user(https[i % len(https)], stop, samples))
+                for i in range(users)
+            ]
+            t0 = time.perf_counter()
+            await asyncio.sleep(seconds)
+            took = time.perf_counter() - t0
+            out.append((users, defaultdict(list, {k: list(v) for k, v in samples.items()}), took))
+            stop.set()
+            await asyncio.gather(*tasks)
+        fleet_stop.set()
+        await asyncio.gather(*fleet)
+    return out
 
 
 def _pct(xs: list[float], q: int) -> float:
@@ -161,10 +169,12 @@ def run(load: Load, src: str | None = None) -> list[Step]:
                 Path(tmp), HOST, pg.new_database("load"), load.replicas, 10.0
             )
             try:
-                for users in load.levels:
-                    samples, took = asyncio.run(
-                        _step(list(reps.procs), reps.admin_token, load.regions, users, load.seconds)
+                steps = asyncio.run(
+                    _load(
+                        list(reps.procs), reps.admin_token, load.regions, load.levels, load.seconds
                     )
+                )
+                for users, samples, took in steps:
                     rps = sum(len(v) for k, v in samples.items() if "errors" not in k) / took
                     out.append((users, rps, samples))
                     print(f"{src or 'this tree'}: {users} users: {rps:.0f} req/s", flush=True)

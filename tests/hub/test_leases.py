@@ -101,3 +101,53 @@ def test_stop_writes_what_was_noted(engine: sa.Engine) -> None:
     box.renew("c1", None, None)
     box.stop()
     assert _expires(store, "c1") > before
+
+
+def test_a_report_with_nothing_new_is_noted_and_a_new_one_written_at_once(
+    engine: sa.Engine,
+) -> None:
+    store = clusters.ClusterStore(engine)
+    for cid in ("c1", "c2"):
+        store.upsert(cid, "r", 1.0, {})
+    box = leases.Leases(store, LEASE_S, every_s=3600)  # flushed by hand here
+    box.start()
+    try:
+        for cid in ("c1", "c2"):
+            box.renew(cid, None, None)  # first seen: written at once, now known
+        store.set_state("c2", "unknown")
+        before = _expires(store, "c1")
+        time.sleep(0.01)
+        end = box.renew("c1", {"nodes": [], "n": 1}, "ready", urgent=False)
+        box.renew("c2", {"nodes": [], "n": 1}, None, urgent=False)
+        assert (store.get("c1") or {})["report"] == {} and _expires(store, "c1") == before
+        box.flush()  # both reports in one transaction
+        c1, c2 = store.get("c1") or {}, store.get("c2") or {}
+        assert c1["report"] == {"nodes": [], "n": 1} and before < c1["lease_expires"] <= end
+        assert c2["report"] == {"nodes": [], "n": 1} and c2["state"] == "ready"
+        # A newer report noted, then an urgent one written at once: the flush that
+        # follows does not bring the older one back.
+        box.renew("c1", {"nodes": [], "n": 2}, None, urgent=False)
+        box.renew("c1", {"nodes": [], "n": 3}, "degraded")
+        assert (store.get("c1") or {})["report"]["n"] == 3
+        box.flush()
+        c1 = store.get("c1") or {}
+        assert c1["report"]["n"] == 3 and c1["state"] == "degraded"
+    finally:
+        box.stop()
+
+
+def test_a_noted_report_of_a_cluster_gone_from_the_store_is_dropped(engine: sa.Engine) -> None:
+    store = clusters.ClusterStore(engine)
+    store.upsert("c1", "r", 1.0, {})
+    box = leases.Leases(store, LEASE_S, every_s=3600)
+    box.start()
+    try:
+        box.renew("c1", None, None)
+        with engine.begin() as c:
+            c.execute(t.clusters.delete().where(t.clusters.c.id == "c1"))
+        box.renew("c1", {"nodes": []}, None, urgent=False)
+        box.flush()
+        assert store.get("c1") is None
+        assert box.renew("c1", {"nodes": []}, None, urgent=False) == 0.0  # not registered
+    finally:
+        box.stop()

@@ -57,6 +57,15 @@ class AuthStore:
             c.execute(t.tokens.insert().values(**row))
         return secret, row
 
+    def cached(self, secret: str) -> Row | None:
+        """The token's row if a lookup within ``LOOKUP_TTL_S`` found it (no query)."""
+        digest = hash_token(secret)
+        with self._known_lock:
+            hit = self._known.get(digest)
+        if hit is not None and time.monotonic() - hit[0] < LOOKUP_TTL_S:
+            return dict(hit[1])
+        return None
+
     def lookup(self, secret: str) -> Row | None:
         digest, now = hash_token(secret), time.monotonic()
         with self._known_lock:

@@ -11,7 +11,7 @@ the node unusable for placement.
 from __future__ import annotations
 
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -21,6 +21,12 @@ from taugrid.store import schema as t
 __all__ = ["ClusterStore"]
 
 Row = dict[str, Any]
+
+
+def _ready_again() -> sa.ColumnElement[Any]:
+    """The state a renewal leaves: a cluster that had lost contact is ``ready`` again."""
+    col = t.clusters.c.state
+    return sa.case((col == "unknown", "ready"), else_=col)
 
 
 class ClusterStore:
@@ -52,11 +58,10 @@ class ClusterStore:
         cluster that had lost contact (``unknown``) is ``ready`` again. The lease's new
         end, or 0 for a cluster that never registered."""
         now = time.time()
-        col = t.clusters.c.state
         values: Row = {
             "last_heartbeat": now,
             "lease_expires": now + lease_s,
-            "state": state or sa.case((col == "unknown", "ready"), else_=col),
+            "state": state or _ready_again(),
         }
         if report is not None:
             values["report"] = report
@@ -71,19 +76,48 @@ class ClusterStore:
         that exist."""
         if not cluster_ids:
             return set()
-        col = t.clusters.c.state
         q = (
             t.clusters.update()
             .where(t.clusters.c.id.in_(sorted(cluster_ids)))
-            .values(
-                last_heartbeat=since,
-                lease_expires=since + lease_s,
-                state=sa.case((col == "unknown", "ready"), else_=col),
-            )
+            .values(last_heartbeat=since, lease_expires=since + lease_s, state=_ready_again())
             .returning(t.clusters.c.id)
         )
         with self.engine.begin() as c:
             return {str(r[0]) for r in c.execute(q)}
+
+    def renew_reports(
+        self, rows: Sequence[tuple[str, float, Row, str | None]], lease_s: float
+    ) -> set[str]:
+        """``renew`` with a report for each ``(cluster, since, report, state)``, the lease
+        counted from ``since``, in one transaction (one batch of statements); the ids
+        that exist."""
+        if not rows:
+            return set()
+        col = t.clusters.c
+        q = (
+            t.clusters.update()
+            .where(col.id == sa.bindparam("b_id"))
+            .values(
+                last_heartbeat=sa.bindparam("b_since"),
+                lease_expires=sa.bindparam("b_until"),
+                report=sa.bindparam("b_report", type_=col.report.type),
+                state=sa.func.coalesce(sa.bindparam("b_state", type_=sa.String), _ready_again()),
+            )
+        )
+        params = [
+            {
+                "b_id": cid,
+                "b_since": since,
+                "b_until": since + lease_s,
+                "b_report": report,
+                "b_state": state,
+            }
+            for cid, since, report, state in rows
+        ]
+        ids = sorted({cid for cid, *_ in rows})
+        with self.engine.begin() as c:
+            c.execute(q, params)
+            return {str(r[0]) for r in c.execute(sa.select(col.id).where(col.id.in_(ids)))}
 
     def set_state(self, cluster_id: str, state: str) -> None:
         with self.engine.begin() as c:

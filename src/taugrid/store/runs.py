@@ -29,6 +29,11 @@ def _rows(result: sa.CursorResult[Any]) -> list[Row]:
     return [dict(r._mapping) for r in result]
 
 
+def _part(row: sa.RowMapping, table: sa.Table, label: str) -> Row:
+    """``table``'s columns of a joined row labelled ``<label>_<column>``."""
+    return {col.name: row[f"{label}_{col.name}"] for col in table.columns}
+
+
 class RunStore:
     """Repository over runs, attempts, phases, events and metrics."""
 
@@ -281,14 +286,22 @@ class RunStore:
             rows = [r._mapping for r in c.execute(q)]
         if not rows:
             return None
-        run = {col.name: rows[0][f"runs_{col.name}"] for col in t.runs.columns}
-        cols = [col.name for col in t.attempts.columns]
-        attempts = [
-            {name: r[f"attempts_{name}"] for name in cols}
-            for r in rows
-            if r["attempts_token"] is not None
+        run = _part(rows[0], t.runs, "runs")
+        return run, [
+            _part(r, t.attempts, "attempts") for r in rows if r["attempts_token"] is not None
         ]
-        return run, attempts
+
+    def current_attempts(self, run_state: str, attempt_state: str) -> list[Row]:
+        """The current attempts in ``attempt_state`` of the runs in ``run_state``, each
+        with its run's ``cancel_requested`` (one statement; no run's spec is read)."""
+        q = (
+            sa.select(t.attempts, t.runs.c.cancel_requested)
+            .join(t.runs, t.attempts.c.token == t.runs.c.current_token)
+            .where(t.runs.c.state == run_state, t.attempts.c.state == attempt_state)
+            .order_by(t.attempts.c.token)
+        )
+        with self.engine.connect() as c:
+            return _rows(c.execute(q))
 
     def attempts_for_run(self, run_id: str) -> list[Row]:
         q = sa.select(t.attempts).where(t.attempts.c.run_id == run_id).order_by(t.attempts.c.number)

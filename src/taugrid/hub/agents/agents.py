@@ -47,6 +47,9 @@ sent with full reports, every ``report_s``; a data plane's address rarely change
 
 
 def register(hub: context.Hub, req: wire.AgentRegister) -> float:
+    hub.leases.forget_report(req.cluster_id)  # the stored report is empty again:
+    with _LAST_LOCK:
+        _LAST_REPORTS.setdefault(hub, {}).pop(req.cluster_id, None)  # the next one is new
     hub.clusters.upsert(req.cluster_id, req.region, hub.config.lease_s, {})
     hub.runs.add_event(
         None, "cluster_registered", {"cluster": req.cluster_id, "region": req.region}
@@ -67,9 +70,22 @@ async def sync_async(hub: context.Hub, cluster_id: str, req: wire.AgentSync) -> 
     """``sync`` for the event loop: the work runs in the thread pool, the long-poll is
     awaited without holding a thread (``hub.core.wakeups``)."""
     reply, wake = await concurrency.run_in_threadpool(apply, hub, cluster_id, req)
-    if req.wait_s > 0 and not _news(reply, req) and await wake.wait_async(req.wait_s):
-        reply = await concurrency.run_in_threadpool(_reply, hub, cluster_id, reply.lease_expires)
-    return await concurrency.run_in_threadpool(finish, hub, cluster_id, req, reply)
+    woken = req.wait_s > 0 and not _news(reply, req) and await wake.wait_async(req.wait_s)
+    return await concurrency.run_in_threadpool(_answer, hub, cluster_id, req, reply, woken)
+
+
+def _answer(
+    hub: context.Hub,
+    cluster_id: str,
+    req: wire.AgentSync,
+    reply: wire.AgentSyncReply,
+    woken: bool,
+) -> wire.AgentSyncReply:
+    """The reply after the long-poll (read again if something woke it), finished: one
+    trip to the thread pool."""
+    if woken:
+        reply = _reply(hub, cluster_id, reply.lease_expires)
+    return finish(hub, cluster_id, req, reply)
 
 
 def apply(
@@ -79,7 +95,9 @@ def apply(
     report = req.report.model_dump(mode="json") if req.report else None
     if report is not None:
         pools.observe(hub, cluster_id, report)
-    lease = hub.leases.renew(cluster_id, report, (report or {}).get("health"))
+    changed = report is not None and _report_changed(hub, cluster_id, report)
+    health = (report or {}).get("health")
+    lease = hub.leases.renew(cluster_id, report, health, urgent=changed)
     if report is not None:
         util_history.record(hub, _region_of(hub, cluster_id))
     prewarm.apply(hub, cluster_id, req.runtimes)
@@ -90,7 +108,7 @@ def apply(
     guests.apply_joins(hub, cluster_id, req.joins)
     guests.apply_status(hub, cluster_id, req.guests)
     ended = any(a.released or a.state not in _ACTIVE for a in req.attempts)
-    if ended or (report is not None and _report_changed(hub, cluster_id, report)):
+    if ended or changed:
         hub.wake_scheduler()  # capacity may be free: place now, answer this long-poll
     return _reply(hub, cluster_id, lease), wake
 

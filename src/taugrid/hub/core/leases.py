@@ -8,10 +8,13 @@ report only notes its time here, and a flusher writes every noted renewal in one
 statement every ``FLUSH_S`` (at most an eighth of the lease): the written lease counts
 from the earliest noted sync, so it never ends later than one renewed at once would.
 
-A sync that carries a report (its state may change), a cluster not yet seen renewed by
-this replica, and any sync while no flusher runs (a hub used without its app) renew at
-once, as before. A cluster the store no longer has is forgotten, so its agent's next
-sync hears "not registered" (lease 0) and registers again.
+A report that says nothing new of capacity or health (``urgent`` false: an idle
+cluster's periodic report, a hundred a second at 1,000 regions) is noted likewise, the
+newest per cluster, and written by the same flush in one transaction. A report that
+says something new, a cluster not yet seen renewed by this replica, and any sync while
+no flusher runs (a hub used without its app) renew at once. A cluster the store no
+longer has is forgotten, so its agent's next sync hears "not registered" (lease 0) and
+registers again.
 """
 
 from __future__ import annotations
@@ -30,6 +33,9 @@ FLUSH_S = 0.25
 
 log = logging.getLogger(__name__)
 
+_Report = tuple[float, dict[str, Any], str | None]
+"""A noted report: the earliest sync it stands for, the report, the agent's health."""
+
 
 class Leases:
     """The renewals this replica has noted but not yet written."""
@@ -39,48 +45,96 @@ class Leases:
     ) -> None:
         self.store, self.lease_s = store, lease_s
         self.every_s = min(FLUSH_S, lease_s / 8) if every_s is None else every_s
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
+        self._flushing: set[str] = set()
+        """Clusters whose noted report a flush is writing: a report of theirs written at
+        once waits for it, so the older one never lands after the newer."""
         self._noted: dict[str, float] = {}
+        self._reports: dict[str, _Report] = {}
         self._known: set[str] = set()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def renew(self, cluster_id: str, report: dict[str, Any] | None, state: str | None) -> float:
-        """Renew ``cluster_id``'s lease; its new end, or 0 for a cluster not registered."""
+    def renew(
+        self,
+        cluster_id: str,
+        report: dict[str, Any] | None,
+        state: str | None,
+        *,
+        urgent: bool = True,
+    ) -> float:
+        """Renew ``cluster_id``'s lease; its new end, or 0 for a cluster not registered.
+
+        A renewal with no report and no state, or with a report that is not ``urgent``,
+        is noted and written by the next flush; any other is written at once."""
         now = time.time()
         with self._lock:
-            batched = (
-                self._thread is not None
-                and report is None
-                and state is None
-                and cluster_id in self._known
-            )
-            if batched:
+            batched = self._thread is not None and cluster_id in self._known
+            if batched and report is None and state is None:
                 self._noted.setdefault(cluster_id, now)
+            elif batched and report is not None and not urgent:
+                since = self._reports.get(cluster_id, (now,))[0]
+                self._reports[cluster_id] = (since, report, state)
+            else:
+                batched = False
         if batched:
             return now + self.lease_s
-        end = self.store.renew(cluster_id, self.lease_s, report, state)
+        end = self._now(cluster_id, report, state)
         if end:
             with self._lock:
                 self._known.add(cluster_id)
         return end
 
+    def _now(self, cluster_id: str, report: dict[str, Any] | None, state: str | None) -> float:
+        if report is None:
+            return self.store.renew(cluster_id, self.lease_s, report, state)
+        with self._lock:  # written now: what was noted for it is older
+            self._lock.wait_for(lambda: cluster_id not in self._flushing)
+            self._reports.pop(cluster_id, None)
+        return self.store.renew(cluster_id, self.lease_s, report, state)
+
+    def forget_report(self, cluster_id: str) -> None:
+        """``cluster_id`` (re)registered: a report noted before is not written after it."""
+        with self._lock:
+            self._lock.wait_for(lambda: cluster_id not in self._flushing)
+            self._reports.pop(cluster_id, None)
+
     def flush(self) -> None:
-        """Write every noted renewal now (one statement)."""
+        """Write every noted renewal and report now (one statement each)."""
         with self._lock:
             noted, self._noted = self._noted, {}
-        if not noted:
-            return
+            reports, self._reports = self._reports, {}
+            self._flushing |= set(reports)
         try:
-            found = self.store.renew_many(noted, min(noted.values()), self.lease_s)
+            found = self._write(noted, reports)
         except Exception:
-            with self._lock:  # written next round; the earliest sync still counts
-                for cid, at in noted.items():
-                    self._noted[cid] = min(at, self._noted.get(cid, at))
+            self._keep(noted, reports)
             raise
-        if len(found) < len(noted):
+        finally:
             with self._lock:
-                self._known -= set(noted) - found
+                self._flushing -= set(reports)
+                self._lock.notify_all()
+        gone = (set(noted) | set(reports)) - found
+        if gone:
+            with self._lock:
+                self._known -= gone
+
+    def _keep(self, noted: dict[str, float], reports: dict[str, _Report]) -> None:
+        """Noted again after a failed write: written next round, the earliest sync counts."""
+        with self._lock:
+            for cid, at in noted.items():
+                self._noted[cid] = min(at, self._noted.get(cid, at))
+            for cid, rep in reports.items():
+                self._reports.setdefault(cid, rep)  # a newer one noted meanwhile wins
+
+    def _write(self, noted: dict[str, float], reports: dict[str, _Report]) -> set[str]:
+        found: set[str] = set()
+        if noted:
+            found |= self.store.renew_many(noted, min(noted.values()), self.lease_s)
+        if reports:
+            rows = [(cid, since, rep, state) for cid, (since, rep, state) in reports.items()]
+            found |= self.store.renew_reports(rows, self.lease_s)
+        return found
 
     def start(self) -> None:
         with self._lock:

@@ -144,14 +144,11 @@ def _progress(hub: context.Hub, attempt: Doc, datasets: list[str]) -> str | None
 
 def advance(hub: context.Hub) -> None:
     """One pass over held attempts: request, report progress, release or fail."""
-    for row in hub.runs.list_runs(states=[st.RunState.PLACED.value], limit=100_000):
-        token = row["current_token"]
-        a = hub.runs.get_attempt(token) if token is not None else None
-        if a is None or a["state"] != st.AttemptState.ASSIGNED.value:
+    placed, assigned = st.RunState.PLACED.value, st.AttemptState.ASSIGNED.value
+    for a in hub.runs.current_attempts(placed, assigned):
+        if (a["placement"] or {}).get("hold") != HOLD or a["cancel_requested"]:
             continue
-        if (a["placement"] or {}).get("hold") != HOLD or row["cancel_requested"]:
-            continue
-        run = hub.runs.get_run(row["id"])
+        run = hub.runs.get_run(a["run_id"])
         if run is not None:
             _step(hub, run, a)
 
