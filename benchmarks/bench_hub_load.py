@@ -111,7 +111,7 @@ async def _load(
     fleet_stop = asyncio.Event()
     headers = {"Authorization": f"Bearer {token}"}
     timeout = aiohttp.ClientTimeout(total=120)
-    out = []
+    out: list[tuple[int, Samples, float]] = []
     async with contextlib.AsyncExitStack() as stack:
         https = [
             await stack.enter_async_context(
@@ -139,7 +139,7 @@ async def _load(
             t0 = time.perf_counter()
             await asyncio.sleep(seconds)
             took = time.perf_counter() - t0
-            out.append((users, defaultdict(list, {k: list(v) for k, v in samples.items()}), took))
+            out.append((users, {k: list(v) for k, v in samples.items()}, took))
             stop.set()
             await asyncio.gather(*tasks)
         fleet_stop.set()

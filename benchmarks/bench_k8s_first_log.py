@@ -163,7 +163,8 @@ def _cluster(work: Path) -> Iterator[tuple[Any, Any, Any]]:
                 crds.install(kube, crds.crd_dir(cp.bindir, name))
             operators.start_kueue(cp, kube)
             (work / "hub").mkdir()
-            with pod_region.pod_region(kube, cp.kubeconfig, reg, weed, work / "hub") as region:
+            cluster = pod_region.PodCluster(kube, cp.kubeconfig, reg, weed)
+            with pod_region.pod_region(cluster, work / "hub") as region:
                 yield kube, region, weed
             kube.close()
     finally:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import statistics
 import tempfile
 import time
@@ -64,6 +65,10 @@ class Sample:
 def _yaml(pip: str, i: int) -> str:
     text = rg.quickstart_yaml("--steps 3 --checkpoint-every 3", retries=0, name=f"pw-{i}")
     return text + (f'runtime:\n  pip: ["{pip}"]\n' if pip else "")
+
+
+def _runtime_ready(c: httpx.Client, run_id: str) -> bool:
+    return "runtime_ready" in _events(c, run_id)
 
 
 def _events(c: httpx.Client, run_id: str) -> dict[str, float]:
@@ -116,7 +121,7 @@ def _run_mode(
                 run = rg.submit_run(c, _yaml(pip, i))
                 if blocker is not None:
                     bh.wait_for(
-                        lambda rid=run["id"]: "runtime_ready" in _events(c, rid),
+                        functools.partial(_runtime_ready, c, run["id"]),
                         timeout=600,
                         what="the runtime of the queued run",
                     )

@@ -29,6 +29,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from benchmarks import report
 from tests.cli import platform_env as pe
@@ -62,14 +63,14 @@ def _alive_new(home: Path, name: str, dead: int) -> bool:
     return pid != dead and Path(f"/proc/{pid}").exists()
 
 
-def _json(env: dict[str, str], *args: str) -> object:
+def _json(env: dict[str, str], *args: str) -> Any:
     out = pe.tau(env, *args, "-o", "json")
     return json.loads(out.stdout) if out.returncode == 0 else None
 
 
 def _heartbeat(env: dict[str, str]) -> float:
     rows = _json(env, "cluster", "list")
-    return max((float(c["last_heartbeat"] or 0) for c in rows or []), default=0.0)  # type: ignore[union-attr]
+    return max((float(c["last_heartbeat"] or 0) for c in rows or []), default=0.0)
 
 
 def _lines(env: dict[str, str], run_id: str) -> int:
@@ -125,12 +126,12 @@ def measure(outage_s: float) -> dict[str, float]:
             got["backlog_lines"] = float(target - printed_before)
             _until(
                 lambda: (_json(env, "run", "status", run_id) or {}).get("state") == "succeeded", 600
-            )  # type: ignore[union-attr]
+            )
             status = _json(env, "run", "status", run_id) or {}
             metrics = _json(env, "run", "metrics", run_id) or []
             got["missing_lines"] = float(steps - _lines(env, run_id))
-            got["missing_points"] = float(steps - sum(1 for m in metrics if m["name"] == "loss"))  # type: ignore[union-attr]
-            got["attempts"] = float(len(status["attempts"]))  # type: ignore[index]
+            got["missing_points"] = float(steps - sum(1 for m in metrics if m["name"] == "loss"))
+            got["attempts"] = float(len(status["attempts"]))
     return got
 
 

@@ -11,7 +11,7 @@ import os
 import pathlib
 import platform
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 __all__ = ["DOC", "IMG", "machine", "plot_lines", "table", "write_section"]
 
@@ -49,7 +49,7 @@ def write_section(title: str, body: str, doc: pathlib.Path = DOC) -> None:
 
 def plot_lines(
     name: str,
-    series: dict[str, tuple[Sequence[float], Sequence[float]]],
+    series: Mapping[str, tuple[Sequence[float] | Sequence[str], Sequence[float]]],
     *,
     xlabel: str,
     ylabel: str,

@@ -145,7 +145,7 @@ def module_of(nodeid: str) -> str:
     return nodeid.split("::", 1)[0]
 
 
-class GroupScheduling(LoadScopeScheduling):
+class GroupScheduling(LoadScopeScheduling):  # type: ignore[misc]  # xdist ships no types
     """xdist's scope scheduling with ``group``'s groups as the scopes (the controller
     sees node ids only; the workers wrote the map after collecting). xdist's own
     ``loadgroup`` renames node ids, which pytest 9.2 no longer lets a plugin do."""

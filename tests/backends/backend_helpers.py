@@ -80,11 +80,11 @@ def running_cluster(
 
 
 def wait_for(
-    fn: Callable[[], T], *, timeout: float = 30.0, interval: float = 0.25, what: str = ""
+    fn: Callable[[], T | None], *, timeout: float = 30.0, interval: float = 0.25, what: str = ""
 ) -> T:
     """Poll ``fn`` until it returns something truthy; fail the test after ``timeout``."""
     deadline = time.monotonic() + timeout
-    last: T = fn()
+    last = fn()
     while not last:
         if time.monotonic() > deadline:
             pytest.fail(f"timed out after {timeout}s waiting for {what or fn}: last={last!r}")

@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import sqlalchemy as sa
@@ -42,8 +43,9 @@ class HubServer:
         daemon.bootstrap_credentials(hub, self.url)
         creds = json.loads((hub.config.tau_home / "credentials.json").read_text())
         self.admin_token: str = creds["token"]
+        self.app = app.create_app(hub)
         cfg = uvicorn.Config(
-            app.create_app(hub),
+            self.app,
             host="127.0.0.1",
             port=self.port,
             log_level="warning",
@@ -101,7 +103,7 @@ class HubServer:
 
 
 def make_hub(
-    engine: sa.Engine, home: Path, platform_file: Path | None = None, **cfg: float
+    engine: sa.Engine, home: Path, platform_file: Path | None = None, **cfg: Any
 ) -> context.Hub:
     config = context.HubConfig(tau_home=home, cycle_s=0.2, platform_file=platform_file, **cfg)
     return context.Hub(config, engine=engine)

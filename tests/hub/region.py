@@ -113,7 +113,7 @@ class AgentThread:
             expected_nodes=expected_nodes,
             prewarm=prewarm,
             spot_pools=spot_pools,
-            **({"health": health} if health is not None else {}),
+            health=health if health is not None else nodecheck.CheckerConfig(),
             span=guests.SpanConfig(cluster.ip, cluster.gcs_address, cluster.auth_token_file)
             if span
             else None,

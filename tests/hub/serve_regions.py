@@ -44,7 +44,7 @@ def hub_with_regions(
         rtt = serve_router.tcp_rtt(url)
         return None if rtt is None else rtt + (far_ms if f"//{far_ip}:" in url else 0.0)
 
-    server.server.config.app.state.serve_router = serve_router.Router(server.hub, measured)
+    server.app.state.serve_router = serve_router.Router(server.hub, measured)
     server.start()
     try:
         yield server

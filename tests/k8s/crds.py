@@ -4,6 +4,7 @@ serves them (condition Established)."""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +39,9 @@ def create(kube: client.ApiClient, docs: list[dict[str, Any]]) -> list[str]:
         ext.create_custom_resource_definition(doc)
         names.append(doc["metadata"]["name"])
     for name in names:
-        controlplane.wait_until(f"CRD {name} Established", lambda n=name: _established(ext, n))
+        controlplane.wait_until(
+            f"CRD {name} Established", functools.partial(_established, ext, name)
+        )
     return names
 
 

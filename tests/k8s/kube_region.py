@@ -281,7 +281,8 @@ def cancel_and_wait_released(
             lambda r: r["state"] in ended and phase(r, "released")["status"] == "done",
         )
     # both release lines, seen on the cluster: Kueue's quota and the pods
-    assert workload(kube, run_id) is None or "admission" not in workload(kube, run_id)["status"]
+    left = workload(kube, run_id)
+    assert left is None or "admission" not in left["status"]
     assert run_pods(kube, run_id) == []
     return run
 

@@ -66,7 +66,7 @@ def submit_run(request: fastapi.Request, body: wire.SubmitRequest, p: Auth) -> d
     if body.dry_run:  # runs.submit checks them otherwise
         hub.vault.check(spec.workspace, spec.secrets)
         return {"dry_run": True, "spec": spec.model_dump(mode="json")}
-    row = runs.submit(hub, body, p.name)
+    row = runs.submit(hub, body, p.name, spec=spec)  # resolved once, above
     request.app.state.scheduler.wake()
     return {k: v for k, v in row.items() if k != "config_yaml"}
 
