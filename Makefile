@@ -44,7 +44,7 @@ run: $(RUN_STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks examples deploy
 	$(BIN)/ruff format --check src tests benchmarks examples deploy
-	$(BIN)/mypy src benchmarks
+	$(BIN)/mypy src benchmarks tests
 	$(BIN)/lint-imports
 
 unit: $(STAMP)

@@ -59,7 +59,7 @@ def report(tiers: dict[str, list[Case]]) -> str:
     """Per-tier totals, then the slowest tests over every tier."""
     lines = ["tier        tests  passed  failed  errors  skipped  test-seconds"]
     for tier, cs in tiers.items():
-        n = defaultdict(int)
+        n: defaultdict[str, int] = defaultdict(int)
         for c in cs:
             n[c.outcome] += 1
         total = sum(c.seconds for c in cs)

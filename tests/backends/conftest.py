@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import backend_helpers as h
 import pytest
 
 from taugrid.backends.ray import ray_jobs, ray_local
+from tests.backends import backend_helpers as h
 
 
 @pytest.fixture(scope="session")

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+from pathlib import Path
+from typing import Any
 
-import backend_helpers as h
 import pydantic
 import pytest
 
@@ -13,6 +14,7 @@ from taugrid.backends import base, errors
 from taugrid.backends.programs import launch
 from taugrid.backends.ray import ray_jobs, ray_state
 from taugrid.errors import SystemFault, UserError
+from tests.backends import backend_helpers as h
 
 S = base.JobState
 
@@ -58,7 +60,9 @@ def test_submission_coerces_duck_typed_models_and_quantities() -> None:
         base.Submission.coerce(42)
 
 
-def _node(node_id: str, gpu_free: float, alive: bool = True, model: str = "A100-80G") -> dict:
+def _node(
+    node_id: str, gpu_free: float, alive: bool = True, model: str = "A100-80G"
+) -> dict[str, Any]:
     return {
         "node_id": node_id,
         "node_ip": "127.0.0.9",
@@ -113,7 +117,7 @@ def test_camel_case_matches_the_dashboard() -> None:
         ({"status": "STOPPED", "message": "Job was intentionally stopped."}, None),
     ],
 )
-def test_exit_code_from_job_details(details: dict, code: int | None) -> None:
+def test_exit_code_from_job_details(details: dict[str, Any], code: int | None) -> None:
     assert ray_jobs.exit_code_from(details) == code
 
 
@@ -136,7 +140,7 @@ def test_unreachable_dashboard_is_a_retryable_fault() -> None:
     b.close()
 
 
-def test_missing_working_dir_is_rejected_before_contacting_ray(tmp_path) -> None:
+def test_missing_working_dir_is_rejected_before_contacting_ray(tmp_path: Path) -> None:
     b = ray_jobs.RayBackend("127.0.0.29:1")
     sub = h.submission("true", runtime_env={"working_dir": str(tmp_path / "nope")})
     with pytest.raises(errors.SubmissionRejected, match="does not exist"):

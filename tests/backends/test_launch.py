@@ -5,12 +5,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import backend_helpers as h
 import pytest
 
 from taugrid.backends import base
 from taugrid.backends.programs import launch
 from taugrid.backends.ray import ray_jobs
+from tests.backends import backend_helpers as h
 
 pytestmark = pytest.mark.ray
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import backend_helpers as h
 import pytest
 
 from taugrid.backends import base, errors
 from taugrid.backends.ray import ray_jobs, ray_local
+from tests.backends import backend_helpers as h
 
 pytestmark = pytest.mark.ray
 

@@ -13,11 +13,11 @@ import signal
 from collections.abc import Iterator
 from pathlib import Path
 
-import backend_helpers as h
 import pytest
 
 from taugrid.backends import base, errors
 from taugrid.backends.ray import ray_jobs, ray_local
+from tests.backends import backend_helpers as h
 
 pytestmark = pytest.mark.ray
 

@@ -9,6 +9,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 import sqlalchemy as sa
 from alembic import command
@@ -32,11 +33,11 @@ def server(engine: sa.Engine, tmp_path: Path) -> Iterator[HubServer]:
         srv.stop()
 
 
-def _reg(c: object, name: str, workspace: str | None = None) -> object:
+def _reg(c: httpx.Client, name: str, workspace: str | None = None) -> httpx.Response:
     body = {"name": name, "region": "local", "path": name}
     if workspace:
         body["workspace"] = workspace
-    return c.post("/v1/datasets", json=body)  # type: ignore[attr-defined]
+    return c.post("/v1/datasets", json=body)
 
 
 def _run(name: str, dataset: str) -> str:

@@ -34,7 +34,7 @@ def test_data_commands(hub: HubServer, monkeypatch: pytest.MonkeyPatch) -> None:
         api._agent(hub, "a", {})
         api._agent(hub, "b", probes)
         run = CliRunner().invoke
-        app = cli_main._app.app
+        app = cli_main.app
         r = run(app, ["data", "register", "corpus", "--region", "a", "--path", "corpus"])
         assert r.exit_code == 0, r.output
         files = [{"path": "x", "size": 5, "sha256": "0" * 64}]

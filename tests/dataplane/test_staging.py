@@ -100,7 +100,7 @@ def test_held_until_replica_complete_and_one_transfer_for_two_runs(
             return "125.0/250.0 MB, ETA 10 s" in reason
 
         _until("progress on the Placed phase", halfway)
-        shown = CliRunner().invoke(cli_main._app.app, ["run", "status", "first"])
+        shown = CliRunner().invoke(cli_main.app, ["run", "status", "first"])
         assert "staging dataset corpus@v1 into b: 125.0/250.0 MB" in shown.output, shown.output
         assert "look at data plane" in shown.output
         assert _sync(hub, "b")["assignments"] == []

@@ -10,6 +10,7 @@ import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -57,7 +58,9 @@ def ray_b(tmp_path: Path) -> Iterator[ray_local.LocalRayCluster]:
 class _DataRegion:
     """A region's data server and data agent (the agent daemon's sidecar, without probes)."""
 
-    def __init__(self, hub: HubServer, name: str, ip: str, root: Path, peers: dict) -> None:
+    def __init__(
+        self, hub: HubServer, name: str, ip: str, root: Path, peers: dict[str, Any]
+    ) -> None:
         root.mkdir(parents=True, exist_ok=True)
         self.server = dataserver.DataServer(root, [ip], bh.free_port(ip, 6950, 6999)).start()
         self.http = httpx.Client(

@@ -5,6 +5,7 @@ sample measurement that `tau run plan` uses (real callables in a temporary modul
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -57,7 +58,7 @@ pipeline:
 
 
 @pytest.fixture
-def workdir(tmp_path: Path) -> Path:
+def workdir(tmp_path: Path) -> Iterator[Path]:
     (tmp_path / "stagemod_t.py").write_text(MODULE)
     yield tmp_path
     sys.modules.pop("stagemod_t", None)

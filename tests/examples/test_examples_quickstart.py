@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -45,7 +46,7 @@ def _run(
     )
 
 
-def _metric_rows(record: Path) -> list[dict[str, object]]:
+def _metric_rows(record: Path) -> list[dict[str, Any]]:
     lines = (record / "metrics" / "metrics.jsonl").read_text().splitlines()
     return [json.loads(line) for line in lines]
 

@@ -105,7 +105,7 @@ def _samples(server: HubServer, name: str) -> dict[tuple[tuple[str, str], ...], 
 def _gpu_hours(run: dict[str, Any]) -> float:
     """What the run's own attempts say it held (independent of ``hub.tenancy.cost``)."""
     return sum(
-        run["gpus"] * (a["ended_at"] - a["started_at"]) / 3600
+        float(run["gpus"]) * (float(a["ended_at"]) - float(a["started_at"])) / 3600
         for a in run["attempts"]
         if a["started_at"]
     )

@@ -87,7 +87,7 @@ def _released(run: dict[str, Any]) -> bool:
 
 def test_failure_reasons_are_one_line_and_keep_the_full_text_in_events(hub: HubServer) -> None:
     known: set[int] = set()
-    ends = {
+    ends: dict[str, dict[str, Any]] = {
         "oom": {"exit_code": 137, "failure_kind": "exit_nonzero", "message": "Killed"},
         "no-ray": {"failure_kind": "submit_error", "message": SUBMIT},
         "crash": {"exit_code": 3, "failure_kind": "exit_nonzero", "message": EXIT},

@@ -147,7 +147,9 @@ def _kill_raylet(cluster: ray_local.LocalRayCluster, node_id: str) -> None:
 def _record_dir(platform: HubServer, run: dict[str, Any]) -> Path:
     row = platform.hub.runs.get_run(run["id"])
     assert row is not None
-    return runs.record_of(platform.hub, row).dir
+    path = runs.record_of(platform.hub, row).dir
+    assert path is not None
+    return path
 
 
 def _jsonl(path: Path) -> list[dict[str, Any]]:

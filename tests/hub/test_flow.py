@@ -43,7 +43,7 @@ def sqlite_engine(tmp_path: Path) -> Iterator[sa.Engine]:
 
 
 def _platform(
-    server_engine: sa.Engine, tmp_path: Path, cluster: ray_local.LocalRayCluster, **cfg: float
+    server_engine: sa.Engine, tmp_path: Path, cluster: ray_local.LocalRayCluster, **cfg: Any
 ) -> Iterator[tuple[HubServer, rg.AgentThread]]:
     server = HubServer(make_hub(server_engine, tmp_path / "home", **cfg)).start()
     agent = rg.AgentThread(server, cluster, tmp_path / "agent").start()

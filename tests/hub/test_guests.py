@@ -73,7 +73,7 @@ def test_a_span_is_placed_relayed_held_and_withdrawn(
     assert explained["guests"] == [{"cluster": "eu", "workers": 1, "nodes": ["eu-n0"]}]
     monkeypatch.setenv("TAU_HUB_URL", hub.url)
     monkeypatch.setenv("TAU_TOKEN", hub.admin_token)
-    out = CliRunner().invoke(cli_main._app.app, ["run", "explain-placement", "wide"])
+    out = CliRunner().invoke(cli_main.app, ["run", "explain-placement", "wide"])
     assert out.exit_code == 0, out.output
     assert "one Ray cluster across clusters; worker groups on: eu (1 workers)" in out.output
     head = _sync(hub, "idle", {"report": _report("idle")})

@@ -87,7 +87,7 @@ def _explain(hub: HubServer, run_id: str, monkeypatch: pytest.MonkeyPatch) -> st
     """``tau run explain-placement RUN`` through the console app, as a researcher runs it."""
     monkeypatch.setenv("TAU_HUB_URL", hub.url)
     monkeypatch.setenv("TAU_TOKEN", hub.admin_token)
-    out = CliRunner().invoke(cli_main._app.app, ["run", "explain-placement", run_id])
+    out = CliRunner().invoke(cli_main.app, ["run", "explain-placement", run_id])
     assert out.exit_code == 0, out.output
     return str(out.output)
 
@@ -125,7 +125,7 @@ def test_packed_run_leaves_a_whole_node_for_the_next(
 def _status_text(hub: HubServer, run_id: str, monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.setenv("TAU_HUB_URL", hub.url)
     monkeypatch.setenv("TAU_TOKEN", hub.admin_token)
-    out = CliRunner().invoke(cli_main._app.app, ["run", "status", run_id])
+    out = CliRunner().invoke(cli_main.app, ["run", "status", run_id])
     assert out.exit_code == 0, out.output
     return " ".join(str(out.output).split())
 

@@ -131,7 +131,7 @@ def test_objective_and_compliance_steer_placement_and_show_in_explain(
     # the console script shows the preset and its weights
     monkeypatch.setenv("TAU_HUB_URL", hub.url)
     monkeypatch.setenv("TAU_TOKEN", hub.admin_token)
-    out = CliRunner().invoke(cli_main._app.app, ["run", "explain-placement", "by-cost"])
+    out = CliRunner().invoke(cli_main.app, ["run", "explain-placement", "by-cost"])
     assert out.exit_code == 0, out.output
     assert (
         "objective: cost (cost-first); weights: data 0.20, idle_gpu 0.20, cost 0.60" in out.output

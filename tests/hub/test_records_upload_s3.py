@@ -239,7 +239,7 @@ def test_a_cut_checkpoint_is_never_offered_and_a_fenced_upload_is_refused(
     _commit(s1, 20, monkeypatch, 7)
     sync1._round(fenced=True)  # step 20: whole
     _commit(s1, 40, monkeypatch, 7)
-    cut = recordsync.RecordSync(a1, s1, CutStore(store, fail_at=2))  # type: ignore[arg-type]
+    cut = recordsync.RecordSync(a1, s1, CutStore(store, fail_at=2))
     with pytest.raises(recordstore.RecordStoreError, match="connection cut"):
         cut._checkpoint(s1 / "checkpoints", True)  # one file of step 40 stored, then cut
     listed = [p for p, _ in store.list("default/runs/r-cut/checkpoints")]
@@ -335,7 +335,7 @@ def test_a_marker_uploaded_as_the_fence_moved_stays_only_while_no_attempt_owns_i
     store = recordsync.open_for(a1, None)
     store.write("default/runs/r-cut/FENCE", b"7")
     s1 = tmp_path / "a1"
-    sync = recordsync.RecordSync(a1, s1, FenceMovesAtCommit(store, fence))  # type: ignore[arg-type]
+    sync = recordsync.RecordSync(a1, s1, FenceMovesAtCommit(store, fence))
     sync.stage()
     _commit(s1, 20, monkeypatch, 7)
     with pytest.raises(recordsync.Fenced):

@@ -88,7 +88,7 @@ def _route(hub: HubServer, ups: dict[str, _Upstream]) -> serve_router.Router:
         for r, u in ups.items()
     ]
     router._views[("default", "digits")] = (float("inf"), views)
-    hub.server.config.app.state.serve_router = router
+    hub.app.state.serve_router = router
     return router
 
 

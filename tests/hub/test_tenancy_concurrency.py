@@ -26,8 +26,8 @@ class QuotaWatch:
 
     def __init__(self, server: HubServer) -> None:
         self.hub = server.hub
-        self.overruns: list[tuple[int, int]] = []
-        self.peak = 0
+        self.overruns: list[tuple[float, int]] = []
+        self.peak = 0.0
         self.samples = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
@@ -38,7 +38,7 @@ class QuotaWatch:
             assert team is not None
             # Read the quota before usage: a concurrent lowering can only make it stricter.
             nominal = team.quotas[0].nominal
-            used = self.hub.runs.quota_usage().get(("research", "A100-80G"), 0)
+            used = self.hub.runs.quota_usage().get(("research", "A100-80G"), 0.0)
             self.samples += 1
             self.peak = max(self.peak, used)
             if used > max(nominal, self.floor):
@@ -105,8 +105,8 @@ def test_fifty_submitters_no_loss_no_duplicates_no_overrun(hub_server: HubServer
         names = Counter(r["name"] for r in stored)
         assert set(names.values()) == {1}  # each submission stored exactly once
 
-        def held() -> int:
-            return hub.runs.quota_usage().get(("research", "A100-80G"), 0)
+        def held() -> float:
+            return hub.runs.quota_usage().get(("research", "A100-80G"), 0.0)
 
         assert tb.wait_for(lambda: held() >= 5, timeout=20)  # the scheduler admits up to 6
         with hub_server.http() as admin:  # free quota: more runs get admitted, still <= 6

@@ -4,6 +4,7 @@ read of the clusters per ``SAMPLE_S`` (``hub.metrics.util_history``)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -30,7 +31,12 @@ def test_first_points_at_once_then_one_read_for_the_fleet_per_round(
     hub.clusters.upsert("c1", "c", 30, {"gpu_busy": 0, "gpu_free": 0})  # no GPUs
     reads: list[str] = []
     real_all = hub.clusters.all
-    monkeypatch.setattr(hub.clusters, "all", lambda: reads.append("all") or real_all())
+
+    def counted() -> list[dict[str, Any]]:
+        reads.append("all")
+        return real_all()
+
+    monkeypatch.setattr(hub.clusters, "all", counted)
     clock = Clock()
     h = util_history.History(hub, clock)
 

@@ -6,6 +6,7 @@ Skipped unless ``TAU_TEST_K8S=1`` is set and ``k8s/build.sh`` has built the bina
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -64,9 +65,13 @@ def gpu_nodes(kube: client.ApiClient) -> tuple[nodes.GpuNode, ...]:
         core.create_node(node.manifest())
     for node in nodes.DEFAULT_NODES:
         controlplane.wait_until(
-            f"kwok node {node.name} Ready", lambda n=node.name: _ready(core.read_node(n))
+            f"kwok node {node.name} Ready", functools.partial(_node_ready, core, node.name)
         )
     return nodes.DEFAULT_NODES
+
+
+def _node_ready(core: client.CoreV1Api, name: str) -> bool:
+    return _ready(core.read_node(name))
 
 
 def _ready(node: client.V1Node) -> bool:

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import yaml
@@ -355,11 +355,14 @@ def _heartbeat_unless_stopped(stage: dict[str, Any]) -> dict[str, Any]:
     return stage
 
 
-def wait_until(what: str, check: Callable[[], object], timeout_s: float = 120.0) -> object:
+T = TypeVar("T")
+
+
+def wait_until(what: str, check: Callable[[], T | None], timeout_s: float = 120.0) -> T:
     """Polls ``check`` until it returns something truthy; raises naming ``what`` if it
     does not within ``timeout_s`` (bounded: the machine may be loaded)."""
     deadline = time.monotonic() + timeout_s
-    last: object = None
+    last: T | None = None
     while time.monotonic() < deadline:
         last = check()
         if last:

@@ -14,6 +14,7 @@ outage — is the real components'.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import os
 import secrets
 import subprocess
@@ -52,6 +53,10 @@ def _kubelet(core: client.CoreV1Api, node: str, running: bool) -> None:
 
 def _taint_keys(core: client.CoreV1Api, node: str) -> set[str]:
     return {t.key for t in core.read_node(node).spec.taints or []}
+
+
+def _untainted(core: client.CoreV1Api, node: str) -> bool:
+    return UNREACHABLE not in _taint_keys(core, node)
 
 
 @pytest.mark.timeout(600)  # the node lifecycle controller's grace period, then two runs
@@ -110,7 +115,7 @@ def test_a_node_whose_kubelet_stops_is_not_ready_in_gpu_healthy_and_the_state_re
             _kubelet(core, node, running=True)
         for node in stopped:
             controlplane.wait_until(
-                f"{node} untainted", lambda n=node: UNREACHABLE not in _taint_keys(core, n), 240
+                f"{node} untainted", functools.partial(_untainted, core, node), 240
             )
         # the first run may have failed already: its node is marked lost after a grace
         # period, and whether that lands before the cancel depends on timing

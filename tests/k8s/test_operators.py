@@ -94,7 +94,7 @@ def test_kueue_admits_a_suspended_gpu_job_and_the_scheduler_binds_it_to_the_flav
         lambda: _active(custom.get_cluster_custom_object(*KUEUE, "clusterqueues", "cq")),
     )
     # created unsuspended: Kueue's mutating webhook (called by URL) suspends it
-    job = {
+    job: dict[str, Any] = {
         "metadata": {"name": "train", "labels": {"kueue.x-k8s.io/queue-name": "lq"}},
         "spec": {"template": nodes.gpu_pod("train", 2, {})},
     }

@@ -164,8 +164,8 @@ def test_regions_share_only_the_object_store(
     assert fs.cat_file(f"{base}/metrics/metrics.jsonl").count(b"\n") >= 3
     assert fs.exists(f"{base}/checkpoints/step-00000003/_CHECKPOINT.json")
     seen = json.loads(fs.cat_file(f"{base}/artifacts/probe.json"))
-    for hidden in (r.hub, r.region(other)):
-        assert seen[str(hidden)] == {"listing": [], "write": "EROFS"}, (hidden, seen)
+    for root in (r.hub, r.region(other)):
+        assert seen[str(root)] == {"listing": [], "write": "EROFS"}, (root, seen)
     own = seen[str(r.region(ran))]
     assert "agents" in own["listing"] and own["write"] == "written", own
 

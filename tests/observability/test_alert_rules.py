@@ -5,6 +5,7 @@ thresholds with the labels an operator needs to act."""
 from __future__ import annotations
 
 import subprocess
+from typing import Any
 
 import yaml
 
@@ -40,7 +41,7 @@ def test_promtool_checks_the_rules_and_their_unit_tests_pass() -> None:
 
 
 def test_every_seed_threshold_has_an_alert_that_is_unit_tested() -> None:
-    rules = {}
+    rules: dict[str, Any] = {}
     for name in observability.RULE_FILES:
         doc = yaml.safe_load((observability.data_dir() / "rules" / name).read_text())
         rules |= {r["alert"]: r for g in doc["groups"] for r in g["rules"]}

@@ -11,10 +11,10 @@ import sys
 import textwrap
 
 import pytest
-import render_builders as rb
 import yaml
 
 from taugrid.cli import platform_cmds
+from tests.render import render_builders as rb
 
 TAU = shutil.which("tau") or str(pathlib.Path(sys.executable).parent / "tau")
 

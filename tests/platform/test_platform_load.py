@@ -5,10 +5,10 @@ from __future__ import annotations
 import pathlib
 
 import pytest
-import render_builders as rb
 
 from taugrid.platform import crds, load, models
 from taugrid.spec import errors
+from tests.render import render_builders as rb
 
 
 def test_default_platform_is_the_packaged_file() -> None:

@@ -77,7 +77,7 @@ def storage_version(group: str, kind: str) -> str:
     for doc in _crds(str(require_crds())):
         spec = doc["spec"]
         if spec.get("group") == group and spec.get("names", {}).get("kind") == kind:
-            return next(v["name"] for v in spec["versions"] if v.get("storage"))
+            return str(next(v["name"] for v in spec["versions"] if v.get("storage")))
     raise AssertionError(f"no CRD for {group} {kind}")
 
 

@@ -12,14 +12,14 @@ import os
 import pathlib
 from typing import Any
 
-import crd_schemas
 import pytest
-import render_builders as rb
 import yaml
 
 from taugrid.platform import crds
 from taugrid.record import jobenv
 from taugrid.render import kuberay, kueue, naming, plan, rayjobs, resolve
+from tests.render import crd_schemas
+from tests.render import render_builders as rb
 
 GOLDEN = pathlib.Path(__file__).parent / "golden"
 UPDATE = os.environ.get("TAU_UPDATE_GOLDEN") == "1"

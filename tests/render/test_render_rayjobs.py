@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import json
 
-import render_builders as rb
-
 from taugrid.record import jobenv
 from taugrid.render import command, naming, rayjobs, resolve, runspec
+from tests.render import render_builders as rb
 
 
 def _spec(**groups: object) -> runspec.RunSpec:
@@ -62,7 +61,8 @@ def test_the_job_writes_into_the_directory_the_agent_gives() -> None:
     sub = rayjobs.render_submission(
         _spec(), "run1", attempt=2, run_dir="/agent/scratch/run1/a2", working_dir="/src"
     )
-    env = sub.runtime_env["env_vars"]  # type: ignore[index]
+    env = sub.runtime_env["env_vars"]
+    assert isinstance(env, dict)
     assert env["TAU_OUTPUT_DIR"] == "/agent/scratch/run1/a2"
     assert env["CHECKPOINT_PATH"] == "/agent/scratch/run1/a2/checkpoints"
 

@@ -4,12 +4,12 @@ of every field, and the fail-closed checks."""
 from __future__ import annotations
 
 import pytest
-import render_builders as rb
 
 from taugrid import errors
 from taugrid.platform import load as platform_load
 from taugrid.render import resolve, runspec
 from taugrid.spec import models as sm
+from tests.render import render_builders as rb
 
 
 def _resolve(**groups: object) -> runspec.RunSpec:

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import json
 
-import crd_schemas
 import pytest
-import render_builders as rb
 
 from taugrid import errors
 from taugrid.render import kuberay, naming, resolve
+from tests.render import crd_schemas
+from tests.render import render_builders as rb
 
 ASYNC = """
     schema_version: 1
@@ -70,7 +70,7 @@ def test_every_span_object_validates_against_the_upstream_schemas() -> None:
     crd_schemas.require_crds()
     for objs in _span().values():
         for obj in objs:
-            crd_schemas.validate(obj)  # type: ignore[arg-type]
+            crd_schemas.validate(obj)
 
 
 def test_sync_runs_and_members_that_do_not_add_up_are_refused() -> None:

@@ -50,7 +50,7 @@ def wl(
 
 
 def running(
-    wid: str, queue: str, gpus: int, priority: int = 0, t: float = 0.0, flavor: str = "A100"
+    wid: str, queue: str, gpus: float, priority: int = 0, t: float = 0.0, flavor: str = "A100"
 ) -> am.AdmittedWorkload:
     return am.AdmittedWorkload(wid, queue, priority, t, ((flavor, GPU, gpus),))
 

@@ -33,14 +33,14 @@ World = tuple[list[am.ClusterQueue], list[am.AdmittedWorkload], list[am.Workload
 
 def violations(cqs: Sequence[am.ClusterQueue], held: Iterable[am.AdmittedWorkload]) -> list[str]:
     """Every broken limit, computed from first principles (independent of the ledger)."""
-    usage: collections.Counter[tuple[str, str, str]] = collections.Counter()
+    usage: collections.defaultdict[tuple[str, str, str], float] = collections.defaultdict(float)
     for w in held:
         for f, r, a in w.usage:
             usage[(w.cluster_queue, f, r)] += a
     quotas = {(c.name, *fr): q for c in cqs for fr, q in c.quotas().items()}
     out = [f"{k}: {u} without quota" for k, u in usage.items() if u > 0 and k not in quotas]
     cohort_of = {c.name: c.cohort for c in cqs}
-    pools: dict[tuple[str, str, str], list[tuple[int, am.ResourceQuota]]] = {}
+    pools: dict[tuple[str, str, str], list[tuple[float, am.ResourceQuota]]] = {}
     for (name, f, r), q in quotas.items():
         u, cohort = usage[(name, f, r)], cohort_of[name]
         borrow = math.inf if q.borrowing_limit is None else q.borrowing_limit
@@ -165,7 +165,7 @@ def test_preemption_only_of_lower_priority_or_of_borrowers(world: World) -> None
     cqs, held, pending = world
     result = adm.admit(b.state(cqs, held), pending)
     by_cq, victims = {c.name: c for c in cqs}, {w.id: w for w in held}
-    usage: collections.Counter[tuple[str, str, str]] = collections.Counter()
+    usage: collections.defaultdict[tuple[str, str, str], float] = collections.defaultdict(float)
     # A reclaimed queue borrows when the target is chosen, counting what this very pass
     # admitted to it (an upper bound: evictions only lower it).
     for w in [*held, *_charged(result, pending)]:

@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 import taugrid as tau
-from taugrid.sdk.job import injob_checkpoint
 
 
 @pytest.fixture
@@ -107,7 +106,7 @@ def test_crash_during_promotion_keeps_previous(
         raise OSError("simulated crash during rename")
 
     with monkeypatch.context() as patch, pytest.raises(OSError, match="simulated"):
-        patch.setattr(injob_checkpoint.os, "rename", die)
+        patch.setattr(os, "rename", die)  # the os module injob_checkpoint renames with
         _save(200)
     assert _latest_file(record) == "step-00000100"
     assert tau.latest_checkpoint() == good

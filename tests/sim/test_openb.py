@@ -69,12 +69,16 @@ def test_metric_is_the_mean_allocation_while_arrived_rounds_to_the_target() -> N
 
 
 def test_node_order_is_a_seeded_permutation() -> None:
-    rng = lambda seed: np.random.default_rng(seed)  # noqa: E731
-    names = lambda seed, order: openb.ordered_state(NODES, rng(seed), order).names  # noqa: E731
-    assert names(1, "file") == NODES.names
+    def rng(seed: int) -> np.random.Generator:
+        return np.random.default_rng(seed)
+
+    def names(seed: int, order: str) -> list[str]:
+        return list(openb.ordered_state(NODES, rng(seed), order).names)
+
+    assert names(1, "file") == list(NODES.names)
     assert sorted(names(1, "shuffled")) == sorted(NODES.names)
     assert names(1, "shuffled") == names(1, "shuffled")
-    assert any(names(s, "shuffled") != NODES.names for s in range(5))
+    assert any(names(s, "shuffled") != list(NODES.names) for s in range(5))
     with pytest.raises(ValueError, match="node_order"):
         openb.ordered_state(NODES, rng(1), "sorted")
 

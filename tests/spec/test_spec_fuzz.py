@@ -15,9 +15,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ruamel.yaml import YAML
-from spec_builders import QUICKSTART
 
 from taugrid.spec import errors, load, models
+from tests.spec.spec_builders import QUICKSTART
 
 _SETTINGS = settings(
     max_examples=int(os.environ.get("TAU_FUZZ_EXAMPLES", "300")),

@@ -10,7 +10,8 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from spec_builders import QUICKSTART, problems_of
+
+from tests.spec.spec_builders import QUICKSTART, problems_of
 
 
 @dataclasses.dataclass(frozen=True)

@@ -6,10 +6,10 @@ import pathlib
 
 import pydantic
 import pytest
-from spec_builders import QUICKSTART, problems_of
 
 from taugrid import errors as root_errors
 from taugrid.spec import errors, load, models
+from tests.spec.spec_builders import QUICKSTART, problems_of
 
 
 def test_quickstart_loads_exactly() -> None:

@@ -4,9 +4,9 @@ line and column with a hint (spec.pipeline, rules.check_pipeline)."""
 from __future__ import annotations
 
 import pytest
-from spec_builders import problems_of
 
 from taugrid.spec import load
+from tests.spec.spec_builders import problems_of
 
 PIPELINE = """\
 name: mm

@@ -7,9 +7,9 @@ import pathlib
 import jsonschema
 import pytest
 from ruamel.yaml import YAML
-from spec_builders import QUICKSTART
 
 from taugrid.spec import docgen, load, models, schema
+from tests.spec.spec_builders import QUICKSTART
 
 _DOC = pathlib.Path(__file__).resolve().parents[2] / "docs" / "tau-yaml.md"
 

@@ -35,12 +35,15 @@ from taugrid.cli import (  # noqa: F401 (imported to register their commands)
     views,
 )
 
-__all__ = ["main"]
+__all__ = ["app", "main"]
+
+app = _app.app
+"""The ``tau`` Typer app with every command registered (tests invoke it in-process)."""
 
 
 def main() -> None:
     """Run the ``tau`` command line."""
     try:
-        _app.app(standalone_mode=True)
+        app(standalone_mode=True)
     except errors.TauError as exc:
         sys.exit(views.report(exc))
