@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
+import pytest
 import sqlalchemy as sa
 
 from taugrid.hub.core import leases
@@ -74,7 +76,10 @@ def test_the_flusher_writes_noted_renewals_by_itself(engine: sa.Engine) -> None:
         box.stop()
 
 
-def test_a_cluster_gone_from_the_store_hears_not_registered(engine: sa.Engine) -> None:
+@pytest.mark.parametrize("report", [None, {"nodes": []}], ids=["renewal", "idle-report"])
+def test_a_cluster_gone_from_the_store_hears_not_registered(
+    engine: sa.Engine, report: dict[str, Any] | None
+) -> None:
     store = clusters.ClusterStore(engine)
     store.upsert("c1", "r", 1.0, {})
     box = leases.Leases(store, LEASE_S, every_s=3600)
@@ -83,9 +88,10 @@ def test_a_cluster_gone_from_the_store_hears_not_registered(engine: sa.Engine) -
         box.renew("c1", None, None)
         with engine.begin() as c:
             c.execute(t.clusters.delete().where(t.clusters.c.id == "c1"))
-        assert box.renew("c1", None, None) > 0  # noted: the flush finds it gone
+        assert box.renew("c1", report, None, urgent=False) > 0  # noted: the flush finds it gone
         box.flush()
-        assert box.renew("c1", None, None) == 0.0  # at once again: not registered
+        assert store.get("c1") is None  # a noted report does not bring it back
+        assert box.renew("c1", report, None, urgent=False) == 0.0  # at once: not registered
     finally:
         box.stop()
 
@@ -132,22 +138,5 @@ def test_a_report_with_nothing_new_is_noted_and_a_new_one_written_at_once(
         box.flush()
         c1 = store.get("c1") or {}
         assert c1["report"]["n"] == 3 and c1["state"] == "degraded"
-    finally:
-        box.stop()
-
-
-def test_a_noted_report_of_a_cluster_gone_from_the_store_is_dropped(engine: sa.Engine) -> None:
-    store = clusters.ClusterStore(engine)
-    store.upsert("c1", "r", 1.0, {})
-    box = leases.Leases(store, LEASE_S, every_s=3600)
-    box.start()
-    try:
-        box.renew("c1", None, None)
-        with engine.begin() as c:
-            c.execute(t.clusters.delete().where(t.clusters.c.id == "c1"))
-        box.renew("c1", {"nodes": []}, None, urgent=False)
-        box.flush()
-        assert store.get("c1") is None
-        assert box.renew("c1", {"nodes": []}, None, urgent=False) == 0.0  # not registered
     finally:
         box.stop()
