@@ -19,6 +19,8 @@ import pytest
 import sqlalchemy as sa
 
 import taugrid as tau
+from taugrid.hub.runs import attempts
+from taugrid.lifecycle import states as st
 from taugrid.record import checkpoints
 from tests.dataplane.test_data_api import PLATFORM
 from tests.hub import agent_builders as ab
@@ -252,3 +254,30 @@ def test_the_attempt_resumes_from_what_its_agent_staged_not_from_the_hubs_guess(
     assert run["attempts"][1]["resumed_from"] is None, run["attempts"][1]
     (changed,) = [e for e in events if e["kind"] == "resume_point_changed"]
     assert changed["payload"]["resumed_from"] is None, changed
+
+
+def test_an_attempt_ends_once_when_its_success_and_lost_contact_race(hub: HubServer) -> None:
+    """The agent's success report and the leader's lost-contact check both read the
+    attempt running; whichever ends it first wins and the other does nothing (found by
+    the soak: a run succeeded, then was failed as lost and ran again)."""
+    with hub.http() as c:
+        a = _running_attempt(hub, c, retry=True)
+        seen = hub.hub.runs.get_attempt(a["token"])  # what the lost-contact check read
+        assert seen is not None and seen["state"] == "running"
+        done = {"token": a["token"], "state": "succeeded", "exit_code": 0, "released": True}
+        ab.sync(hub, "a", ab.report("a", 4), attempts=[done])
+        ab.wait(c, a["run_id"], lambda r: r["state"] == "succeeded", "succeeded")
+        lost = "cluster lost contact beyond the grace period"
+        attempts.end(
+            hub.hub,
+            seen,
+            st.AttemptState.FAILED,
+            lost,
+            kind=st.FailureKind.LOST_CONTACT,
+            revoke=True,
+        )
+        run = c.get(f"/v1/runs/{a['run_id']}").json()
+        events = [e["kind"] for e in c.get(f"/v1/runs/{a['run_id']}/events").json()]
+    (only,) = run["attempts"]
+    assert run["state"] == "succeeded" and only["state"] == "succeeded", run
+    assert not only["revoked"] and "attempt_failed" not in events and "retry" not in events

@@ -140,3 +140,21 @@ def test_a_report_with_nothing_new_is_noted_and_a_new_one_written_at_once(
         assert c1["report"]["n"] == 3 and c1["state"] == "degraded"
     finally:
         box.stop()
+
+
+def test_a_cluster_silent_for_half_a_lease_renews_at_once(engine: sa.Engine) -> None:
+    """Back from a partition, its lease is written by its first sync, not by the next
+    flush: the leader must not find it stale while it syncs again."""
+    store = clusters.ClusterStore(engine)
+    store.upsert("c1", "r", 1.0, {})
+    box = leases.Leases(store, 0.4, every_s=3600)  # flushed by hand only
+    box.start()
+    try:
+        box.renew("c1", None, None)  # first seen: written
+        noted = box.renew("c1", None, None)  # at once after: noted
+        assert _expires(store, "c1") < noted
+        time.sleep(0.25)  # silent for more than half the lease
+        end = box.renew("c1", None, None)
+        assert _expires(store, "c1") == end
+    finally:
+        box.stop()

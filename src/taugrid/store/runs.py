@@ -353,6 +353,18 @@ class RunStore:
         with self.engine.connect() as c:
             return _rows(c.execute(q.order_by(t.attempts.c.token)))
 
+    def claim_attempt(self, token: int, seen: str, state: str) -> bool:
+        """Set the attempt's ``state`` only if it is still ``seen`` (compare-and-set): two
+        deciders that read it at once (an agent's report, the leader's lost-contact
+        check) never both end it. Whether this caller won."""
+        q = (
+            t.attempts.update()
+            .where(t.attempts.c.token == token, t.attempts.c.state == seen)
+            .values(state=state)
+        )
+        with self.engine.begin() as c:
+            return bool(c.execute(q).rowcount)
+
     def update_attempt(self, token: int, *, event: str | None = None, **fields: Any) -> None:
         with self.engine.begin() as c:
             c.execute(t.attempts.update().where(t.attempts.c.token == token).values(**fields))

@@ -474,6 +474,8 @@ def _transition(
 ) -> None:
     state = rep.state
     if state == st.AttemptState.STARTING.value:
+        if not hub.runs.claim_attempt(a["token"], a["state"], state):
+            return  # ended (or moved on) since this report was read: not undone
         hub.runs.update_attempt(
             a["token"], state=state, submission_id=rep.submission_id, event="attempt_starting"
         )
@@ -524,6 +526,8 @@ def _running(
     hub: context.Hub, run: dict[str, Any], a: dict[str, Any], rep: wire.AttemptReport
 ) -> None:
     if a["state"] != st.AttemptState.RUNNING.value:
+        if not hub.runs.claim_attempt(a["token"], a["state"], rep.state):
+            return  # ended since this report was read (lost contact, a stop): not undone
         hub.runs.update_attempt(
             a["token"],
             state=rep.state,

@@ -11,8 +11,10 @@ from the earliest noted sync, so it never ends later than one renewed at once wo
 A report that says nothing new of capacity or health (``urgent`` false: an idle
 cluster's periodic report, a hundred a second at 1,000 regions) is noted likewise, the
 newest per cluster, and written by the same flush in one transaction. A report that
-says something new, a cluster not yet seen renewed by this replica, and any sync while
-no flusher runs (a hub used without its app) renew at once. A cluster the store no
+says something new, a cluster whose lease this replica has not written within half a
+lease (first seen, or back from a partition or a restart: the leader must not find its
+lease stale while it syncs again), and any sync while no flusher runs (a hub used
+without its app) renew at once. A cluster the store no
 longer has is forgotten, so its agent's next sync hears "not registered" (lease 0) and
 registers again.
 """
@@ -51,7 +53,8 @@ class Leases:
         once waits for it, so the older one never lands after the newer."""
         self._noted: dict[str, float] = {}
         self._reports: dict[str, _Report] = {}
-        self._known: set[str] = set()
+        self._written: dict[str, float] = {}
+        """When each cluster's lease was last written (the start it counts from)."""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -69,7 +72,10 @@ class Leases:
         is noted and written by the next flush; any other is written at once."""
         now = time.time()
         with self._lock:
-            batched = self._thread is not None and cluster_id in self._known
+            # a cluster silent for half a lease (back from a partition, a restart) renews
+            # at once: a lease the leader may be about to call lost is never left stale
+            fresh = now - self._written.get(cluster_id, 0.0) < self.lease_s / 2
+            batched = self._thread is not None and fresh
             if batched and report is None and state is None:
                 self._noted.setdefault(cluster_id, now)
             elif batched and report is not None and not urgent:
@@ -82,7 +88,7 @@ class Leases:
         end = self._now(cluster_id, report, state)
         if end:
             with self._lock:
-                self._known.add(cluster_id)
+                self._written[cluster_id] = now
         return end
 
     def _now(self, cluster_id: str, report: dict[str, Any] | None, state: str | None) -> float:
@@ -114,10 +120,12 @@ class Leases:
             with self._lock:
                 self._flushing -= set(reports)
                 self._lock.notify_all()
-        gone = (set(noted) | set(reports)) - found
-        if gone:
-            with self._lock:
-                self._known -= gone
+        with self._lock:
+            for cid in found:
+                since = reports[cid][0] if cid in reports else min(noted.values())
+                self._written[cid] = max(self._written.get(cid, 0.0), since)
+            for cid in (set(noted) | set(reports)) - found:
+                self._written.pop(cid, None)
 
     def _keep(self, noted: dict[str, float], reports: dict[str, _Report]) -> None:
         """Noted again after a failed write: written next round, the earliest sync counts."""

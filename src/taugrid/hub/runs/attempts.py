@@ -8,13 +8,16 @@ preemption and relocation never use up a retry), finished (Completed, Artifacts 
 from the record), or cancelled; ``preempt`` marks an attempt for eviction
 (``hub.placement.relocation`` marks one to move the same way); ``check_released``
 closes *Released* once quota is back and every attempt's GPUs are free, then writes the
-record's ``COMPLETE``. Fencing (``hub.runs.fencing``) revokes the ended attempt's token first.
+record's ``COMPLETE``. An attempt ends once: the first of two deciders that read it at
+the same time wins (``RunStore.claim_attempt``), the other does nothing. Fencing
+(``hub.runs.fencing``) then revokes the ended attempt's token, first of all else.
 Called by the sync endpoint (``hub.agents.agents``), the scheduler (preemption, lost contact),
 run limits and data staging; it imports none of them.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
@@ -27,6 +30,8 @@ from taugrid.record import checkpoints, layout
 from taugrid.spec import units
 
 __all__ = ["UPLOAD_SOURCE", "artifacts", "check_released", "end", "preempt"]
+
+log = logging.getLogger(__name__)
 
 _DEFAULT_RETRY_ON = ("node_failure", "preemption", "lost_contact", "data_staging")
 
@@ -55,7 +60,16 @@ def end(
     if ordered is not None and (state is st.AttemptState.STOPPED or reclaimed):
         state, kind = st.AttemptState.FAILED, ordered
         message = a["reason"] or message
-    revoked_at = fencing.revoke(hub, a)  # before anything else: the token stops being valid
+    if not hub.runs.claim_attempt(a["token"], a["state"], state.value):
+        log.info(
+            "attempt %s changed from %s before it could end %s (%s): ended once, by the other",
+            a["token"],
+            a["state"],
+            state.value,
+            message,
+        )
+        return
+    revoked_at = fencing.revoke(hub, a)  # then the token stops being valid
     if state is st.AttemptState.FAILED:  # a log that blames the node: suspect it, retry
         kind = nodehealth.suspect(hub, a, message, kind)
     hub.runs.update_attempt(
