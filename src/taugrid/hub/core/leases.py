@@ -14,9 +14,8 @@ newest per cluster, and written by the same flush in one transaction. A report t
 says something new, a cluster whose lease this replica has not written within half a
 lease (first seen, or back from a partition or a restart: the leader must not find its
 lease stale while it syncs again), and any sync while no flusher runs (a hub used
-without its app) renew at once. A cluster the store no
-longer has is forgotten, so its agent's next sync hears "not registered" (lease 0) and
-registers again.
+without its app) renew at once. A cluster the store no longer has is forgotten, so its
+agent's next sync hears "not registered" (lease 0) and registers again.
 """
 
 from __future__ import annotations
@@ -92,11 +91,8 @@ class Leases:
         return end
 
     def _now(self, cluster_id: str, report: dict[str, Any] | None, state: str | None) -> float:
-        if report is None:
-            return self.store.renew(cluster_id, self.lease_s, report, state)
-        with self._lock:  # written now: what was noted for it is older
-            self._lock.wait_for(lambda: cluster_id not in self._flushing)
-            self._reports.pop(cluster_id, None)
+        if report is not None:
+            self.forget_report(cluster_id)  # written now: what was noted for it is older
         return self.store.renew(cluster_id, self.lease_s, report, state)
 
     def forget_report(self, cluster_id: str) -> None:
@@ -120,9 +116,10 @@ class Leases:
             with self._lock:
                 self._flushing -= set(reports)
                 self._lock.notify_all()
+        earliest = min(noted.values(), default=0.0)  # what renew_many counted from
         with self._lock:
             for cid in found:
-                since = reports[cid][0] if cid in reports else min(noted.values())
+                since = reports[cid][0] if cid in reports else earliest
                 self._written[cid] = max(self._written.get(cid, 0.0), since)
             for cid in (set(noted) | set(reports)) - found:
                 self._written.pop(cid, None)
