@@ -281,3 +281,37 @@ def test_an_attempt_ends_once_when_its_success_and_lost_contact_race(hub: HubSer
     (only,) = run["attempts"]
     assert run["state"] == "succeeded" and only["state"] == "succeeded", run
     assert not only["revoked"] and "attempt_failed" not in events and "retry" not in events
+
+
+def test_a_late_success_never_overwrites_an_end_the_hub_decided_meanwhile(
+    hub: HubServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The agent's sync reads the attempt running; before it reads the run, the leader
+    ends the attempt (lost contact, a node failure) and places the retry. The report is
+    then not authoritative and its success is rejected: the attempt stays failed (found
+    by the soak: two attempts of one run recorded as succeeded)."""
+    with hub.http() as c:
+        a = _running_attempt(hub, c, retry=True, backoff="0s")
+        seen = hub.hub.runs.get_attempt(a["token"])  # what the agent's sync read first
+        assert seen is not None and seen["state"] == "running"
+        attempts.end(
+            hub.hub,
+            seen,
+            st.AttemptState.FAILED,
+            "node died",
+            kind=st.FailureKind.NODE_FAILURE,
+        )
+        ab.wait(c, a["run_id"], lambda r: len(r["attempts"]) == 2, "retry placed")
+        read = hub.hub.runs.get_attempt
+        monkeypatch.setattr(
+            hub.hub.runs, "get_attempt", lambda t: dict(seen) if t == a["token"] else read(t)
+        )
+        done = {"token": a["token"], "state": "succeeded", "exit_code": 0, "released": True}
+        ab.sync(hub, "a", ab.report("a", 4), attempts=[done])
+        monkeypatch.undo()
+        run = c.get(f"/v1/runs/{a['run_id']}").json()
+        events = [e["kind"] for e in c.get(f"/v1/runs/{a['run_id']}/events").json()]
+    first, retry = run["attempts"]
+    assert first["state"] == "failed" and first["failure_kind"] == "node_failure", first
+    assert retry["state"] != "succeeded" and run["state"] != "succeeded", run
+    assert "fenced_report_rejected" in events

@@ -97,7 +97,13 @@ class Chaos:
 def _check_run(run: dict[str, Any], events: list[dict[str, Any]], fs: Any) -> None:
     attempts = run["attempts"]
     assert run["state"] == "succeeded", (run["id"], run["reason"])
-    assert [a["state"] for a in attempts].count("succeeded") == 1, attempts
+    history = [
+        (e["kind"], {k: v for k, v in e["payload"].items() if k in ("token", "state", "attempt")})
+        for e in events
+        if e["kind"].startswith(("attempt_", "retry", "fenced", "cluster"))
+    ]  # what a failure needs to be understood from CI's output alone
+    states = [(a["token"], a["cluster_id"], a["state"], a["failure_kind"]) for a in attempts]
+    assert [a["state"] for a in attempts].count("succeeded") == 1, (states, history)
     revoked = {a["token"] for a in attempts if a["revoked"]}
     assert not [
         e

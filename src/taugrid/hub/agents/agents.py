@@ -376,15 +376,14 @@ def _stale(hub: context.Hub, a: dict[str, Any], rep: wire.AttemptReport) -> None
             "fenced_report_rejected",
             {"token": a["token"], "state": rep.state, "why": "attempt revoked"},
         )
-    if rep.state not in _ACTIVE:
-        _ran_on(hub, a, rep)
-    if rep.state != a["state"] and a["state"] in _ACTIVE | {st.AttemptState.STOPPED.value}:
-        ended = rep.state not in _ACTIVE
-        hub.runs.update_attempt(
-            a["token"],
-            state=rep.state if ended else a["state"],
-            ended_at=time.time() if ended else None,
-        )
+    if rep.state in _ACTIVE:
+        return
+    _ran_on(hub, a, rep)
+    open_states = _ACTIVE | {st.AttemptState.STOPPED.value}
+    # compare-and-set on what was read: the hub may have ended it since (lost contact,
+    # a retry placed): a late report never overwrites that end
+    if a["state"] in open_states and hub.runs.claim_attempt(a["token"], a["state"], rep.state):
+        hub.runs.update_attempt(a["token"], ended_at=time.time())
 
 
 def _ran_on(hub: context.Hub, a: dict[str, Any], rep: wire.AttemptReport) -> None:
