@@ -1,9 +1,11 @@
 """What the agent adds to a run's pods at submission: the cluster's ``pods:`` settings
 on every pod template and the node pools of the capacity the hub placed the run on
 (``render.pods``, which also decides which Nodes are the region's
-by the cluster's tolerations and node selector), and podsync around a batch Job's command
-with the record store's Secret (``backends.kube.kube_pods``). The real node tier runs it end to
-end: ``tests/k8s/test_run_in_pods.py``."""
+by the cluster's tolerations and node selector, and on host networking gives a run's Ray
+nodes their addresses and ports), and podsync around a batch Job's command or a RayJob's
+entrypoint with the record store's Secret (``backends.kube.kube_pods``). The real node
+tier runs them end to end: ``tests/k8s/test_run_in_pods.py``,
+``tests/k8s/test_rayjob_in_pods.py``."""
 
 from __future__ import annotations
 
@@ -11,13 +13,16 @@ import base64
 import datetime as dt
 from typing import Any
 
+import yaml
+
 from taugrid.backends import base
 from taugrid.backends.kube import kube_pods
 from taugrid.backends.kube import kubernetes as kb
 from taugrid.platform import models as pm
-from taugrid.render import naming
+from taugrid.render import kuberay, naming, resolve
 from taugrid.render import pods as render_pods
 from taugrid.spec import models as sm
+from tests.render import render_builders as rb
 
 TAINT = {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}
 
@@ -59,7 +64,7 @@ def test_a_job_is_wrapped_by_podsync_with_its_secret_and_scratch() -> None:
         secret_env={"S3_KEY": "k"},
         root="/tau",
     )
-    assert kube_pods.wraps(sm.WorkloadKind.JOB) and not kube_pods.wraps(sm.WorkloadKind.RAYJOB)
+    assert kube_pods.wraps(sm.WorkloadKind.JOB)
     assert kube_pods.wrap(job, pod)
     (spec,) = render_pods.pod_specs(job)
     (c,) = spec["containers"]
@@ -76,10 +81,83 @@ def test_a_job_is_wrapped_by_podsync_with_its_secret_and_scratch() -> None:
     assert base64.b64decode(secret["data"]["S3_KEY"]) == b"k"
 
 
-def test_a_ray_object_is_left_as_rendered() -> None:
-    obj = {**_job(), "kind": "RayJob"}
+def _rendered(kind: str = "rayjob") -> dict[str, Any]:
+    spec = resolve.resolve(
+        rb.config(run={"entrypoint": "train.py", "workload_kind": kind}), rb.platform()
+    )
+    if kind == "raycluster":
+        return kuberay.render_raycluster(spec, "r-1")
+    return kuberay.render_rayjob(spec, "r-1")
+
+
+def _ray_groups(obj: dict[str, Any]) -> list[dict[str, Any]]:
+    cluster = obj["spec"].get("rayClusterSpec") or obj["spec"]
+    return [cluster["headGroupSpec"], *cluster["workerGroupSpecs"]]
+
+
+def test_a_rayjob_runs_its_entrypoint_under_podsync_on_every_ray_node() -> None:
+    obj = _rendered()
+    pod = base.PodAttempt(
+        command=("python", "-m", "podsync"), env={"TAU_POD_ATTEMPT": "{}"}, root="/tau"
+    )
+    assert kube_pods.wraps(sm.WorkloadKind.RAYJOB) and kube_pods.wrap(obj, pod)
+    job = obj["spec"]
+    assert job["entrypoint"] == "python -m podsync -- python train.py"
+    runtime_env = yaml.safe_load(job["runtimeEnvYAML"])
+    assert "working_dir" not in runtime_env and runtime_env["env_vars"]["TAU_RUN_ID"] == "r-1"
+    for group in _ray_groups(obj):  # wherever Ray places the driver, it has the wrapper's
+        spec = group["template"]["spec"]
+        (c,) = spec["containers"]
+        assert {"name": "TAU_POD_ATTEMPT", "value": "{}"} in c["env"]
+        assert {"name": kube_pods.SCRATCH_VOLUME, "mountPath": "/tau"} in c["volumeMounts"]
+        assert "command" not in c  # KubeRay's `ray start`
+        assert spec["terminationGracePeriodSeconds"] == pod.grace_s
+    submitter = job["submitterPodTemplate"]["spec"]["containers"][0]
+    assert "env" not in submitter and "volumeMounts" in submitter  # the data volume only
+    assert all(m["name"] != kube_pods.SCRATCH_VOLUME for m in submitter["volumeMounts"])
+
+
+def test_a_raycluster_is_left_as_rendered() -> None:
+    obj = _rendered("raycluster")
     pod = base.PodAttempt(command=("x",), env={}, root="/tau")
-    assert not kube_pods.wrap(obj, pod) and obj == {**_job(), "kind": "RayJob"}
+    assert not kube_pods.wraps(sm.WorkloadKind.RAYCLUSTER)
+    assert not kube_pods.wrap(obj, pod) and obj == _rendered("raycluster")
+
+
+def test_ray_nodes_on_host_networking_take_their_pods_address_and_free_ports() -> None:
+    obj = _rendered()
+    render_pods.settle(obj, _pods(host_network=True))
+    head, worker = _ray_groups(obj)
+    ip = f"${render_pods.POD_IP_ENV}"
+    for group in (head, worker):
+        params = group["rayStartParams"]
+        assert params["node-ip-address"] == ip
+        assert params["metrics-export-port"] == params["dashboard-agent-listen-port"] == "0"
+        assert params["min-worker-port"] == params["max-worker-port"] == "0"
+        (c,) = group["template"]["spec"]["containers"]
+        pod_ip = {"fieldRef": {"fieldPath": "status.podIP"}}
+        assert {"name": render_pods.POD_IP_ENV, "valueFrom": pod_ip} in c["env"]
+    base_port, blocks, size = render_pods.HOST_PORTS
+    gcs = int(head["rayStartParams"]["port"])
+    assert base_port <= gcs < base_port + blocks * size and (gcs - base_port) % size == 0
+    assert head["rayStartParams"]["dashboard-port"] == str(gcs + 1)
+    assert head["rayStartParams"]["ray-client-server-port"] == str(gcs + 2)
+    assert head["rayStartParams"]["dashboard-host"] == ip
+    ports = {
+        p["name"]: p["containerPort"] for p in head["template"]["spec"]["containers"][0]["ports"]
+    }
+    assert ports == {"gcs-server": gcs, "dashboard": gcs + 1, "client": gcs + 2}
+    again = _rendered()
+    render_pods.settle(again, _pods(host_network=True))
+    assert again == obj  # the same object, the same ports (a retry's head binds them again)
+
+
+def test_ray_nodes_on_the_pod_network_keep_rays_defaults() -> None:
+    obj = _rendered()
+    render_pods.settle(obj, _pods(tolerations=[TAINT]))
+    head, worker = _ray_groups(obj)
+    assert head["rayStartParams"] == {"num-gpus": "0"}
+    assert "node-ip-address" not in worker["rayStartParams"]
 
 
 def test_tolerated_taints_and_selected_nodes() -> None:

@@ -1,13 +1,15 @@
 """A cluster's ``pods:`` settings (platform.yaml, ``platform.models.PodSettings``) on the
 pods TauGrid renders for it: host networking, tolerations and a node selector on every
 pod template of a run (the agent applies them at submission) and of TauGrid's own
-Deployments (``tau cluster install --platform``); the capacity the hub placed a run on
+Deployments (``tau cluster install --platform``); on host networking, the addresses and
+ports of a run's Ray nodes (``ray_on_host_network``); the capacity the hub placed a run on
 (spot or on-demand node pools, as a node affinity on the ``taugrid.io/pool`` label); and
 the two questions they answer about a Node: is its taint tolerated, does the selector
 pick it."""
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,6 +22,7 @@ __all__ = [
     "keep_to_capacity",
     "pod_specs",
     "pod_templates",
+    "ray_on_host_network",
     "selects",
     "settle",
     "settle_spec",
@@ -27,6 +30,19 @@ __all__ = [
 ]
 
 _SPOT, _ON_DEMAND = sm.Capacity.SPOT.value, sm.Capacity.ON_DEMAND.value
+
+POD_IP_ENV = "TAU_POD_IP"
+"""A Ray container's own address (``status.podIP``: the node's, on host networking)."""
+HOST_PORTS = (20000, 1000, 8)
+"""On host networking, a Ray cluster's head ports: a block of 8 from 20000, one of 1000
+blocks, chosen by its object's name (``ray_on_host_network``)."""
+_HEAD_PORTS = ("gcs-server", "dashboard", "client", "serve")
+_DYNAMIC = (
+    "metrics-export-port",
+    "dashboard-agent-listen-port",
+    "min-worker-port",
+    "max-worker-port",
+)
 
 
 def pod_templates(obj: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -56,6 +72,55 @@ def settle(obj: dict[str, Any], pods: pm.PodSettings) -> None:
     """The cluster's pod settings on every pod template of ``obj`` (in place)."""
     for spec in pod_specs(obj):
         settle_spec(spec, pods)
+    if pods.host_network:
+        ray_on_host_network(obj)
+
+
+def ray_on_host_network(obj: dict[str, Any]) -> None:
+    """The Ray nodes of ``obj`` (a RayJob, RayCluster or RayService) as host-network pods
+    (in place). They share their node's addresses and ports with every other pod there
+    (the head and a worker of one run, two runs' clusters), so:
+
+    - each node says its address (``--node-ip-address``, and the head's dashboard host)
+      is its pod's (``POD_IP_ENV`` from ``status.podIP``, the node's), never the one Ray
+      guesses by routing;
+    - the ports every node opens (metrics, dashboard agent, workers) are picked by Ray
+      when it starts (0);
+    - the head's named ports (GCS, dashboard, client, Serve) are a block of
+      ``HOST_PORTS`` chosen by the object's name, declared as container ports: as host
+      ports, kube-scheduler never binds two heads that would share them to one node.
+
+    KubeRay's injected probes name fixed ports on ``localhost`` (52365, 8265): an
+    operator for host-network Ray pods runs with ``ENABLE_PROBES_INJECTION=false``
+    (docs/kubernetes.md)."""
+    cluster = _ray_cluster(obj)
+    if cluster is None:
+        return
+    base, blocks, size = HOST_PORTS
+    first = base + zlib.crc32(obj["metadata"]["name"].encode()) % blocks * size
+    ports = {name: first + i for i, name in enumerate(_HEAD_PORTS)}
+    head = cluster["headGroupSpec"]
+    for group in (head, *cluster.get("workerGroupSpecs", [])):
+        params = group.setdefault("rayStartParams", {})
+        params["node-ip-address"] = f"${POD_IP_ENV}"
+        params.update({k: "0" for k in _DYNAMIC})
+        ray = group["template"]["spec"]["containers"][0]
+        ip = {"fieldRef": {"fieldPath": "status.podIP"}}
+        ray.setdefault("env", []).append({"name": POD_IP_ENV, "valueFrom": ip})
+    head["rayStartParams"] |= {
+        "port": str(ports["gcs-server"]),
+        "dashboard-port": str(ports["dashboard"]),
+        "ray-client-server-port": str(ports["client"]),
+        "dashboard-host": f"${POD_IP_ENV}",
+    }
+    for port in head["template"]["spec"]["containers"][0].get("ports", []):
+        port["containerPort"] = ports.get(port["name"], port["containerPort"])
+
+
+def _ray_cluster(obj: dict[str, Any]) -> dict[str, Any] | None:
+    spec = obj.get("spec") or {}
+    cluster = spec.get("rayClusterSpec") or spec.get("rayClusterConfig") or spec
+    return cluster if "headGroupSpec" in cluster else None
 
 
 def settle_spec(spec: dict[str, Any], pods: pm.PodSettings) -> None:

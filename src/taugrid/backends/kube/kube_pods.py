@@ -4,21 +4,28 @@
 ``render.pods`` adds the cluster's ``pods:`` settings; this module adds, at submission,
 what only the agent knows:
 
-- ``PodAttempt`` (``agent.records.podsync`` as the main process of a batch Job's pods): the
-  run's command wrapped by it, its environment, the record store's credentials from
-  the namespace's Secret ``RECORDS_SECRET`` (applied by the agent from its own
-  environment), and an emptyDir at ``PodAttempt.root`` for the code and outputs. The
-  working directory the renderer names (the data volume's code dir) is dropped: the code
-  comes from the record.
+- ``PodAttempt`` (``agent.records.podsync``): the run's command wrapped by it, its
+  environment, the record store's credentials from the namespace's Secret
+  ``RECORDS_SECRET`` (applied by the agent from its own environment), and an emptyDir at
+  ``PodAttempt.root`` for the code and outputs. The working directory the renderer names
+  (the data volume's code dir) is dropped: the code comes from the record.
 
-Ray objects (RayJob, RayCluster, RayService) are not wrapped yet: their code still comes
-from the workspace's data volume (docs/kubernetes.md says what runs where).
+  A batch Job: the wrapper is its pods' main process. A RayJob: the wrapper is the Ray
+  job's entrypoint (the driver, on whichever Ray node the entrypoint's resources place
+  it), and every Ray node's container has its environment and scratch volume; the
+  submitter pod is left as rendered.
+
+RayCluster and RayService are not wrapped yet: their code still comes from the
+workspace's data volume (docs/kubernetes.md says what runs where).
 """
 
 from __future__ import annotations
 
 import base64
+import shlex
 from typing import Any
+
+import yaml
 
 from taugrid.backends import base
 from taugrid.render import pods
@@ -34,24 +41,41 @@ __all__ = [
 
 RECORDS_SECRET = "taugrid-records"
 SCRATCH_VOLUME = "tau-scratch"
-_WRAPPED = {sm.WorkloadKind.JOB: "Job"}
+_WRAPPED = {sm.WorkloadKind.JOB: "Job", sm.WorkloadKind.RAYJOB: "RayJob"}
 
 
 def wrap(obj: dict[str, Any], pod: base.PodAttempt) -> bool:
-    """``pod``'s wrapper around the command of ``obj``'s pods; False when ``obj`` is a
-    kind whose pods are not wrapped (left as rendered)."""
-    if obj.get("kind") not in _WRAPPED.values():
-        return False
-    for spec in pods.pod_specs(obj):
-        for c in spec["containers"]:
-            c["command"] = [*pod.command, "--", *c.get("command", [])]
-            c.pop("workingDir", None)
-            c.setdefault("env", []).extend(_env(pod))
-            mount = {"name": SCRATCH_VOLUME, "mountPath": pod.root}
-            c.setdefault("volumeMounts", []).append(mount)
-        spec.setdefault("volumes", []).append({"name": SCRATCH_VOLUME, "emptyDir": {}})
-        spec["terminationGracePeriodSeconds"] = pod.grace_s
-    return True
+    """``pod``'s wrapper around the command of ``obj``'s pods (a Job) or its Ray job's
+    entrypoint (a RayJob); False when ``obj`` is a kind not wrapped (left as rendered)."""
+    if obj.get("kind") == "Job":
+        for spec in pods.pod_specs(obj):
+            for c in spec["containers"]:
+                c["command"] = [*pod.command, "--", *c.get("command", [])]
+                c.pop("workingDir", None)
+            _equip(spec, pod)
+        return True
+    if obj.get("kind") == "RayJob":
+        job = obj["spec"]
+        job["entrypoint"] = f"{shlex.join(pod.command)} -- {job['entrypoint']}"
+        runtime_env = yaml.safe_load(job.get("runtimeEnvYAML") or "{}") or {}
+        for key in ("working_dir", "excludes"):  # the code comes from the record
+            runtime_env.pop(key, None)
+        job["runtimeEnvYAML"] = yaml.safe_dump(runtime_env, sort_keys=True)
+        cluster = job["rayClusterSpec"]
+        for group in (cluster["headGroupSpec"], *cluster.get("workerGroupSpecs", [])):
+            _equip(group["template"]["spec"], pod)
+        return True
+    return False
+
+
+def _equip(spec: dict[str, Any], pod: base.PodAttempt) -> None:
+    """The wrapper's environment and scratch volume on every container of ``spec``."""
+    for c in spec["containers"]:
+        c.setdefault("env", []).extend(_env(pod))
+        mount = {"name": SCRATCH_VOLUME, "mountPath": pod.root}
+        c.setdefault("volumeMounts", []).append(mount)
+    spec.setdefault("volumes", []).append({"name": SCRATCH_VOLUME, "emptyDir": {}})
+    spec["terminationGracePeriodSeconds"] = pod.grace_s
 
 
 def _env(pod: base.PodAttempt) -> list[dict[str, Any]]:
