@@ -132,7 +132,7 @@ def test_ray_nodes_on_host_networking_take_their_pods_address_and_free_ports() -
     for group in (head, worker):
         params = group["rayStartParams"]
         assert params["node-ip-address"] == ip
-        assert params["metrics-export-port"] == params["dashboard-agent-listen-port"] == "0"
+        assert params["dashboard-agent-listen-port"] == "0"
         assert params["min-worker-port"] == params["max-worker-port"] == "0"
         (c,) = group["template"]["spec"]["containers"]
         pod_ip = {"fieldRef": {"fieldPath": "status.podIP"}}
@@ -146,7 +146,12 @@ def test_ray_nodes_on_host_networking_take_their_pods_address_and_free_ports() -
     ports = {
         p["name"]: p["containerPort"] for p in head["template"]["spec"]["containers"][0]["ports"]
     }
-    assert ports == {"gcs-server": gcs, "dashboard": gcs + 1, "client": gcs + 2}
+    assert ports == {"gcs-server": gcs, "dashboard": gcs + 1, "client": gcs + 2, "metrics": gcs + 4}
+    assert head["rayStartParams"]["metrics-export-port"] == str(gcs + 4)
+    # KubeRay declares a metrics port on every Ray container (8080 unless one is named)
+    (w,) = worker["template"]["spec"]["containers"]
+    assert w["ports"] == [{"name": "metrics", "containerPort": gcs + 5}]
+    assert worker["rayStartParams"]["metrics-export-port"] == str(gcs + 5)
     again = _rendered()
     render_pods.settle(again, _pods(host_network=True))
     assert again == obj  # the same object, the same ports (a retry's head binds them again)
@@ -248,3 +253,21 @@ def test_a_deleted_pod_still_stores_outputs_until_its_grace_period_ends() -> Non
     assert not kb._still_running(pod("Running", "2026-12-06T06:59:59Z"), now)  # node gone?
     assert not kb._still_running(pod("Succeeded", "2026-12-06T07:00:30Z"), now)
     assert not kb._still_running(pod("Pending", None), now)
+
+
+def test_a_crash_loop_says_how_its_container_last_exited() -> None:
+    """The kubelet keeps the end of a failed container's log as its termination message
+    (``terminationMessagePolicy: FallbackToLogsOnError`` on every container rendered)."""
+    crashed = {"exitCode": 1, "reason": "Error", "message": "ValueError: no GPU\n"}
+    status = {
+        "name": "ray-worker",
+        "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 20s"}},
+        "lastState": {"terminated": crashed},
+    }
+    pod = {"metadata": {"namespace": "ml", "name": "p"}, "status": {"containerStatuses": [status]}}
+    assert kb._stuck([pod]) == (
+        "CrashLoopBackOff: back-off 20s (pod ml/p, container ray-worker); "
+        "it exited with code 1 (Error): ValueError: no GPU"
+    )
+    status.pop("lastState")  # an image that cannot be pulled never exited
+    assert kb._stuck([pod]) == "CrashLoopBackOff: back-off 20s (pod ml/p, container ray-worker)"

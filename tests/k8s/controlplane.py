@@ -22,7 +22,7 @@ import yaml
 
 from tests import procs
 from tests.hub import cut_proxy
-from tests.k8s import certs
+from tests.k8s import certs, cluster_dns
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO / "k8s" / "build.sh"
@@ -92,6 +92,11 @@ class ControlPlane:
         host-network pod on the real node reaches it as in-cluster clients do."""
         self.api_service_ip = f"127.96.{octet}.1"
         self.service_proxy: cut_proxy.Proxy | None = None
+        self.dns: cluster_dns.ClusterDNS | None = None
+        """The cluster's DNS (``cluster_dns``) on the control plane's address, port 53."""
+        self.resolv_conf = self.workdir / "resolv.conf"
+        """A resolver file naming ``dns``: what a process sees as /etc/resolv.conf when
+        started with ``spawn(..., cluster_names=True)``."""
         self.pod_log = self.workdir / "pod-containers.log"
         """The file kwok's "kubelet" serves as every container's log (``pods/log``)."""
 
@@ -115,6 +120,11 @@ class ControlPlane:
         self._start_apiserver()
         self.service_proxy = cut_proxy.Proxy(self.api_service_ip, (self.ip, self.port), 443)
         self._write_kubeconfig()
+        self.dns = cluster_dns.ClusterDNS(self.api, self.ip).start()
+        self.resolv_conf.write_text(
+            f"nameserver {self.ip}\nsearch svc.{cluster_dns.DOMAIN} {cluster_dns.DOMAIN}\n"
+            "options ndots:5\n"
+        )
         self._start_controllers()
         if kwok:
             self._start_kwok()
@@ -124,6 +134,9 @@ class ControlPlane:
         if self.service_proxy is not None:
             self.service_proxy.close()
             self.service_proxy = None
+        if self.dns is not None:
+            self.dns.stop()
+            self.dns = None
         for proc in reversed(self.procs):
             if proc.popen.poll() is None:
                 proc.popen.terminate()
@@ -134,6 +147,15 @@ class ControlPlane:
                 proc.popen.kill()
                 proc.popen.wait(timeout=15)
         self.procs.clear()
+
+    def api(self) -> httpx.Client:
+        """An admin client of the API server."""
+        return httpx.Client(
+            base_url=self.url,
+            verify=ssl.create_default_context(cafile=str(self.pki.ca_cert)),
+            headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
+            timeout=30,
+        )
 
     def alive(self) -> list[str]:
         return [p.name for p in self.procs if p.popen.poll() is None]
@@ -152,12 +174,35 @@ class ControlPlane:
 
     # -- components ------------------------------------------------------------------
 
-    def spawn(self, name: str, args: list[str], env: dict[str, str] | None = None) -> _Proc:
-        """Starts ``bindir/name`` (logging to ``logs/name.log``); ``stop`` ends it."""
+    def spawn(
+        self,
+        name: str,
+        args: list[str],
+        env: dict[str, str] | None = None,
+        cluster_names: bool = False,
+    ) -> _Proc:
+        """Starts ``bindir/name`` (logging to ``logs/name.log``); ``stop`` ends it.
+        ``cluster_names``: it resolves names through the cluster's DNS, as a process in
+        a pod does (its own mount namespace, ``resolv_conf`` as /etc/resolv.conf)."""
         log = self.logs / f"{name}.log"
+        argv = [str(self.bindir / name), *args]
+        if cluster_names:
+            bind = 'mount --bind "$0" /etc/resolv.conf && exec "$@"'
+            argv = [
+                "unshare",
+                "--mount",
+                "--propagation",
+                "private",
+                "--",
+                "sh",
+                "-c",
+                bind,
+                str(self.resolv_conf),
+                *argv,
+            ]
         with log.open("wb") as out:
             popen = subprocess.Popen(
-                [str(self.bindir / name), *args],
+                argv,
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,

@@ -91,7 +91,14 @@ def start_kueue(cp: controlplane.ControlPlane, kube: client.ApiClient) -> None:
 
 
 def start_kuberay(cp: controlplane.ControlPlane) -> None:
-    """Starts KubeRay's ray-operator and waits for its readiness probe."""
+    """Starts KubeRay's ray-operator and waits for its readiness probe.
+
+    It reaches a Ray head's dashboard (job status, HTTP submission) by the head Service's
+    name, so it resolves names through the cluster's DNS as it would in a pod
+    (``cluster_names``; the API server's Service proxy cannot help here: the real node's
+    pods have loopback addresses, which no EndpointSlice may hold). Its probe injection is
+    off: the probes name fixed ports on ``localhost``, which host-network Ray pods do not
+    use (``render.pods.ray_on_host_network``)."""
     probe = controlplane.free_port(cp.ip)
     proc = cp.spawn(
         "kuberay",
@@ -100,7 +107,8 @@ def start_kuberay(cp: controlplane.ControlPlane) -> None:
             "--metrics-addr=0",
             "--enable-leader-election=false",
         ],
-        env={"KUBECONFIG": str(cp.kubeconfig)},
+        env={"KUBECONFIG": str(cp.kubeconfig), "ENABLE_PROBES_INJECTION": "false"},
+        cluster_names=True,
     )
     url = f"http://{cp.ip}:{probe}/readyz"
     cp.wait_ready(

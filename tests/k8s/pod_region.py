@@ -85,15 +85,19 @@ def tau_yaml(
     gpus: int = 1,
     priority: str = "low",
     retry_on: str = "exit_nonzero",
+    kind: str = "job",
 ) -> str:
+    """The quickstart on ``image``; ``kind`` ``rayjob``: a RayJob whose head (half a CPU),
+    GPU worker (one) and submitter (half) fit the real node's two CPUs."""
     retry = f"\n  retry_on: [{retry_on}]" if retries else ""
+    head = "\n  head: {cpus: 0.5, memory: 2Gi}" if kind == "rayjob" else ""
     return f"""\
 schema_version: 1
 name: pods-quickstart
 policy: {{priority: {priority}}}
 run:
   entrypoint: train.py
-  workload_kind: job
+  workload_kind: {kind}
   args: {args.split()!r}
 runtime:
   image: {image}
@@ -102,7 +106,7 @@ compute:
   gpu_model: EMU
   workers: 1
   cpus: 1
-  memory: 2Gi
+  memory: 2Gi{head}
 resilience:
   max_retries: {retries}{retry}
   backoff: {{initial: 1s}}

@@ -25,6 +25,9 @@ each found out by trying it (docs/kubernetes.md, "A real node"):
   API (no device plugin: the scheduler counts them, containers get no device).
 - **A taint** (``TAINT``) keeps every other test's pods on the kwok nodes; a pod for
   the real node tolerates it and selects it by name.
+- **Cluster DNS**: the kubelet's ``clusterDNS`` is the control plane's (``cluster_dns``),
+  so Service names resolve in pods that use it (``dnsPolicy: ClusterFirstWithHostNet``),
+  as KubeRay's pods need for the head's name.
 
 ``stop`` kills every container task and containerd's shims, containerd, the kubelet and
 the holder, removes the cgroups, and deletes the Node object.
@@ -34,7 +37,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import ssl
 import subprocess
 import textwrap
 import time
@@ -46,8 +48,8 @@ import httpx
 import yaml
 
 from tests import procs
-from tests.k8s import certs, oci
-from tests.k8s.controlplane import ADMIN_TOKEN, ControlPlane
+from tests.k8s import certs, cluster_dns, oci
+from tests.k8s.controlplane import ControlPlane
 
 __all__ = ["GPU", "IP", "NAME", "TAINT", "RealNode", "missing"]
 
@@ -230,6 +232,8 @@ class RealNode:
             "podLogsDir": str(self.workdir / "pod-logs"),
             "volumePluginDir": str(self.workdir / "volume-plugins"),
             "registerWithTaints": [TAINT],
+            "clusterDNS": [self.cp.ip],
+            "clusterDomain": cluster_dns.DOMAIN,
             # the API server calls the kubelet without a client certificate
             "authentication": {"anonymous": {"enabled": True}, "webhook": {"enabled": False}},
             "authorization": {"mode": "AlwaysAllow"},
@@ -263,12 +267,7 @@ class RealNode:
 
     def api(self) -> httpx.Client:
         """An admin client of the control plane's API."""
-        return httpx.Client(
-            base_url=self.cp.url,
-            verify=ssl.create_default_context(cafile=str(self.cp.pki.ca_cert)),
-            headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
-            timeout=30,
-        )
+        return self.cp.api()
 
     def _wait(self, what: str, ok: Any, proc: str = "kubelet", timeout_s: float = 90) -> None:
         deadline = time.monotonic() + timeout_s

@@ -147,6 +147,9 @@ def _pod_spec(
     container = {
         **container,
         "volumeMounts": [{"name": "data", "mountPath": naming.DATA_MOUNT}],
+        # a container that fails keeps the end of its log as its termination message,
+        # so the reason of a crash loop says why (``backends.kube.kubernetes._stuck``)
+        "terminationMessagePolicy": "FallbackToLogsOnError",
     }
     pod: dict[str, Any] = {
         "serviceAccountName": naming.WORKLOAD_SERVICE_ACCOUNT,
@@ -200,7 +203,10 @@ def _worker_group(spec: runspec.RunSpec, env: dict[str, str]) -> dict[str, Any]:
     gpus = _whole_gpus(spec)
     params: dict[str, str] = {}
     if spec.gpu_model and gpus > 0:
-        params["resources"] = json.dumps({command.accelerator_resource(spec.gpu_model): gpus})
+        # KubeRay pastes rayStartParams into a shell command: the JSON is single-quoted,
+        # as KubeRay quotes the resources it writes itself
+        accelerator = json.dumps({command.accelerator_resource(spec.gpu_model): gpus})
+        params["resources"] = f"'{accelerator}'"
     container = {
         "name": "ray-worker",
         "image": spec.image,

@@ -34,15 +34,12 @@ _SPOT, _ON_DEMAND = sm.Capacity.SPOT.value, sm.Capacity.ON_DEMAND.value
 POD_IP_ENV = "TAU_POD_IP"
 """A Ray container's own address (``status.podIP``: the node's, on host networking)."""
 HOST_PORTS = (20000, 1000, 8)
-"""On host networking, a Ray cluster's head ports: a block of 8 from 20000, one of 1000
+"""On host networking, a Ray cluster's ports: a block of 8 from 20000, one of 1000
 blocks, chosen by its object's name (``ray_on_host_network``)."""
-_HEAD_PORTS = ("gcs-server", "dashboard", "client", "serve")
-_DYNAMIC = (
-    "metrics-export-port",
-    "dashboard-agent-listen-port",
-    "min-worker-port",
-    "max-worker-port",
-)
+_HEAD_PORTS = ("gcs-server", "dashboard", "client", "serve", "metrics")
+"""The block's first ports, the head's; then each worker group's metrics port."""
+_METRICS = "metrics"
+_DYNAMIC = ("dashboard-agent-listen-port", "min-worker-port", "max-worker-port")
 
 
 def pod_templates(obj: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -84,11 +81,14 @@ def ray_on_host_network(obj: dict[str, Any]) -> None:
     - each node says its address (``--node-ip-address``, and the head's dashboard host)
       is its pod's (``POD_IP_ENV`` from ``status.podIP``, the node's), never the one Ray
       guesses by routing;
-    - the ports every node opens (metrics, dashboard agent, workers) are picked by Ray
-      when it starts (0);
-    - the head's named ports (GCS, dashboard, client, Serve) are a block of
-      ``HOST_PORTS`` chosen by the object's name, declared as container ports: as host
-      ports, kube-scheduler never binds two heads that would share them to one node.
+    - the ports only Ray needs to know (dashboard agent, workers) are picked by Ray when
+      it starts (0);
+    - the named ports come from a block of ``HOST_PORTS`` chosen by the object's name:
+      the head's GCS, dashboard, client, Serve and metrics ports, then each worker
+      group's metrics port (KubeRay declares one on every Ray container, 8080 unless
+      named). Container ports of host-network pods are host ports: kube-scheduler never
+      binds two pods that would share one to a node (two heads of runs whose blocks
+      meet, a retry's head before the last attempt's is gone, two workers of one group).
 
     KubeRay's injected probes name fixed ports on ``localhost`` (52365, 8265): an
     operator for host-network Ray pods runs with ``ENABLE_PROBES_INJECTION=false``
@@ -99,21 +99,25 @@ def ray_on_host_network(obj: dict[str, Any]) -> None:
     base, blocks, size = HOST_PORTS
     first = base + zlib.crc32(obj["metadata"]["name"].encode()) % blocks * size
     ports = {name: first + i for i, name in enumerate(_HEAD_PORTS)}
-    head = cluster["headGroupSpec"]
-    for group in (head, *cluster.get("workerGroupSpecs", [])):
+    head, workers = cluster["headGroupSpec"], cluster.get("workerGroupSpecs", [])
+    metrics = [ports[_METRICS]] + [first + len(_HEAD_PORTS) + i for i in range(len(workers))]
+    for group, metrics_port in zip((head, *workers), metrics, strict=False):
         params = group.setdefault("rayStartParams", {})
         params["node-ip-address"] = f"${POD_IP_ENV}"
+        params["metrics-export-port"] = str(metrics_port)
         params.update({k: "0" for k in _DYNAMIC})
         ray = group["template"]["spec"]["containers"][0]
         ip = {"fieldRef": {"fieldPath": "status.podIP"}}
         ray.setdefault("env", []).append({"name": POD_IP_ENV, "valueFrom": ip})
+        own = [p for p in ray.get("ports", []) if p["name"] != _METRICS]
+        ray["ports"] = [*own, {"name": _METRICS, "containerPort": metrics_port}]
     head["rayStartParams"] |= {
         "port": str(ports["gcs-server"]),
         "dashboard-port": str(ports["dashboard"]),
         "ray-client-server-port": str(ports["client"]),
         "dashboard-host": f"${POD_IP_ENV}",
     }
-    for port in head["template"]["spec"]["containers"][0].get("ports", []):
+    for port in head["template"]["spec"]["containers"][0]["ports"]:
         port["containerPort"] = ports.get(port["name"], port["containerPort"])
 
 

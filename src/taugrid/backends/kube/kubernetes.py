@@ -484,7 +484,10 @@ _CANNOT_START = (
 
 def _stuck(pods: list[dict[str, Any]]) -> str:
     """The first container of ``pods`` that cannot start, as "<reason>: <message> (pod
-    <ns>/<name>, container <c>)"; "" when none."""
+    <ns>/<name>, container <c>)", and how it last exited when it did (a crash loop: its
+    exit code and the end of its log, which the kubelet keeps as the termination message
+    of our containers, ``terminationMessagePolicy: FallbackToLogsOnError``); "" when
+    none."""
     for pod in pods:
         status = pod.get("status") or {}
         for c in [
@@ -495,8 +498,17 @@ def _stuck(pods: list[dict[str, Any]]) -> str:
             if waiting.get("reason") in _CANNOT_START:
                 meta = pod["metadata"]
                 where = f"pod {meta['namespace']}/{meta['name']}, container {c.get('name')}"
-                return f"{waiting['reason']}: {waiting.get('message') or 'no message'} ({where})"
+                said = f"{waiting['reason']}: {waiting.get('message') or 'no message'} ({where})"
+                return said + _last_exit((c.get("lastState") or {}).get("terminated") or {})
     return ""
+
+
+def _last_exit(terminated: dict[str, Any]) -> str:
+    if not terminated:
+        return ""
+    why = f" ({terminated['reason']})" if terminated.get("reason") else ""
+    out = str(terminated.get("message") or "").strip()
+    return f"; it exited with code {terminated.get('exitCode')}{why}" + (f": {out}" if out else "")
 
 
 def _preempted(wl: dict[str, Any] | None) -> str:

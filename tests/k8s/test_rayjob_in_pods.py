@@ -1,0 +1,107 @@
+"""A RayJob executes on Ray in pods on the real node and comes back (issue 31 item 3,
+Ray objects).
+
+The region of ``test_run_in_pods.py`` (a real hub on SQLite, the region's agent outside
+the cluster, an S3 record store on the real SeaweedFS, pods on the host network of the
+real node), with KubeRay's operator. A ``tau run`` of the quickstart as a RayJob (the
+default workload kind), on the project image pulled from the tier's registry:
+
+- Kueue admits the RayJob; KubeRay makes its Ray cluster, a head and a GPU worker pod,
+  which kube-scheduler binds to the real node; they start Ray on the node's address with
+  the head's ports chosen for the run (``render.pods.ray_on_host_network``); the worker
+  finds the head by the head Service's name (the tier's cluster DNS) and joins it;
+- KubeRay's submitter pod submits the Ray job through the head's dashboard and follows
+  its log (the run's log); Ray places the driver on the GPU worker, where
+  ``agent.records.podsync`` fetches the code from the record in S3, runs it and stores
+  metrics, checkpoints and artifacts there;
+- the first attempt crashes on purpose after its checkpoint at step 20: the Ray job fails,
+  the RayJob fails, the hub retries; the next attempt's Ray cluster (new pods, the same
+  ports, bound once the old pods are gone) resumes from the record's checkpoint, and the
+  run ends succeeded with its artifacts saved.
+
+GPUs are emulated: ``nvidia.com/gpu`` is an extended resource of the real node.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from taugrid.render import naming
+from tests import weed_s3 as ws
+from tests.hub import region as rg
+from tests.k8s import controlplane, kube_region, pod_region, realnode
+
+pytestmark = [pytest.mark.k8s, pytest.mark.timeout(900)]
+
+
+@pytest.fixture(scope="module")
+def region(
+    pod_cluster: pod_region.PodCluster,
+    kuberay: controlplane.ControlPlane,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[pod_region.PodRegion]:
+    tmp = Path(tmp_path_factory.mktemp("rayjob-hub"))
+    with pod_region.pod_region(pod_cluster, tmp) as r:
+        yield r
+
+
+def _ray_pods(kube: client.ApiClient, run_id: str) -> dict[str, str]:
+    """The run's Ray pods now: node type → node name."""
+    label = f"{naming.LABEL_RUN_ID}={naming.label_value(run_id)}"
+    pods = client.CoreV1Api(kube).list_namespaced_pod(kube_region.WORKSPACE, label_selector=label)
+    return {
+        p.metadata.labels["ray.io/node-type"]: p.spec.node_name
+        for p in pods.items
+        if "ray.io/node-type" in (p.metadata.labels or {}) and p.spec.node_name
+    }
+
+
+def test_a_rayjob_runs_on_ray_in_pods_resumes_and_its_outputs_come_back(
+    region: pod_region.PodRegion, weed_s3: ws.WeedS3, kube: client.ApiClient
+) -> None:
+    server, ref, prefix = region.server, region.ref, region.prefix
+    args = "--steps 40 --checkpoint-every 10 --fail-at-step 25 --fail-attempts 1"
+    seen: dict[str, str] = {}
+    with server.http() as c:
+        run = rg.submit_run(c, pod_region.tau_yaml(ref, args, retries=1, kind="rayjob"))
+
+        def finished(r: dict[str, Any]) -> bool:
+            seen.update(_ray_pods(kube, run["id"]))
+            return rg.finished(r)
+
+        done = rg.wait_run(c, run["id"], finished, timeout=420)
+        metrics = c.get(f"/v1/runs/{run['id']}/metrics").json()
+        log = c.get(f"/v1/runs/{run['id']}/logs").json()["text"]
+    assert done["state"] == "succeeded", (done["reason"], done["attempts"], log[-3000:])
+    assert seen == {"head": realnode.NAME, "worker": realnode.NAME}, seen
+    assert rg.phases(done)["artifacts_saved"] == "done"
+    first, second = done["attempts"]
+    assert first["failure_kind"] == "exit_nonzero", first
+    assert (second["resumed_from"] or "").endswith("step-00000020"), second
+    steps2 = [m["step"] for m in metrics if m["attempt"] == 2 and m["name"] == "loss"]
+    assert min(steps2) == 21 and max(steps2) == 40, steps2  # from the record's checkpoint
+    # the submitter's log is the Ray job's: the crash on purpose, then the resume
+    assert "attempt 1: failing at step 25" in log, log[-3000:]
+    assert "attempt 2: resuming from step-00000020" in log, log[-3000:]
+    fs = weed_s3.filesystem()
+    base = f"{prefix}/{kube_region.WORKSPACE}/runs/{run['id']}"
+    assert fs.exists(f"{base}/artifacts/model.npz") and fs.exists(f"{base}/COMPLETE")
+    _check_released(server, run["id"], kube)
+
+
+def _check_released(server: Any, run_id: str, kube: client.ApiClient) -> None:
+    """Once the run has released its GPUs, no pod of it is left (the agent deleted the
+    finished RayJob; KubeRay's TTL is only a backstop)."""
+    with server.http() as c:
+        rg.wait_run(c, run_id, lambda r: rg.phases(r).get("released") == "done", timeout=120)
+    assert _ray_pods(kube, run_id) == {}
+    wls = client.CustomObjectsApi(kube).list_namespaced_custom_object(
+        *kube_region.KUEUE, kube_region.WORKSPACE, "workloads"
+    )["items"]
+    assert not [w for w in wls if run_id in json.dumps(w["metadata"].get("labels", {}))]
