@@ -62,15 +62,21 @@ def sized_main(
     return 0
 
 
-def k8s_args(doc: str, missing: Callable[[], list[str]]) -> argparse.Namespace | None:
-    """``--quick``, ``--reps N`` and ``--no-write`` of a benchmark on the test control
-    plane; None, after saying why, when it is skipped: ``--quick`` without
-    ``TAU_TEST_K8S=1`` (the control plane takes minutes to start), or ``missing()`` names
-    what is not built."""
+def k8s_args(
+    doc: str,
+    missing: Callable[[], list[str]],
+    more: Callable[[argparse.ArgumentParser], object] | None = None,
+) -> argparse.Namespace | None:
+    """``--quick``, ``--reps N`` and ``--no-write`` (and what ``more`` adds) of a
+    benchmark on the test control plane; None, after saying why, when it is skipped:
+    ``--quick`` without ``TAU_TEST_K8S=1`` (the control plane takes minutes to start), or
+    ``missing()`` names what is not built."""
     p = argparse.ArgumentParser(description=doc.splitlines()[0])
     p.add_argument("--quick", action="store_true")
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--no-write", action="store_true")
+    if more is not None:
+        more(p)
     args = p.parse_args()
     if args.quick and os.environ.get("TAU_TEST_K8S") != "1":
         print("skipped: --quick starts no control plane unless TAU_TEST_K8S=1")

@@ -259,12 +259,15 @@ def test_a_crash_loop_says_how_its_container_last_exited() -> None:
     """The kubelet keeps the end of a failed container's log as its termination message
     (``terminationMessagePolicy: FallbackToLogsOnError`` on every container rendered)."""
     crashed = {"exitCode": 1, "reason": "Error", "message": "ValueError: no GPU\n"}
-    status = {
+    status: dict[str, Any] = {
         "name": "ray-worker",
         "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 20s"}},
         "lastState": {"terminated": crashed},
+        "restartCount": 1,
     }
     pod = {"metadata": {"namespace": "ml", "name": "p"}, "status": {"containerStatuses": [status]}}
+    assert kb._stuck([pod]) == ""  # exited once (a busy node): the kubelet tries again
+    status["restartCount"] = kb.CRASH_RESTARTS
     assert kb._stuck([pod]) == (
         "CrashLoopBackOff: back-off 20s (pod ml/p, container ray-worker); "
         "it exited with code 1 (Error): ValueError: no GPU"

@@ -480,11 +480,16 @@ _CANNOT_START = (
     "CrashLoopBackOff",
 )
 """Container waiting reasons that waiting does not cure (the kubelet's own words)."""
+CRASH_RESTARTS = 2
+"""A container in ``CrashLoopBackOff`` is stuck once the kubelet has restarted it this
+many times: a Ray node that exits once on a busy node (its client server gives the raylet
+30 s to register) starts on the next try; one that keeps exiting never will."""
 
 
 def _stuck(pods: list[dict[str, Any]]) -> str:
-    """The first container of ``pods`` that cannot start, as "<reason>: <message> (pod
-    <ns>/<name>, container <c>)", and how it last exited when it did (a crash loop: its
+    """The first container of ``pods`` that cannot start (a crash loop: once restarted
+    ``CRASH_RESTARTS`` times), as "<reason>: <message> (pod <ns>/<name>, container <c>)",
+    and how it last exited when it did (a crash loop: its
     exit code and the end of its log, which the kubelet keeps as the termination message
     of our containers, ``terminationMessagePolicy: FallbackToLogsOnError``); "" when
     none."""
@@ -495,6 +500,9 @@ def _stuck(pods: list[dict[str, Any]]) -> str:
             *(status.get("containerStatuses") or []),
         ]:
             waiting = (c.get("state") or {}).get("waiting") or {}
+            looping = waiting.get("reason") == "CrashLoopBackOff"
+            if looping and int(c.get("restartCount") or 0) < CRASH_RESTARTS:
+                continue
             if waiting.get("reason") in _CANNOT_START:
                 meta = pod["metadata"]
                 where = f"pod {meta['namespace']}/{meta['name']}, container {c.get('name')}"
