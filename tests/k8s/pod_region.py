@@ -18,6 +18,7 @@ import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from unittest import mock
 
 from kubernetes import client
@@ -25,9 +26,18 @@ from kubernetes import client
 from taugrid.store import db
 from tests import weed_s3 as ws
 from tests.hub import harness
+from tests.hub import region as rg
 from tests.k8s import kube_region, project_image, realnode, registry
 
-__all__ = ["PodCluster", "PodRegion", "platform_yaml", "pod_region", "tau_yaml"]
+__all__ = [
+    "CRASH_AND_RESUME",
+    "PodCluster",
+    "PodRegion",
+    "check_crash_and_resume",
+    "platform_yaml",
+    "pod_region",
+    "tau_yaml",
+]
 
 BUCKET = "pod-runs"
 PRODUCT = "emulated-gpu"
@@ -114,6 +124,30 @@ data:
   outputs:
     - {{name: model, path: model.npz}}
 """.replace("'", '"')
+
+
+CRASH_AND_RESUME = "--steps 40 --checkpoint-every 10 --fail-at-step 25 --fail-attempts 1"
+"""The quickstart's arguments for a first attempt that crashes after its step-20
+checkpoint and a retry that resumes from it (``check_crash_and_resume``)."""
+
+
+def check_crash_and_resume(
+    done: dict[str, Any], metrics: list[dict[str, Any]], log: str, fs: Any, base: str
+) -> None:
+    """A run of ``CRASH_AND_RESUME`` ended as it should: succeeded with its artifacts
+    saved, its first attempt failed with its exit code, the retry resumed from the step-20
+    checkpoint and trained steps 21-40, its log has both attempts' words, and its record
+    (``base`` in the store ``fs``) has the output and COMPLETE."""
+    assert done["state"] == "succeeded", (done["reason"], done["attempts"], log[-3000:])
+    assert rg.phases(done)["artifacts_saved"] == "done"
+    first, second = done["attempts"]
+    assert first["failure_kind"] == "exit_nonzero", first
+    assert (second["resumed_from"] or "").endswith("step-00000020"), second
+    steps2 = [m["step"] for m in metrics if m["attempt"] == 2 and m["name"] == "loss"]
+    assert min(steps2) == 21 and max(steps2) == 40, steps2  # from the record's checkpoint
+    assert "attempt 1: failing at step 25" in log, log[-3000:]  # the crash on purpose
+    assert "attempt 2: resuming from step-00000020" in log, log[-3000:]
+    assert fs.exists(f"{base}/artifacts/model.npz") and fs.exists(f"{base}/COMPLETE")
 
 
 @dataclass(frozen=True)

@@ -66,10 +66,10 @@ def test_a_rayjob_runs_on_ray_in_pods_resumes_and_its_outputs_come_back(
     region: pod_region.PodRegion, weed_s3: ws.WeedS3, kube: client.ApiClient
 ) -> None:
     server, ref, prefix = region.server, region.ref, region.prefix
-    args = "--steps 40 --checkpoint-every 10 --fail-at-step 25 --fail-attempts 1"
     seen: dict[str, str] = {}
     with server.http() as c:
-        run = rg.submit_run(c, pod_region.tau_yaml(ref, args, retries=1, kind="rayjob"))
+        text = pod_region.tau_yaml(ref, pod_region.CRASH_AND_RESUME, retries=1, kind="rayjob")
+        run = rg.submit_run(c, text)
 
         def finished(r: dict[str, Any]) -> bool:
             seen.update(_ray_pods(kube, run["id"]))
@@ -77,21 +77,10 @@ def test_a_rayjob_runs_on_ray_in_pods_resumes_and_its_outputs_come_back(
 
         done = rg.wait_run(c, run["id"], finished, timeout=420)
         metrics = c.get(f"/v1/runs/{run['id']}/metrics").json()
-        log = c.get(f"/v1/runs/{run['id']}/logs").json()["text"]
-    assert done["state"] == "succeeded", (done["reason"], done["attempts"], log[-3000:])
-    assert seen == {"head": realnode.NAME, "worker": realnode.NAME}, seen
-    assert rg.phases(done)["artifacts_saved"] == "done"
-    first, second = done["attempts"]
-    assert first["failure_kind"] == "exit_nonzero", first
-    assert (second["resumed_from"] or "").endswith("step-00000020"), second
-    steps2 = [m["step"] for m in metrics if m["attempt"] == 2 and m["name"] == "loss"]
-    assert min(steps2) == 21 and max(steps2) == 40, steps2  # from the record's checkpoint
-    # the submitter's log is the Ray job's: the crash on purpose, then the resume
-    assert "attempt 1: failing at step 25" in log, log[-3000:]
-    assert "attempt 2: resuming from step-00000020" in log, log[-3000:]
-    fs = weed_s3.filesystem()
+        log = c.get(f"/v1/runs/{run['id']}/logs").json()["text"]  # the submitter's: the job's
     base = f"{prefix}/{kube_region.WORKSPACE}/runs/{run['id']}"
-    assert fs.exists(f"{base}/artifacts/model.npz") and fs.exists(f"{base}/COMPLETE")
+    pod_region.check_crash_and_resume(done, metrics, log, weed_s3.filesystem(), base)
+    assert seen == {"head": realnode.NAME, "worker": realnode.NAME}, seen
     _check_released(server, run["id"], kube)
 
 
