@@ -274,3 +274,18 @@ def test_a_crash_loop_says_how_its_container_last_exited() -> None:
     )
     status.pop("lastState")  # an image that cannot be pulled never exited
     assert kb._stuck([pod]) == "CrashLoopBackOff: back-off 20s (pod ml/p, container ray-worker)"
+
+
+def test_a_secret_the_kubelet_has_not_read_yet_is_waited_for_a_missing_one_is_not() -> None:
+    def pod(message: str) -> dict[str, Any]:
+        waiting = {"reason": "CreateContainerConfigError", "message": message}
+        status = {"name": "main", "state": {"waiting": waiting}}
+        return {
+            "metadata": {"namespace": "ml", "name": "p"},
+            "status": {"containerStatuses": [status]},
+        }
+
+    busy = "failed to sync secret cache: timed out waiting for the condition"
+    assert kb._stuck([pod(busy)]) == ""
+    missing = 'secret "taugrid-records" not found'
+    assert kb._stuck([pod(missing)]).startswith("CreateContainerConfigError: secret ")

@@ -25,6 +25,7 @@ GPUs are emulated: ``nvidia.com/gpu`` is an extended resource of the real node.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -86,11 +87,20 @@ def test_a_rayjob_runs_on_ray_in_pods_resumes_and_its_outputs_come_back(
 
 def _check_released(server: Any, run_id: str, kube: client.ApiClient) -> None:
     """Once the run has released its GPUs, no pod of it is left (the agent deleted the
-    finished RayJob; KubeRay's TTL is only a backstop)."""
+    finished RayJob; KubeRay's TTL is only a backstop) and its Kueue Workload goes with
+    the RayJob (Kubernetes' garbage collector: bounded wait)."""
     with server.http() as c:
         rg.wait_run(c, run_id, lambda r: rg.phases(r).get("released") == "done", timeout=120)
-    assert _ray_pods(kube, run_id) == {}
-    wls = client.CustomObjectsApi(kube).list_namespaced_custom_object(
-        *kube_region.KUEUE, kube_region.WORKSPACE, "workloads"
-    )["items"]
-    assert not [w for w in wls if run_id in json.dumps(w["metadata"].get("labels", {}))]
+    objects = client.CustomObjectsApi(kube)
+
+    def gone() -> bool:
+        wls = objects.list_namespaced_custom_object(
+            *kube_region.KUEUE, kube_region.WORKSPACE, "workloads"
+        )["items"]
+        left = [w for w in wls if run_id in json.dumps(w["metadata"].get("labels", {}))]
+        return not left and _ray_pods(kube, run_id) == {}
+
+    deadline = time.monotonic() + 120
+    while not gone():
+        assert time.monotonic() < deadline, f"pods or a Workload of {run_id} left"
+        time.sleep(1)

@@ -480,6 +480,10 @@ _CANNOT_START = (
     "CrashLoopBackOff",
 )
 """Container waiting reasons that waiting does not cure (the kubelet's own words)."""
+_PASSING = ("failed to sync secret cache", "failed to sync configmap cache")
+"""Messages of a ``CreateContainerConfigError`` that waiting cures: a busy kubelet had not
+yet read the pod's Secret or ConfigMap ("...: timed out waiting for the condition", found
+in CI); a Secret that does not exist says so instead."""
 CRASH_RESTARTS = 2
 """A container in ``CrashLoopBackOff`` is stuck once the kubelet has restarted it this
 many times: a Ray node that exits once on a busy node (its client server gives the raylet
@@ -503,6 +507,8 @@ def _stuck(pods: list[dict[str, Any]]) -> str:
             looping = waiting.get("reason") == "CrashLoopBackOff"
             if looping and int(c.get("restartCount") or 0) < CRASH_RESTARTS:
                 continue
+            if any(m in str(waiting.get("message") or "") for m in _PASSING):
+                continue  # the kubelet tries again by itself
             if waiting.get("reason") in _CANNOT_START:
                 meta = pod["metadata"]
                 where = f"pod {meta['namespace']}/{meta['name']}, container {c.get('name')}"
