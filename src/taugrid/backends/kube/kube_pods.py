@@ -41,7 +41,7 @@ __all__ = [
 
 RECORDS_SECRET = "taugrid-records"
 SCRATCH_VOLUME = "tau-scratch"
-_WRAPPED = {sm.WorkloadKind.JOB: "Job", sm.WorkloadKind.RAYJOB: "RayJob"}
+_WRAPPED = frozenset({sm.WorkloadKind.JOB, sm.WorkloadKind.RAYJOB})
 
 
 def wrap(obj: dict[str, Any], pod: base.PodAttempt) -> bool:

@@ -493,10 +493,8 @@ many times: a Ray node that exits once on a busy node (its client server gives t
 def _stuck(pods: list[dict[str, Any]]) -> str:
     """The first container of ``pods`` that cannot start (a crash loop: once restarted
     ``CRASH_RESTARTS`` times), as "<reason>: <message> (pod <ns>/<name>, container <c>)",
-    and how it last exited when it did (a crash loop: its
-    exit code and the end of its log, which the kubelet keeps as the termination message
-    of our containers, ``terminationMessagePolicy: FallbackToLogsOnError``); "" when
-    none."""
+    then how it last exited (its exit code and the end of its log, which the kubelet keeps
+    as our containers' termination message: ``FallbackToLogsOnError``); "" when none."""
     for pod in pods:
         status = pod.get("status") or {}
         for c in [
