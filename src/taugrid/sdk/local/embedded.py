@@ -41,6 +41,7 @@ from pathlib import Path
 
 from taugrid import errors, private
 from taugrid import home as tau_home
+from taugrid.record import files
 from taugrid.sdk.client import client, contexts
 
 __all__ = [
@@ -191,7 +192,7 @@ class Daemon:
                 env=env,
                 start_new_session=True,
             )
-        self.pidfile.write_text(str(proc.pid))
+        files.write_atomic(self.pidfile, str(proc.pid).encode())  # a reader never sees ''
         _STARTED[self.pidfile] = (proc, offset)
         doc = {"argv": argv, "env": env, "module": self.module, "match": list(self.match)}
         private.write(self.cmdfile, json.dumps(doc))
