@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from taugrid.backends import base
-from taugrid.backends.kube import kube_pods
+from taugrid.backends.kube import kube_logs, kube_pods
 from taugrid.backends.kube import kubernetes as kb
 from taugrid.platform import models as pm
 from taugrid.render import kuberay, naming, resolve
@@ -253,6 +253,49 @@ def test_a_deleted_pod_still_stores_outputs_until_its_grace_period_ends() -> Non
     assert not kb._still_running(pod("Running", "2026-12-06T06:59:59Z"), now)  # node gone?
     assert not kb._still_running(pod("Succeeded", "2026-12-06T07:00:30Z"), now)
     assert not kb._still_running(pod("Pending", None), now)
+
+
+def _submitter(phase: str, created: str = "2026-12-06T06:59:00Z") -> dict[str, Any]:
+    return {
+        "metadata": {"name": f"sub-{created}", "creationTimestamp": created},
+        "spec": {"containers": [{"name": "ray-job-submitter"}]},
+        "status": {"phase": phase},
+    }
+
+
+def test_a_finished_rayjob_waits_for_its_submitter_to_print_the_last_lines() -> None:
+    """KubeRay reads a failed Ray job's end from the dashboard while the submitter still
+    prints the job's log (the traceback): the agent holds the end until a submitter has
+    exited, at most ``SUBMITTER_GRACE_S`` after the RayJob's end."""
+    now = dt.datetime(2026, 12, 6, 7, 0, tzinfo=dt.UTC)
+    ended = {"status": {"endTime": "2026-12-06T06:59:50Z"}}
+    assert kb._submitter_following(ended, [_submitter("Running")], now)
+    assert not kb._submitter_following(ended, [_submitter("Failed")], now)
+    retried = [_submitter("Failed"), _submitter("Running", "2026-12-06T06:59:55Z")]
+    assert not kb._submitter_following(ended, retried, now)  # the first one is done
+    long_ago = {"status": {"endTime": "2026-12-06T06:59:00Z"}}
+    assert kb.SUBMITTER_GRACE_S < 60 and not kb._submitter_following(
+        long_ago, [_submitter("Running")], now
+    )
+
+
+class _Logs:
+    """The API seam of ``kube_logs.driver_log``: which pod's log it reads."""
+
+    def __init__(self) -> None:
+        self.read: list[tuple[str, str]] = []
+
+    def pod_log(self, namespace: str, name: str, container: str, limit: int) -> str:
+        self.read.append((name, container))
+        return name
+
+
+def test_the_driver_log_is_the_first_submitters_not_a_retried_ones() -> None:
+    api = _Logs()
+    late, first = _submitter("Running", "2026-12-06T07:00:05Z"), _submitter("Failed")
+    worker = {"metadata": {"name": "w"}, "spec": {"containers": [{"name": "ray-worker"}]}}
+    text = kube_logs.driver_log(api, "RayJob", "ns", [worker, late, first], 100)  # type: ignore[arg-type]
+    assert text == first["metadata"]["name"] and api.read == [(text, "ray-job-submitter")]
 
 
 def test_a_crash_loop_says_how_its_container_last_exited() -> None:

@@ -80,11 +80,9 @@ def test_a_rayjob_runs_on_ray_in_pods_resumes_and_its_outputs_come_back(
         metrics = c.get(f"/v1/runs/{run['id']}/metrics").json()
         log = c.get(f"/v1/runs/{run['id']}/logs").json()["text"]  # the submitter's: the job's
     base = f"{prefix}/{kube_region.WORKSPACE}/runs/{run['id']}"
-    # the first attempt's last lines can be missed in the run's log: the agent deletes the
-    # failed RayJob (and its submitter pod, whose log it reads every second) at once;
-    # Ray's own message of the failed job (its reason) has them (known gap, issue 31)
-    fs = weed_s3.filesystem()
-    pod_region.check_crash_and_resume(done, metrics, log, fs, base, crash_in_log=False)
+    # the first attempt's crash line is in the run's log: the agent waits for the failed
+    # RayJob's submitter to print the job's last lines before deleting it
+    pod_region.check_crash_and_resume(done, metrics, log, weed_s3.filesystem(), base)
     assert seen == {"head": realnode.NAME, "worker": realnode.NAME}, seen
     _check_released(server, run["id"], kube)
 

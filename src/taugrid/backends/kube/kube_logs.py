@@ -18,7 +18,7 @@ from typing import Any
 
 from taugrid.backends.kube import kube_api
 
-__all__ = ["DRIVER_CONTAINER", "LOG_CHUNK", "LOG_MAX", "driver_log"]
+__all__ = ["DRIVER_CONTAINER", "LOG_CHUNK", "LOG_MAX", "driver_log", "driver_pods"]
 
 DRIVER_CONTAINER = {
     "RayJob": "ray-job-submitter",
@@ -35,11 +35,23 @@ _STARTED = ("Running", "Succeeded", "Failed")
 def driver_log(
     api: kube_api.KubeApi, kind: str, namespace: str, pods: list[dict[str, Any]], limit: int
 ) -> str:
-    """The first ``limit`` bytes of the driver container's log ("" before it started)."""
-    container = DRIVER_CONTAINER.get(kind, "")
-    for pod in pods:
+    """The first ``limit`` bytes of the driver container's log ("" before it started):
+    the oldest started driver pod's, so a pod its Job made again (a submitter retried
+    after the Ray job failed) never replaces the log the agent has been reading."""
+    oldest_first = sorted(driver_pods(kind, pods), key=_created)
+    for pod in oldest_first:
         started = (pod.get("status") or {}).get("phase") in _STARTED
-        names = {c.get("name") for c in pod["spec"].get("containers", [])}
-        if started and container in names and not pod["metadata"].get("deletionTimestamp"):
-            return api.pod_log(namespace, pod["metadata"]["name"], container, limit)
+        if started and not pod["metadata"].get("deletionTimestamp"):
+            name = pod["metadata"]["name"]
+            return api.pod_log(namespace, name, DRIVER_CONTAINER.get(kind, ""), limit)
     return ""
+
+
+def _created(pod: dict[str, Any]) -> str:
+    return str(pod["metadata"].get("creationTimestamp", ""))
+
+
+def driver_pods(kind: str, pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The pods among ``pods`` that run the driver container of a ``kind`` object."""
+    container = DRIVER_CONTAINER.get(kind, "")
+    return [p for p in pods if container in {c.get("name") for c in p["spec"]["containers"]}]

@@ -26,6 +26,9 @@ signals, each naming the Kubernetes object it came from:
     RayService                          → its RayCluster's Workload; Serve's status of the
                                           app as ``JobStatus.serve`` (``kube_serve``)
 
+A finished RayJob is held (``settling``) while its submitter pod still prints the job's last
+log lines, at most ``SUBMITTER_GRACE_S``.
+
 Release (``release_check``): both lines — Kueue's quota (the Workload gone, no longer
 admitted or Finished) and then the pods gone; an ended run object is deleted then, so
 its pods go at once rather than after KubeRay's ``ttlSecondsAfterFinished``.
@@ -375,12 +378,18 @@ class KubernetesBackend(base.Backend):
         """A pod of a job this agent deleted (stopped, or ended for Kueue's eviction) still
         runs within the grace period its deletion gave it: podsync is storing the job's
         last metric lines and the notice's checkpoint. Past the deadline (a node that no
-        longer answers) nothing more will come."""
+        longer answers) nothing more will come. A finished RayJob whose submitter still
+        follows the Ray job's log settles too (``_submitter_following``)."""
         where = self._find(job_id)
-        if where is None or (job_id not in self._stopped and job_id not in self._ended):
+        if where is None:
             return False
-        now = dt.datetime.now(dt.UTC)
-        return any(_still_running(p, now) for p in self._pods(where[1], job_id))
+        now, pods = dt.datetime.now(dt.UTC), self._pods(where[1], job_id)
+        if job_id in self._stopped or job_id in self._ended:
+            return any(_still_running(p, now) for p in pods)
+        found = self._current(job_id) if where[0] == "RayJob" else None
+        if found is None or found[3] is None or _finished("RayJob", found[3]) is None:
+            return False
+        return _submitter_following(found[3], kube_logs.driver_pods("RayJob", pods), now)
 
     def release_check(self, job_id: str) -> bool:
         """Kueue's quota released (no admitted Workload of it) and its pods gone."""
@@ -620,6 +629,25 @@ def _time(obj: dict[str, Any], key: str) -> dt.datetime | None:
 
 def _parse_time(value: str | None) -> dt.datetime | None:
     return dt.datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None
+
+
+SUBMITTER_GRACE_S = 30.0
+"""How long after a RayJob's end the agent waits for its submitter to print the job's last
+log lines and exit before it deletes the RayJob (and the submitter with it)."""
+
+
+def _submitter_following(
+    obj: dict[str, Any], submitters: list[dict[str, Any]], now: dt.datetime
+) -> bool:
+    """KubeRay read the Ray job's end from the dashboard, but the submitter pod (which
+    follows the job's log, the run's log) still runs and none has exited: its last lines
+    (a failed job's traceback) are still coming, for at most ``SUBMITTER_GRACE_S``."""
+    ended = _time(obj, "endTime") or now
+    if (now - ended).total_seconds() > SUBMITTER_GRACE_S:
+        return False
+    phases = {(p.get("status") or {}).get("phase") for p in submitters}
+    exited = bool(phases & {"Succeeded", "Failed"})
+    return not exited and any(_still_running(p, now) for p in submitters)
 
 
 def _still_running(pod: dict[str, Any], now: dt.datetime) -> bool:
