@@ -148,6 +148,9 @@ def test_ray_nodes_on_host_networking_take_their_pods_address_and_free_ports() -
     }
     assert ports == {"gcs-server": gcs, "dashboard": gcs + 1, "client": gcs + 2, "metrics": gcs + 4}
     assert head["rayStartParams"]["metrics-export-port"] == str(gcs + 4)
+    # Ready once Ray's dashboard answers for the GCS on its port, not when the container starts
+    probe = head["template"]["spec"]["containers"][0]["readinessProbe"]["httpGet"]
+    assert probe == {"path": render_pods.HEAD_READY_PATH, "port": gcs + 1}
     # KubeRay declares a metrics port on every Ray container (8080 unless one is named)
     (w,) = worker["template"]["spec"]["containers"]
     assert w["ports"] == [{"name": "metrics", "containerPort": gcs + 5}]

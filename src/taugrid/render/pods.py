@@ -39,6 +39,8 @@ blocks, chosen by its object's name (``ray_on_host_network``)."""
 _HEAD_PORTS = ("gcs-server", "dashboard", "client", "serve", "metrics")
 """The block's first ports, the head's; then each worker group's metrics port."""
 _METRICS = "metrics"
+HEAD_READY_PATH = "/api/gcs_healthz"
+"""The Ray dashboard's health check of the GCS (what KubeRay's own head probe asks)."""
 _DYNAMIC = ("dashboard-agent-listen-port", "min-worker-port", "max-worker-port")
 
 
@@ -92,7 +94,10 @@ def ray_on_host_network(obj: dict[str, Any]) -> None:
 
     KubeRay's injected probes name fixed ports on ``localhost`` (52365, 8265): an
     operator for host-network Ray pods runs with ``ENABLE_PROBES_INJECTION=false``
-    (docs/kubernetes.md)."""
+    (docs/kubernetes.md), and the head gets its own readiness probe instead: Ray's GCS
+    health through the head's dashboard port (``HEAD_READY_PATH``). Without it the head
+    is Ready as soon as its container starts, KubeRay starts a RayJob's submitter then,
+    and on a loaded node the submitter finds no dashboard yet and fails."""
     cluster = _ray_cluster(obj)
     if cluster is None:
         return
@@ -117,8 +122,11 @@ def ray_on_host_network(obj: dict[str, Any]) -> None:
         "ray-client-server-port": str(ports["client"]),
         "dashboard-host": f"${POD_IP_ENV}",
     }
-    for port in head["template"]["spec"]["containers"][0]["ports"]:
+    head_ray = head["template"]["spec"]["containers"][0]
+    for port in head_ray["ports"]:
         port["containerPort"] = ports.get(port["name"], port["containerPort"])
+    check = {"path": HEAD_READY_PATH, "port": ports["dashboard"]}
+    head_ray["readinessProbe"] = {"httpGet": check, "periodSeconds": 2, "timeoutSeconds": 2}
 
 
 def _ray_cluster(obj: dict[str, Any]) -> dict[str, Any] | None:
