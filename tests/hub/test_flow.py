@@ -6,8 +6,10 @@ a fresh hub (SQLite; the happy path also on PostgreSQL) and agent per test.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -303,7 +305,16 @@ def _secret_job(tmp_path: Path) -> Path:
 
 
 def _files_holding(root: Path, value: str) -> list[str]:
-    return [str(p) for p in root.rglob("*") if p.is_file() and value.encode() in p.read_bytes()]
+    """Files under ``root`` holding ``value``; one removed while this looks (the agent
+    cleans an ended attempt's scratch meanwhile, CI) holds nothing any more."""
+    found = []
+    for folder, _, names in os.walk(root):  # a folder gone meanwhile is skipped
+        for name in names:
+            path = Path(folder, name)
+            with contextlib.suppress(FileNotFoundError):
+                if path.is_file() and value.encode() in path.read_bytes():
+                    found.append(str(path))
+    return found
 
 
 def test_a_secret_reaches_the_job_and_nothing_else(

@@ -116,11 +116,16 @@ def gpus_are_emulated() -> bool:
     return not any(line.startswith("GPU ") for line in out.stdout.splitlines())
 
 
-def free_port(ip: str) -> int:
-    """A TCP port nobody listens on at ``ip`` right now (the kernel's pick)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((ip, 0))
-        return int(s.getsockname()[1])
+def free_port(ip: str, *also: str) -> int:
+    """A TCP port nobody listens on at ``ip``, nor at the addresses ``also``, right now
+    (the kernel's pick for ``ip``)."""
+    for _ in range(100):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind((ip, 0))
+            port = int(s.getsockname()[1])
+        if not any(_port_in_use(other, port) for other in also):
+            return port
+    raise errors.LocalClusterError(f"no port free on {ip} and {', '.join(also)}")
 
 
 def _port_in_use(ip: str, port: int) -> bool:
@@ -599,7 +604,9 @@ class LocalRayCluster:
         if node.index > 0:
             return [*ray, f"--address={self.gcs_address}", *common]
         # A fresh namespace has every port free; the host cannot bind its addresses.
-        client_port = free_port("127.0.0.1" if shape.netns else self.ip)
+        # Ray's client proxy binds its port on 127.0.0.1 too: it must be free there
+        # (a hub of another home listens on 127.0.0.1, CI's test_node_faults_cli).
+        client_port = free_port("127.0.0.1") if shape.netns else free_port(self.ip, "127.0.0.1")
         return [
             *ray,
             "--head",
