@@ -74,7 +74,9 @@ def embedded_platform(
     """``tau up`` under ``home``; yields its environment; ``tau down`` leaves nothing."""
     e = home_env(home, ip, columns)
     up = tau(e, "up", cwd=cwd)
-    assert up.returncode == 0, up.stderr + up.stdout
+    if up.returncode != 0:  # what did start (the hub) goes too
+        down = tau(e, "down", cwd=cwd)
+        raise AssertionError(f"tau up failed: {up.stderr}{up.stdout}\ntau down: {down.stderr}")
     try:
         yield e
     finally:
