@@ -315,3 +315,33 @@ def test_a_late_success_never_overwrites_an_end_the_hub_decided_meanwhile(
     assert first["state"] == "failed" and first["failure_kind"] == "node_failure", first
     assert retry["state"] != "succeeded" and run["state"] != "succeeded", run
     assert "fenced_report_rejected" in events
+
+
+def test_a_report_read_while_the_hub_ends_the_attempt_never_reopens_or_re_ends_it(
+    hub: HubServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hub ends an attempt with a compare-and-set of its state, then writes the rest
+    of its row (revoked, reason). A sync that reads the attempt between the two sees it
+    failed but not revoked, the run still on it: its ``running`` report must not reopen
+    the attempt, and a later success must not end it again (the soak in CI: an attempt
+    ended for lost contact went back to running, then was recorded succeeded)."""
+    with hub.http() as c:
+        a = _running_attempt(hub, c, retry=False)
+        seen = hub.hub.runs.get_attempt(a["token"])
+        assert seen is not None
+        lost = "cluster lost contact beyond the grace period"
+        attempts.end(hub.hub, seen, st.AttemptState.FAILED, lost, kind=st.FailureKind.LOST_CONTACT)
+        window = {**seen, "state": "failed", "revoked": False}  # read between the writes
+        read = hub.hub.runs.get_attempt
+        monkeypatch.setattr(
+            hub.hub.runs, "get_attempt", lambda t: dict(window) if t == a["token"] else read(t)
+        )
+        running = {"token": a["token"], "state": "running", "nodes": ["a-n0"]}
+        ab.sync(hub, "a", ab.report("a", 4), attempts=[running])
+        monkeypatch.undo()
+        done = {"token": a["token"], "state": "succeeded", "exit_code": 0, "released": True}
+        ab.sync(hub, "a", ab.report("a", 4), attempts=[done])
+        run = c.get(f"/v1/runs/{a['run_id']}").json()
+    (only,) = run["attempts"]
+    assert only["state"] == "failed" and only["reason"] == lost, only
+    assert run["state"] != "succeeded", run  # lost contact is retried: queued again

@@ -330,7 +330,9 @@ def _apply(hub: context.Hub, rep: wire.AttemptReport) -> None:
     # the cluster's phases before the state they came with: whoever sees ``running`` sees
     # them, and a retry's reset of the phases (an ended attempt) is not overwritten
     _signals(hub, run["id"], rep)
-    if rep.state != a["state"]:
+    if a["state"] not in _ACTIVE:
+        pass  # ended (by the hub, or an earlier report): a report never reopens or re-ends it
+    elif rep.state != a["state"]:
         _transition(hub, run, a, rep)
         runs.write_run_json(hub, run["id"])
     elif rep.state == st.AttemptState.RUNNING.value:
