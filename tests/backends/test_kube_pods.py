@@ -282,23 +282,27 @@ def test_a_finished_rayjob_waits_for_its_submitter_to_print_the_last_lines() -> 
     )
 
 
-class _Logs:
-    """The API seam of ``kube_logs.driver_log``: which pod's log it reads."""
-
-    def __init__(self) -> None:
-        self.read: list[tuple[str, str]] = []
-
-    def pod_log(self, namespace: str, name: str, container: str, limit: int) -> str:
-        self.read.append((name, container))
-        return name
-
-
-def test_the_driver_log_is_the_first_submitters_not_a_retried_ones() -> None:
-    api = _Logs()
-    late, first = _submitter("Running", "2026-12-06T07:00:05Z"), _submitter("Failed")
+def test_the_driver_log_is_the_submitter_that_did_not_fail() -> None:
+    """A submitter that could not reach the dashboard failed; the one its Job made again
+    submitted the Ray job and follows it (CI). A crashed job's pod is read when no
+    other is left."""
+    failed, late = _submitter("Failed"), _submitter("Running", "2026-12-06T07:00:05Z")
     worker = {"metadata": {"name": "w"}, "spec": {"containers": [{"name": "ray-worker"}]}}
-    text = kube_logs.driver_log(api, "RayJob", "ns", [worker, late, first], 100)  # type: ignore[arg-type]
-    assert text == first["metadata"]["name"] and api.read == [(text, "ray-job-submitter")]
+    assert kube_logs.driver_pod("RayJob", [worker, failed, late]) is late
+    assert kube_logs.driver_pod("RayJob", [worker, late, _submitter("Running")]) is not late
+    assert kube_logs.driver_pod("RayJob", [failed]) is failed
+    assert kube_logs.driver_pod("RayJob", [worker]) is None
+
+
+def test_another_driver_pods_log_follows_what_was_read() -> None:
+    """The run's log is read by offset; when another submitter takes over, its log
+    starts where the first one's ended, so none of its bytes are skipped."""
+    backend = kb.KubernetesBackend.__new__(kb.KubernetesBackend)  # bookkeeping only
+    backend._log_pods = {}
+    assert backend._log_start("j", "sub-1", 0) == 0
+    assert backend._log_start("j", "sub-1", 2048) == 0
+    assert backend._log_start("j", "sub-2", 2048) == 2048  # sub-2's byte 0 is the run's 2048
+    assert backend._log_start("j", "sub-2", 4096) == 2048
 
 
 def test_a_crash_loop_says_how_its_container_last_exited() -> None:

@@ -18,7 +18,7 @@ from typing import Any
 
 from taugrid.backends.kube import kube_api
 
-__all__ = ["DRIVER_CONTAINER", "LOG_CHUNK", "LOG_MAX", "driver_log", "driver_pods"]
+__all__ = ["DRIVER_CONTAINER", "LOG_CHUNK", "LOG_MAX", "driver_log", "driver_pod", "driver_pods"]
 
 DRIVER_CONTAINER = {
     "RayJob": "ray-job-submitter",
@@ -32,19 +32,26 @@ LOG_MAX = 64 << 20
 _STARTED = ("Running", "Succeeded", "Failed")
 
 
+def driver_pod(kind: str, pods: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The pod whose driver container's log is the run's log: the oldest started one that
+    did not fail (a submitter that could not reach the dashboard failed, and the one its
+    Job made again submitted the Ray job and follows it), else the newest that failed
+    (a crashed job's pod); None before one started."""
+    started = [
+        p
+        for p in sorted(driver_pods(kind, pods), key=_created)
+        if (p.get("status") or {}).get("phase") in _STARTED
+        and not p["metadata"].get("deletionTimestamp")
+    ]
+    ok = [p for p in started if p["status"]["phase"] != "Failed"]
+    return ok[0] if ok else (started[-1] if started else None)
+
+
 def driver_log(
-    api: kube_api.KubeApi, kind: str, namespace: str, pods: list[dict[str, Any]], limit: int
+    api: kube_api.KubeApi, kind: str, namespace: str, pod: dict[str, Any], limit: int
 ) -> str:
-    """The first ``limit`` bytes of the driver container's log ("" before it started):
-    the oldest started driver pod's, so a pod its Job made again (a submitter retried
-    after the Ray job failed) never replaces the log the agent has been reading."""
-    oldest_first = sorted(driver_pods(kind, pods), key=_created)
-    for pod in oldest_first:
-        started = (pod.get("status") or {}).get("phase") in _STARTED
-        if started and not pod["metadata"].get("deletionTimestamp"):
-            name = pod["metadata"]["name"]
-            return api.pod_log(namespace, name, DRIVER_CONTAINER.get(kind, ""), limit)
-    return ""
+    """The first ``limit`` bytes of ``pod``'s driver container's log."""
+    return api.pod_log(namespace, pod["metadata"]["name"], DRIVER_CONTAINER.get(kind, ""), limit)
 
 
 def _created(pod: dict[str, Any]) -> str:

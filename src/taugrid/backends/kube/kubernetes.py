@@ -121,6 +121,7 @@ class KubernetesBackend(base.Backend):
         # (preemption) or a pod that cannot start (submit_error)
         self._ended: dict[str, tuple[str, str]] = {}
         self._final: dict[str, tuple[base.JobState, str]] = {}  # sid -> how it ended
+        self._log_pods: dict[str, tuple[str, int]] = {}  # sid -> (driver pod, its log's start)
         self._uids: dict[str, str] = {}  # sid -> uid of its run object
         self._queued_uids: dict[str, str] = {}  # sid -> uid of what its Workload is of
         self._models = {
@@ -361,11 +362,24 @@ class KubernetesBackend(base.Backend):
         """The driver pod's log (``backends.kube.kube_logs``) from ``offset`` on, at most
         ``chunk`` more bytes, so a long log is not read whole every poll."""
         where = self._find(job_id)
-        text = ""
-        if where is not None:
-            pods = self._pods(where[1], job_id)
-            text = kube_logs.driver_log(self.api, where[0], where[1], pods, offset + chunk)
-        return base.LogChunk(text=text[offset:], offset=offset, next_offset=max(len(text), offset))
+        pod = kube_logs.driver_pod(where[0], self._pods(where[1], job_id)) if where else None
+        if where is None or pod is None:
+            return base.LogChunk(text="", offset=offset, next_offset=offset)
+        start = self._log_start(job_id, pod["metadata"]["name"], offset)
+        read = max(offset - start, 0)
+        text = kube_logs.driver_log(self.api, where[0], where[1], pod, read + chunk)
+        return base.LogChunk(
+            text=text[read:], offset=offset, next_offset=max(start + len(text), offset)
+        )
+
+    def _log_start(self, job_id: str, pod: str, offset: int) -> int:
+        """Where ``pod``'s log starts in the run's log: 0 for the first driver pod; the
+        offset read so far when another one takes over (a submitter made again), so its
+        log follows what was read rather than losing its first bytes."""
+        seen = self._log_pods.get(job_id)
+        if seen is None or seen[0] != pod:
+            self._log_pods[job_id] = (pod, offset if seen is not None else 0)
+        return self._log_pods[job_id][1]
 
     # -- stop and release ---------------------------------------------------------------
     def stop(self, job_id: str) -> None:
