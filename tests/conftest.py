@@ -31,10 +31,11 @@ if os.environ.get("CI"):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
-    """xdist workers each get a network namespace of their own (tests/workers.py), and
-    while CI still builds weed the S3 tests' groups start last; the wheels their pip
+    """xdist workers each get a network namespace of their own and keep their stderr in a
+    file (tests/workers.py), and while CI still builds weed the S3 tests' groups start last; the wheels their pip
     installs need are fetched first, on the host's network."""
     workers.isolate(config, late=("weed_s3",) if weed_s3_server.build_pending() else ())
+    workers.keep_stderr(config)
     if getattr(config, "workerinput", None) is None:
         wheels.fetch()
 
@@ -42,6 +43,12 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> workers.GroupScheduling:
     """Hand out whole worker groups (tests/workers.py)."""
     return workers.GroupScheduling(config, log)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_handlecrashitem(crashitem: str, report: pytest.TestReport, sched: object) -> None:
+    """A dead worker's last stderr lines in its crashed test's report (tests/workers.py)."""
+    workers.crash_note(report)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

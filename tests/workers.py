@@ -24,16 +24,26 @@ rules keep that safe and short:
   machine has no such file) is guessed from its tests' markers (``long``, ``slow``,
   ``ray``).
 
+A worker that dies (an xdist "node down") leaves what its process wrote to file
+descriptor 2 in ``<basetemp>/popen-gwN.stderr.log`` (``keep_stderr``; tests capture at the
+``sys`` level, so C code's output, a fatal error and faulthandler's traceback reach that
+file instead of a per-test capture file that dies with the process), and the crashed
+test's report ends with that file's last lines (``crash_note``); what its tests had started
+(hubs, Ray nodes: every process left in its network namespace) is killed then, so it
+does not load the rest of the run.
+
 PostgreSQL is reached over its Unix socket (``.ci/start-postgres.sh``), which crosses
 network namespaces.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -235,3 +245,67 @@ def write_recorded() -> None:
     tmp = DURATIONS.with_name(f"{DURATIONS.name}.{os.getpid()}")  # another run may read it
     tmp.write_text(json.dumps(ordered, indent=1) + "\n")
     tmp.replace(DURATIONS)
+
+
+STDERR_SUFFIX = ".stderr.log"
+NETNS_SUFFIX = ".netns"
+_CRASH_LINES = 40
+
+
+def _stderr_log(worker_basetemp: Path) -> Path:
+    return worker_basetemp.with_name(worker_basetemp.name + STDERR_SUFFIX)
+
+
+def keep_stderr(config: pytest.Config) -> None:
+    """On a worker of a run with ``--basetemp`` and ``--capture=sys``: file descriptor 2
+    goes to a file beside the worker's temporary directory (which pytest empties when it
+    starts using it), kept after the worker dies."""
+    basetemp = config.option.basetemp
+    if getattr(config, "workerinput", None) is None or not basetemp:
+        return
+    if config.option.capture != "sys":
+        return
+    path = _stderr_log(Path(basetemp))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(fd, 2)
+    os.close(fd)
+    path.with_suffix(NETNS_SUFFIX).write_text(os.readlink("/proc/self/ns/net"))
+
+
+def crash_note(report: pytest.TestReport) -> None:
+    """The end of a crashed worker's stderr file added to its crashed test's report (on
+    the controller), so CI's log says what the process wrote last."""
+    node = getattr(report, "node", None)
+    gateway = getattr(node, "gateway", None)
+    basetemp = _controller.option.basetemp if _controller is not None else None
+    if not basetemp or gateway is None:
+        return
+    path = _stderr_log(Path(basetemp).resolve() / f"popen-{gateway.id}")
+    try:
+        tail = path.read_text(errors="replace").splitlines()[-_CRASH_LINES:]
+    except OSError:
+        return
+    shown = "\n".join(tail) or "(nothing)"
+    killed = _kill_namespace(path.with_suffix(NETNS_SUFFIX))
+    report.longrepr = (
+        f"{report.longrepr}\n--- the end of {path} ---\n{shown}\n"
+        f"--- processes left in its network namespace, killed: {killed or 'none'}"
+    )
+
+
+def _kill_namespace(recorded: Path) -> list[int]:
+    """SIGKILL every process in the dead worker's network namespace (never this one's)."""
+    try:
+        netns = recorded.read_text()
+    except OSError:
+        return []
+    if netns == os.readlink("/proc/self/ns/net"):
+        return []
+    killed = []
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            if entry.name.isdigit() and os.readlink(entry / "ns" / "net") == netns:
+                os.kill(int(entry.name), signal.SIGKILL)
+                killed.append(int(entry.name))
+    return killed
