@@ -132,6 +132,12 @@ def _container_env(spec: runspec.RunSpec, env: dict[str, str]) -> list[dict[str,
     return out
 
 
+def _ray_node_env(spec: runspec.RunSpec, env: dict[str, str]) -> list[dict[str, Any]]:
+    """A Ray node container's environment: the run's, and how long its raylet may take."""
+    name, value = command.RAYLET_WAIT
+    return [*_container_env(spec, env), {"name": name, "value": value}]
+
+
 def _resources(cpus: float, memory: int, gpus: int = 0) -> dict[str, Any]:
     requests: dict[str, Any] = {"cpu": _cpu(cpus), "memory": _memory(memory)}
     limits = dict(requests)
@@ -178,7 +184,7 @@ def _head_group(spec: runspec.RunSpec, env: dict[str, str], serve: bool) -> dict
         "name": "ray-head",
         "image": spec.image,
         "resources": _resources(spec.head_cpus, spec.head_memory_bytes),
-        "env": _container_env(spec, env),
+        "env": _ray_node_env(spec, env),
         "ports": [{"name": n, "containerPort": p} for n, p in ports.items()],
     }
     # A CPU-only head: no GPU limit, so Ray sees 0 GPUs there and GPU work goes to workers.
@@ -211,7 +217,7 @@ def _worker_group(spec: runspec.RunSpec, env: dict[str, str]) -> dict[str, Any]:
         "name": "ray-worker",
         "image": spec.image,
         "resources": _resources(spec.cpus_per_worker, spec.memory_per_worker_bytes, gpus),
-        "env": _container_env(spec, env),
+        "env": _ray_node_env(spec, env),
     }
     return {
         "groupName": "gpu-workers" if gpus > 0 else "workers",
@@ -422,7 +428,7 @@ def _guest_pod(
         "image": spec.image,
         "command": start,
         "resources": _resources(spec.cpus_per_worker, spec.memory_per_worker_bytes, gpus),
-        "env": _container_env(spec, _env(spec, run_id)),
+        "env": _ray_node_env(spec, _env(spec, run_id)),
     }
     return {
         "apiVersion": "v1",

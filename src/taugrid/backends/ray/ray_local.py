@@ -53,6 +53,7 @@ import pydantic
 
 from taugrid.backends import errors
 from taugrid.backends.ray import _procs, ray_jobs
+from taugrid.render import command
 
 __all__ = [
     "LocalRayCluster",
@@ -194,9 +195,7 @@ def node_env(marker: str, token_file: Path | None, health: tuple[int, int]) -> d
             "RAY_health_check_period_ms": str(health[0]),
             "RAY_health_check_failure_threshold": str(health[1]),
             "RAY_health_check_initial_delay_ms": "1000",
-            # Ray gives a raylet 30 s to register by default; a busy small machine
-            # needs more (its error message says to raise this).
-            "RAY_raylet_start_wait_time_s": env.get("RAY_raylet_start_wait_time_s", "120"),
+            command.RAYLET_WAIT[0]: env.get(*command.RAYLET_WAIT),
         }
     )
     # Job entrypoints say `python ...`: make that the cluster's own interpreter (the
