@@ -18,10 +18,8 @@ checkpoints of attempt 1 all predate the end of that attempt).
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
-from unittest import mock
 
 import pytest
 
@@ -45,9 +43,7 @@ def regions(
     cluster of the other, whose agent the test starts."""
     tmp = Path(tmp_path_factory.mktemp("failover"))
     shape = ray_local.NodeShape(ip=RAY_IP, num_gpus=2, num_cpus=4, accelerator="EMU")
-    # beside a control plane on two loaded cores a raylet can take longer to register
-    with mock.patch.dict(os.environ, {"RAY_raylet_start_wait_time_s": "120"}):
-        ray = rg.start_ray([RAY_IP], tmp / "ray", [shape])
+    ray = rg.start_ray([RAY_IP], tmp / "ray", [shape])  # raylets wait 120 s: RAYLET_WAIT
     try:
         (tmp / "hub").mkdir()
         cfg = {"lease_s": 3.0, "grace_s": 12.0}
@@ -64,13 +60,13 @@ def _on_kube_with_checkpoint(run: dict[str, object]) -> bool:
     return bool(a and a["cluster_id"] == kube_region.CLUSTER and (a["checkpoint_step"] or 0) >= 40)
 
 
-@pytest.mark.timeout(600)  # the pod's first steps, the lease + grace, then Ray's resume
 def _ended(run: dict[str, object]) -> bool:
     return run["state"] in ("succeeded", "failed", "cancelled") and rg.phases(run)[
         "artifacts_saved"
     ] in ("done", "failed", "skipped")
 
 
+@pytest.mark.timeout(600)  # the pod's first steps, the lease + grace, then Ray's resume
 def test_a_silent_kubernetes_region_fails_over_to_ray_from_the_pods_checkpoint(
     regions: tuple[pod_region.PodRegion, ray_local.LocalRayCluster, Path], weed_s3: ws.WeedS3
 ) -> None:
