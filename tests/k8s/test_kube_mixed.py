@@ -25,11 +25,7 @@ def test_one_hub_places_runs_on_a_ray_region_and_a_kubernetes_region(
     kueue: controlplane.ControlPlane,
     kuberay: controlplane.ControlPlane,
     gpu_nodes: tuple[nodes.GpuNode, ...],
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # beside a running control plane on two loaded cores, a raylet can take longer to
-    # register than Ray's default wait (seen: "node registration may not be complete")
-    monkeypatch.setenv("RAY_raylet_start_wait_time_s", "120")
     kube_region.data_volume(kube)
     shape = ray_local.NodeShape(ip=RAY_IP, num_gpus=2, num_cpus=4, accelerator="L4")
     ray = hub_region.start_ray([RAY_IP], tmp_path / "ray", [shape])
