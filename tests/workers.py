@@ -30,7 +30,9 @@ descriptor 2 in ``<basetemp>/popen-gwN.stderr.log`` (``keep_stderr``; tests capt
 file instead of a per-test capture file that dies with the process), and the crashed
 test's report ends with that file's last lines (``crash_note``); what its tests had started
 (hubs, Ray nodes: every process left in its network namespace) is killed then, so it
-does not load the rest of the run.
+does not load the rest of the run. No worker replaces it (``--max-worker-restart=0``): the
+run ends with the crash as a failure, where a replacement re-ran the crashed test and, once
+its collection differed, was never given work and the run waited until CI's limit.
 
 PostgreSQL is reached over its Unix socket (``.ci/start-postgres.sh``), which crosses
 network namespaces.
@@ -62,6 +64,8 @@ DURATIONS = CACHE / "test-durations.json"
 PYTHON_ENV = "TAU_TEST_PYTHON"
 GROUPS_ENV = "TAU_TEST_GROUPS"
 LATE_ENV = "TAU_TEST_LATE_FIXTURES"
+DURATIONS_ENV = "TAU_TEST_DURATIONS"
+"""This run's copy of ``DURATIONS``, taken by the controller before its workers start."""
 """Fixtures (comma-separated) whose users' groups go last: the controller decides once,
 before the workers start (every worker must collect the same order), e.g. ``weed_s3``
 while CI still builds weed in the background."""
@@ -105,6 +109,12 @@ def isolate(config: pytest.Config, late: tuple[str, ...] = ()) -> None:
         fd, lock = tempfile.mkstemp(prefix="tau-ray-start-", suffix=".lock")
         os.close(fd)
         os.environ[GROUPS_ENV] = f"{lock}.groups.json"
+        # Every worker orders its collection by the same numbers (another session, e.g.
+        # CI's Kubernetes tier, may rewrite DURATIONS meanwhile): xdist gives no work to
+        # a worker whose collection differs from the run's.
+        snapshot = Path(f"{lock}.durations.json")
+        snapshot.write_text(json.dumps(load_durations()))
+        os.environ[DURATIONS_ENV] = str(snapshot)
         # A caller running two test sessions side by side (.ci/run) names one lock for
         # both, so their Ray starts take turns too; it is the caller's to remove.
         os.environ.setdefault(_procs.START_LOCK_ENV, lock)
@@ -205,9 +215,10 @@ def order(items: list[pytest.Item], groups: dict[str, str], durations: dict[str,
 
 
 def load_durations() -> dict[str, float]:
-    """Seconds per worker group from an earlier run; empty when there is none."""
+    """Seconds per worker group from earlier runs (this run's copy of them on a worker);
+    empty when there are none."""
     try:
-        data = json.loads(DURATIONS.read_text())
+        data = json.loads(Path(os.environ.get(DURATIONS_ENV) or DURATIONS).read_text())
     except (OSError, ValueError):
         return {}
     return {str(k): float(v) for k, v in data.items()} if isinstance(data, dict) else {}
@@ -232,6 +243,9 @@ def cleanup(config: pytest.Config) -> None:
     if groups:
         Path(groups).unlink(missing_ok=True)
         Path(groups.removesuffix(".groups.json")).unlink(missing_ok=True)  # this run's lock
+    snapshot = os.environ.get(DURATIONS_ENV)
+    if snapshot:
+        Path(snapshot).unlink(missing_ok=True)
 
 
 def write_recorded() -> None:
