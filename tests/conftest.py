@@ -32,8 +32,8 @@ if os.environ.get("CI"):
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     """xdist workers each get a network namespace of their own and keep their stderr in a
-    file (tests/workers.py), and while CI still builds weed the S3 tests' groups start last; the wheels their pip
-    installs need are fetched first, on the host's network."""
+    file (tests/workers.py), and while CI still builds weed the S3 tests' groups start
+    last; the wheels their pip installs need are fetched first, on the host's network."""
     workers.isolate(config, late=("weed_s3",) if weed_s3_server.build_pending() else ())
     workers.keep_stderr(config)
     if getattr(config, "workerinput", None) is None:
