@@ -26,6 +26,9 @@ from tests.backends import backend_helpers as bh
 IP = "127.0.21.1"
 BUILD = Path(__file__).resolve().parents[1] / "tracking" / "build.sh"
 START_TIMEOUT_S = 120.0
+READ_S = 60.0
+"""How long a read of the server may take: on a loaded CI machine a server just started
+again answered its first search after more than 10 s (the catch-up test failed on it)."""
 
 
 def mlflow_binary() -> Path:
@@ -92,7 +95,10 @@ class MlflowServer:
     def api(self, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
         """A call of MLflow's REST API (GET without ``body``, POST with it)."""
         url = f"{self.url}/api/2.0/mlflow/{path}"
-        r = httpx.post(url, json=body, timeout=10) if body is not None else httpx.get(url)
+        if body is None:
+            r = httpx.get(url, timeout=READ_S)
+        else:
+            r = httpx.post(url, json=body, timeout=READ_S)
         r.raise_for_status()
         doc: dict[str, Any] = r.json()
         return doc
@@ -102,7 +108,7 @@ class MlflowServer:
         r = httpx.get(
             f"{self.url}/api/2.0/mlflow/experiments/get-by-name",
             params={"experiment_name": experiment},
-            timeout=10,
+            timeout=READ_S,
         )
         if r.status_code == 404:
             return []
@@ -117,7 +123,7 @@ class MlflowServer:
         r = httpx.get(
             f"{self.url}/api/2.0/mlflow/metrics/get-history",
             params={"run_id": run_id, "metric_key": key, "max_results": 25000},
-            timeout=10,
+            timeout=READ_S,
         )
         r.raise_for_status()
         points = r.json().get("metrics") or []

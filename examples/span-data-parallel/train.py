@@ -40,6 +40,7 @@ import ray
 import taugrid as tau
 
 DIM = 64
+WORKERS_START_S = 300
 
 
 @ray.remote(num_gpus=1, max_restarts=0)
@@ -98,7 +99,8 @@ def _start_workers(count: int, step_s: float, regions: list[str]) -> dict[Any, s
         else:
             opts = {"scheduling_strategy": "SPREAD"}
         workers.append(Worker.options(**opts).remote(step_s))  # type: ignore[attr-defined]
-    ips = ray.get([w.where.remote() for w in workers], timeout=120)
+    # every worker's process must start on its node: minutes on a busy or distant one
+    ips = ray.get([w.where.remote() for w in workers], timeout=WORKERS_START_S)
     return dict(zip(workers, ips, strict=True))
 
 
