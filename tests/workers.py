@@ -64,11 +64,11 @@ DURATIONS = CACHE / "test-durations.json"
 PYTHON_ENV = "TAU_TEST_PYTHON"
 GROUPS_ENV = "TAU_TEST_GROUPS"
 LATE_ENV = "TAU_TEST_LATE_FIXTURES"
-DURATIONS_ENV = "TAU_TEST_DURATIONS"
-"""This run's copy of ``DURATIONS``, taken by the controller before its workers start."""
 """Fixtures (comma-separated) whose users' groups go last: the controller decides once,
 before the workers start (every worker must collect the same order), e.g. ``weed_s3``
 while CI still builds weed in the background."""
+DURATIONS_ENV = "TAU_TEST_DURATIONS"
+"""This run's copy of ``DURATIONS``, taken by the controller before its workers start."""
 
 # Session-scoped fixtures that start something expensive: all their users share a worker.
 SHARED_FIXTURES = ("ray_cluster", "control_plane")
