@@ -266,8 +266,9 @@ NETNS_SUFFIX = ".netns"
 _CRASH_LINES = 40
 
 
-def _stderr_log(worker_basetemp: Path) -> Path:
-    return worker_basetemp.with_name(worker_basetemp.name + STDERR_SUFFIX)
+def _beside(worker_basetemp: Path, suffix: str) -> Path:
+    """A worker's file beside its temporary directory (pytest empties that one)."""
+    return worker_basetemp.with_name(worker_basetemp.name + suffix)
 
 
 def keep_stderr(config: pytest.Config) -> None:
@@ -279,12 +280,12 @@ def keep_stderr(config: pytest.Config) -> None:
         return
     if config.option.capture != "sys":
         return
-    path = _stderr_log(Path(basetemp))
+    path = _beside(Path(basetemp), STDERR_SUFFIX)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     os.dup2(fd, 2)
     os.close(fd)
-    path.with_suffix(NETNS_SUFFIX).write_text(os.readlink("/proc/self/ns/net"))
+    _beside(Path(basetemp), NETNS_SUFFIX).write_text(os.readlink("/proc/self/ns/net"))
 
 
 def crash_note(report: pytest.TestReport) -> None:
@@ -295,13 +296,14 @@ def crash_note(report: pytest.TestReport) -> None:
     basetemp = _controller.option.basetemp if _controller is not None else None
     if not basetemp or gateway is None:
         return
-    path = _stderr_log(Path(basetemp).resolve() / f"popen-{gateway.id}")
+    worker = Path(basetemp).resolve() / f"popen-{gateway.id}"
+    path = _beside(worker, STDERR_SUFFIX)
     try:
         tail = path.read_text(errors="replace").splitlines()[-_CRASH_LINES:]
     except OSError:
         return
     shown = "\n".join(tail) or "(nothing)"
-    killed = _kill_namespace(path.with_suffix(NETNS_SUFFIX))
+    killed = _kill_namespace(_beside(worker, NETNS_SUFFIX))
     report.longrepr = (
         f"{report.longrepr}\n--- the end of {path} ---\n{shown}\n"
         f"--- processes left in its network namespace, killed: {killed or 'none'}"

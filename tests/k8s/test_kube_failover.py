@@ -43,7 +43,7 @@ def regions(
     cluster of the other, whose agent the test starts."""
     tmp = Path(tmp_path_factory.mktemp("failover"))
     shape = ray_local.NodeShape(ip=RAY_IP, num_gpus=2, num_cpus=4, accelerator="EMU")
-    ray = rg.start_ray([RAY_IP], tmp / "ray", [shape])  # raylets wait 120 s: RAYLET_WAIT
+    ray = rg.start_ray([RAY_IP], tmp / "ray", [shape])  # raylets wait 120 s: RAY_NODE_ENV
     try:
         (tmp / "hub").mkdir()
         cfg = {"lease_s": 3.0, "grace_s": 12.0}

@@ -42,7 +42,7 @@ __all__ = [
     "DRIVER_CPUS",
     "LAUNCH_MODULE",
     "NODE_ID_LABEL",
-    "RAYLET_WAIT",
+    "RAY_NODE_ENV",
     "SERVE_DRIVER_MODULE",
     "SERVE_PORT_DEFAULT",
     "EntrypointPlan",
@@ -58,7 +58,7 @@ __all__ = [
 
 LAUNCH_MODULE = "taugrid.backends.programs.launch"
 NODE_ID_LABEL = "ray.io/node-id"  # Ray's built-in label of every node
-RAYLET_WAIT = ("RAY_raylet_start_wait_time_s", "120")
+RAY_NODE_ENV = {"RAY_raylet_start_wait_time_s": "120"}
 """The environment of every Ray node TauGrid starts (on this machine or in a pod): Ray
 gives a node's raylet 30 s to register by default, and on a busy small node it exits
 after that (its message says to raise this); a pod's head then crash-loops."""

@@ -134,8 +134,8 @@ def _container_env(spec: runspec.RunSpec, env: dict[str, str]) -> list[dict[str,
 
 def _ray_node_env(spec: runspec.RunSpec, env: dict[str, str]) -> list[dict[str, Any]]:
     """A Ray node container's environment: the run's, and how long its raylet may take."""
-    name, value = command.RAYLET_WAIT
-    return [*_container_env(spec, env), {"name": name, "value": value}]
+    ray = [{"name": k, "value": v} for k, v in command.RAY_NODE_ENV.items()]
+    return [*_container_env(spec, env), *ray]
 
 
 def _resources(cpus: float, memory: int, gpus: int = 0) -> dict[str, Any]:

@@ -195,7 +195,7 @@ def node_env(marker: str, token_file: Path | None, health: tuple[int, int]) -> d
             "RAY_health_check_period_ms": str(health[0]),
             "RAY_health_check_failure_threshold": str(health[1]),
             "RAY_health_check_initial_delay_ms": "1000",
-            command.RAYLET_WAIT[0]: env.get(*command.RAYLET_WAIT),
+            **{k: env.get(k, v) for k, v in command.RAY_NODE_ENV.items()},
         }
     )
     # Job entrypoints say `python ...`: make that the cluster's own interpreter (the
