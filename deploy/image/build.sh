@@ -21,8 +21,10 @@ PY="${TAU_IMAGE_PYTHON:-python3}"  # the host's pip that makes the wheels (Pytho
 VERSION="$(sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml | head -1)"
 NAME="${TAU_IMAGE_NAME:-taugrid.local/taugrid:$VERSION}"
 
-hash_files() { sha256sum "$@" | sha256sum | cut -c1-16; }
-base_key="$(hash_files deploy/image/build.sh pyproject.toml)"
+# the base holds the runtime dependencies: keyed by them, not by the rest of pyproject.toml
+# (a change to pytest's or ruff's settings does not rebuild 1.3 GB)
+base_key="$(sed -n '/^dependencies = \[/,/^\]/p' pyproject.toml | cat deploy/image/build.sh - \
+  | sha256sum | cut -c1-16)"
 # src/ as the sources say: pip's egg-info under src/ changes with every build
 app_key="$(echo "$base_key $(find src -type f ! -name '*.pyc' ! -path '*.egg-info/*' -print0 | sort -z | xargs -0 sha256sum | sha256sum)" | sha256sum | cut -c1-16)"
 base="$CACHE/base-$base_key"

@@ -19,6 +19,7 @@ from taugrid.backends import base
 from taugrid.backends.kube import kube_logs, kube_pods
 from taugrid.backends.kube import kubernetes as kb
 from taugrid.platform import models as pm
+from taugrid.record import jobenv
 from taugrid.render import kuberay, naming, resolve
 from taugrid.render import pods as render_pods
 from taugrid.spec import models as sm
@@ -90,8 +91,17 @@ def _rendered(kind: str = "rayjob") -> dict[str, Any]:
     return kuberay.render_rayjob(spec, "r-1")
 
 
+def _service() -> dict[str, Any]:
+    run = {"entrypoint": "serve_app.py", "workload_kind": "rayservice"}
+    cfg = rb.config(run=run, serve={"import_path": "serve_app:app", "route_prefix": "/digits"})
+    spec = resolve.resolve(cfg, rb.platform())
+    model = {**spec.env, jobenv.MODEL_RECORD: "ml/runs/r-0/artifacts"}  # as the hub sets it
+    return kuberay.render_rayservice(spec.model_copy(update={"env": model}), "r-1")
+
+
 def _ray_groups(obj: dict[str, Any]) -> list[dict[str, Any]]:
-    cluster = obj["spec"].get("rayClusterSpec") or obj["spec"]
+    spec = obj["spec"]
+    cluster = spec.get("rayClusterSpec") or spec.get("rayClusterConfig") or spec
     return [cluster["headGroupSpec"], *cluster["workerGroupSpecs"]]
 
 
@@ -115,6 +125,47 @@ def test_a_rayjob_runs_its_entrypoint_under_podsync_on_every_ray_node() -> None:
     submitter = job["submitterPodTemplate"]["spec"]["containers"][0]
     assert "env" not in submitter and "volumeMounts" in submitter  # the data volume only
     assert all(m["name"] != kube_pods.SCRATCH_VOLUME for m in submitter["volumeMounts"])
+
+
+def test_a_rayservices_ray_nodes_prepare_code_and_model_and_its_app_imports_from_there() -> None:
+    obj = _service()
+    pod = base.PodAttempt(
+        command=("python", "-m", "podsync"),
+        prepare=("python", "-m", "podsync", "--prepare"),
+        env={"TAU_POD_ATTEMPT": "{}"},
+        root="/tau",
+        model_path="/tau/model/artifacts",
+    )
+    assert kube_pods.wraps(sm.WorkloadKind.RAYSERVICE) and kube_pods.wrap(obj, pod)
+    for group in _ray_groups(obj):  # a replica may start on any node
+        spec = group["template"]["spec"]
+        (init,) = spec["initContainers"]
+        (c,) = spec["containers"]
+        assert init["command"] == ["python", "-m", "podsync", "--prepare"]
+        assert init["image"] == c["image"]
+        assert {"name": "TAU_POD_ATTEMPT", "value": "{}"} in init["env"]
+        mount = {"name": kube_pods.SCRATCH_VOLUME, "mountPath": "/tau"}
+        assert mount in init["volumeMounts"] and mount in c["volumeMounts"]
+        model = [e["value"] for e in c["env"] if e["name"] == "TAU_MODEL_PATH"]
+        assert model == ["/tau/model/artifacts"]  # not the data volume's path
+    (app,) = yaml.safe_load(obj["spec"]["serveConfigV2"])["applications"]
+    assert "working_dir" not in app["runtime_env"]
+    env_vars = app["runtime_env"]["env_vars"]
+    assert env_vars["PYTHONPATH"] == "/tau/code"
+    assert env_vars["TAU_MODEL_PATH"] == "/tau/model/artifacts"
+
+
+def test_a_rayservice_on_host_networking_serves_from_the_head_on_its_blocks_port() -> None:
+    obj = _service()
+    render_pods.settle(obj, _pods(host_network=True))
+    head, _worker = _ray_groups(obj)
+    (ray,) = head["template"]["spec"]["containers"]
+    ports = {p["name"]: p["containerPort"] for p in ray["ports"]}
+    assert ports["serve"] == ports["gcs-server"] + 3  # a host port of the run's block
+    config = yaml.safe_load(obj["spec"]["serveConfigV2"])
+    assert config["proxy_location"] == "HeadOnly"
+    assert config["http_options"] == {"host": "0.0.0.0", "port": ports["serve"]}
+    assert head["rayStartParams"]["num-cpus"] == "0"  # replicas run on the workers
 
 
 def test_a_raycluster_is_left_as_rendered() -> None:

@@ -42,7 +42,7 @@ def test_a_service_kuberay_is_still_starting_is_deploying_with_kuberays_reason()
     cond = {"type": "Ready", "status": "False", "reason": "Initializing", "message": ""}
     doc = kube_serve.serve_doc(_service({"conditions": [cond]}), [])
     assert doc["status"] == "NOT_STARTED" and doc["message"] == "KubeRay: Initializing"
-    assert doc["endpoint"] == "http://r-1-serve-svc.ml.svc:8000" and doc["app"] == "digits"
+    assert doc["endpoint"] == "http://r-1-serve-svc.ml.svc:8000/digits" and doc["app"] == "digits"
     assert _phase(doc) == ("Deploying", "KubeRay: Initializing")
     assert serving._running(doc) == 0
 
@@ -74,3 +74,17 @@ def test_the_active_cluster_speaks_for_the_service_during_an_upgrade() -> None:
     # the first cluster coming up is only pending
     doc = kube_serve.serve_doc(_service({"pendingServiceStatus": _app("DEPLOYING")}), [])
     assert doc["status"] == "DEPLOYING" and _phase(doc)[0] == "Deploying"
+
+
+def test_on_host_networking_the_endpoint_is_the_head_pods_address_and_serve_port() -> None:
+    svc = _service({"activeServiceStatus": {"rayClusterName": "r-1-abc", **_app("RUNNING")}})
+    svc["spec"]["serveConfigV2"] = CONFIG + "http_options: {host: 0.0.0.0, port: 20403}\n"
+    head = {
+        "metadata": {"labels": {"ray.io/node-type": "head"}},
+        "spec": {"hostNetwork": True},
+        "status": {"phase": "Running", "podIP": "127.0.0.30"},
+    }
+    doc = kube_serve.serve_doc(svc, [head, _worker("Running")])
+    assert doc["endpoint"] == "http://127.0.0.30:20403/digits"  # what the hub forwards to
+    starting = {**head, "status": {"phase": "Pending"}}  # no address yet: the Service's
+    assert kube_serve.serve_doc(svc, [starting])["endpoint"].startswith("http://r-1-serve-svc")

@@ -1,6 +1,8 @@
 """``tau cluster install --agent-token-file --platform``, refused before any cluster is
 contacted when what the agent would mount is wrong: the two go together, the token must
-be readable, and the platform file must name ``--cluster``. The kubeconfig named does not
+be readable, the platform file must name ``--cluster``, and the credentials of an object
+store it keeps records in must be in install's environment (they become the agent's
+Secret ``taugrid-agent-records``). The kubeconfig named does not
 exist, so an error about it would mean the check came too late. The cluster's ``pods:``
 settings in that file reach the operator's and agent's pods (``--dry-run`` prints them)."""
 
@@ -15,8 +17,8 @@ from tests.cli import platform_env
 from tests.k8s import kube_region
 
 
-def _install(tmp_path: Path, *args: str) -> tuple[int, str]:
-    env = {**os.environ, "TAU_HOME": str(tmp_path / "home")}
+def _install(tmp_path: Path, *args: str, **env_vars: str) -> tuple[int, str]:
+    env = {**os.environ, "TAU_HOME": str(tmp_path / "home"), **env_vars}
     kubeconfig = ["--kubeconfig", str(tmp_path / "no-such-kubeconfig")]
     done = platform_env.tau(env, "cluster", "install", *kubeconfig, *args)
     return done.returncode, done.stdout + done.stderr
@@ -52,6 +54,20 @@ def test_an_unreadable_token_file_is_refused(tmp_path: Path) -> None:
     args = ["--agent-token-file", str(tmp_path / "absent"), "-f", str(platform)]
     rc, out = _install(tmp_path, *args, "--cluster", kube_region.CLUSTER)
     assert rc == 2 and "cannot read" in out and "absent" in out, out
+
+
+def test_records_in_an_object_store_need_their_credentials_in_the_environment(
+    tmp_path: Path,
+) -> None:
+    token, platform = _files(tmp_path)
+    records = "records: {url: s3://runs/p, access_key_env: REC_KEY, secret_key_env: REC_SECRET}\n"
+    platform.write_text(platform.read_text() + records)
+    args = ["--agent-token-file", str(token), "-f", str(platform), "--cluster", kube_region.CLUSTER]
+    rc, out = _install(tmp_path, *args, REC_KEY="k3y")
+    assert rc == 2 and "read from $REC_SECRET, not set here" in out, out
+    assert "taugrid-agent-records" in out and "k3y" not in out  # what to do; no value shown
+    rc, out = _install(tmp_path, *args, REC_KEY="k3y", REC_SECRET="s3cr3t")
+    assert "no-such-kubeconfig" in out and "s3cr3t" not in out, out  # checked, then the cluster
 
 
 def test_the_clusters_pod_settings_reach_taugrids_own_pods(tmp_path: Path) -> None:

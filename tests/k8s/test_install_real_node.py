@@ -6,21 +6,27 @@ operator runs as a pod there: in-cluster, through its service account and the
 ``tests/hub/cut_proxy.py``), it reconciles a TauWorkspace and writes its status.
 
 A control plane of its own (the shared one has the operator tests' operator running as
-a process; two operators would reconcile the same objects) with its own real node and
-registry. The agent's pod gets its hub token and the platform file from what install
-applies (``--agent-token-file``, ``--platform``: a Secret and a ConfigMap), reaches a real
-hub on the worker's loopback and reports its cluster. Nothing install applies is patched:
-the platform file's ``pods:`` for the cluster (the host network, as there is no CNI
-plugin here, and a toleration of the real node's taint) reach the operator's and agent's
-pods through ``--platform``.
+a process; two operators would reconcile the same objects) with its own real node,
+registry and Kueue. The agent's pod gets its hub token, the platform file and the record
+store's credentials from what install applies (``--agent-token-file``, ``--platform``:
+two Secrets and a ConfigMap; the credentials from install's environment, by the names
+the platform's ``records`` gives), reaches a real hub on the worker's loopback, reports
+its cluster and takes a run to completion: the quickstart as a Job in a pod, its code
+from the record in S3 (the real SeaweedFS) and its outputs back there. Nothing install
+applies is patched: the platform file's ``pods:`` for the cluster (the host network, as
+there is no CNI plugin here, a toleration of the real node's taint, the node's name)
+reach the operator's and agent's pods through ``--platform``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import secrets
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 from kubernetes import client, config
@@ -28,12 +34,16 @@ from kubernetes import client, config
 from taugrid.render import cluster as install_render
 from taugrid.render import naming
 from taugrid.store import db
+from tests import weed_s3 as ws
 from tests.cli import platform_env
 from tests.hub import harness
+from tests.hub import region as rg
 from tests.k8s import (
     controlplane,
     crds,
     kube_region,
+    operators,
+    pod_region,
     project_image,
     realnode,
     registry,
@@ -47,10 +57,23 @@ from tests.k8s import (
 pytestmark = [pytest.mark.k8s, pytest.mark.timeout(600)]
 
 
+@dataclasses.dataclass(frozen=True)
+class Installed:
+    """The installed cluster: its client, the image's reference, the hub and where the
+    runs' records are (``<bucket>/<prefix>``)."""
+
+    kube: client.ApiClient
+    ref: str
+    hub: harness.HubServer
+    prefix: str
+
+
 @pytest.fixture(scope="module")
 def installed(
-    control_plane: controlplane.ControlPlane, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[client.ApiClient, str, harness.HubServer]]:
+    control_plane: controlplane.ControlPlane,
+    weed_s3: ws.WeedS3,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Installed]:
     absent = realnode.missing(control_plane.bindir) + registry.missing()
     if absent:
         pytest.fail(f"the tier needs: {', '.join(absent)} (.ci/run installs and builds them)")
@@ -59,16 +82,27 @@ def installed(
     (tmp / "hub").mkdir()
     engine = db.create_engine(f"sqlite:///{tmp / 'hub.db'}")
     db.migrate(engine)
+    weed_s3.make_bucket(pod_region.BUCKET)
+    prefix = f"{pod_region.BUCKET}/{secrets.token_hex(4)}"
+    creds = {ws.KEY_ENV: ws.KEY, ws.SECRET_ENV: ws.SECRET}
     with (
+        mock.patch.dict(os.environ, creds),  # the hub's, and what install hands the agent
         controlplane.ControlPlane(bindir=control_plane.bindir, workdir=tmp / "cp") as cp,
         registry.Registry(realnode.IP, tmp / "registry") as reg,
         realnode.RealNode(cp, tmp / "node", registries=(reg.host,)) as node,
-        harness.platform_hub(engine, tmp / "hub", _in_cluster_platform(cp)) as hub,
+        harness.platform_hub(
+            engine, tmp / "hub", _in_cluster_platform(cp, weed_s3, f"s3://{prefix}")
+        ) as hub,
     ):
         kube = config.new_client_from_config(config_file=str(cp.kubeconfig))
         try:
             for name in ("kueue", "kuberay"):  # what the agent reports on besides nodes
                 crds.install(kube, crds.crd_dir(control_plane.bindir, name))
+            operators.start_kueue(cp, kube)  # admits the run's Job
+            labels = {"metadata": {"labels": {"nvidia.com/gpu.product": pod_region.PRODUCT}}}
+            client.CoreV1Api(kube).patch_node(realnode.NAME, labels)
+            kube_region.data_volume(kube)
+            Path(f"/tmp/taugrid-test-pv-{kube_region.WORKSPACE}").mkdir(exist_ok=True)
             ref = reg.push(archive, project_image.name(archive).split("/", 1)[1])
             token = tmp / "agent.token"
             token.write_text(hub.agent_token(kube_region.CLUSTER))
@@ -79,25 +113,19 @@ def installed(
                 home, "cluster", "install", *args, "--kubeconfig", str(cp.kubeconfig)
             )
             assert out.returncode == 0, out.stderr
-            yield kube, ref, hub
+            yield Installed(kube, ref, hub, prefix)
         finally:
             _dump(kube, node)
             kube.close()
     engine.dispose()
 
 
-def _in_cluster_platform(cp: controlplane.ControlPlane) -> str:
-    """The tier's kubernetes region, as an agent in the cluster reads it: no kubeconfig
-    (it uses its service account); its pods on the host network, tolerating the real
-    node's taint."""
-    taint = realnode.TAINT
-    pods = (
-        "        pods: {host_network: true, tolerations: "
-        f"[{{key: {taint['key']}, value: '{taint['value']}', effect: {taint['effect']}}}]}}\n"
-    )
-    text = kube_region.platform_yaml(cp.kubeconfig)
-    text = "\n".join(ln for ln in text.splitlines() if "kubeconfig:" not in ln) + "\n"
-    return text.replace("        backend: kubernetes\n", "        backend: kubernetes\n" + pods)
+def _in_cluster_platform(cp: controlplane.ControlPlane, weed: ws.WeedS3, url: str) -> str:
+    """The region of ``pod_region`` (its pods on the host network of the real node,
+    tolerating its taint; records in S3), as an agent in the cluster reads it: no
+    kubeconfig (it uses its service account)."""
+    text = pod_region.platform_yaml(cp.kubeconfig, weed, url)
+    return "\n".join(ln for ln in text.splitlines() if "kubeconfig:" not in ln) + "\n"
 
 
 def _pods(kube: client.ApiClient, name: str) -> list[Any]:
@@ -129,9 +157,9 @@ def _dump(kube: client.ApiClient, node: realnode.RealNode) -> None:
 
 
 def test_the_operator_runs_from_the_pulled_image_and_reconciles_in_cluster(
-    installed: tuple[client.ApiClient, str, harness.HubServer],
+    installed: Installed,
 ) -> None:
-    kube, ref, _ = installed
+    kube, ref = installed.kube, installed.ref
 
     def operator_ready() -> Any:
         pods = [p for p in _pods(kube, install_render.OPERATOR) if _ready(p)]
@@ -162,12 +190,12 @@ def test_the_operator_runs_from_the_pulled_image_and_reconciles_in_cluster(
 
 
 def test_the_agent_runs_from_the_image_with_its_token_and_platform_and_reports_to_the_hub(
-    installed: tuple[client.ApiClient, str, harness.HubServer],
+    installed: Installed,
 ) -> None:
     """The agent's pod mounts the hub token (Secret) and the platform file (ConfigMap)
     that install applied, reaches the hub and reports its cluster: the real node is
     among the nodes the hub sees."""
-    kube, ref, hub = installed
+    kube, ref, hub = installed.kube, installed.ref, installed.hub
 
     def agent_ready() -> Any:
         pods = [p for p in _pods(kube, naming.AGENT_SERVICE_ACCOUNT) if _ready(p)]
@@ -185,3 +213,20 @@ def test_the_agent_runs_from_the_image_with_its_token_and_platform_and_reports_t
 
         row = controlplane.wait_until("the agent's report at the hub", reported, timeout_s=180)
     assert row["report"]["nodes"]
+
+
+def test_the_installed_agent_takes_a_run_to_completion(
+    installed: Installed, weed_s3: ws.WeedS3
+) -> None:
+    """``tau run`` of the quickstart reaches the agent in its pod, which applies the Job;
+    Kueue admits it, its pod runs on the real node under podsync with the record store's
+    credentials the agent got from install, and the run succeeds with its artifacts in
+    S3."""
+    with installed.hub.http() as c:
+        run = rg.submit_run(c, pod_region.tau_yaml(installed.ref, "--steps 20"))
+        done = rg.wait_run(c, run["id"], rg.finished, timeout=420)
+        log = c.get(f"/v1/runs/{run['id']}/logs").json()["text"]
+    assert done["state"] == "succeeded", (done["reason"], done["attempts"], log[-2000:])
+    assert rg.phases(done)["artifacts_saved"] == "done"
+    base = f"{installed.prefix}/{kube_region.WORKSPACE}/runs/{run['id']}"
+    assert weed_s3.filesystem().exists(f"{base}/artifacts/model.npz")

@@ -112,9 +112,8 @@ def test_a_deployment_is_a_rayservice_queued_by_kueue_and_deleting_it_releases_e
             pods = kube_region.bound(kube, run_id)
             assert len([p for p in pods if "gpu-workers" in p]) == 2, pods
             dep = _until("deploying with KubeRay's word", lambda: _status(c, "Deploying"))
-            assert (
-                dep["endpoint"] == f"http://{service['metadata']['name']}-serve-svc.{WS}.svc:8000"
-            )
+            svc = f"{service['metadata']['name']}-serve-svc.{WS}.svc:8000"
+            assert dep["endpoint"] == f"http://{svc}/digits"  # with the app's route prefix
             assert dep["serve_status"] == "NOT_STARTED" and dep["replicas"]["desired"] == 2
             assert dep["gpus"] == 2 and dep["cluster_id"] == kube_region.CLUSTER
         finally:

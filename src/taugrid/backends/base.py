@@ -123,6 +123,16 @@ class PodAttempt(_Value):
         description="The pods' terminationGracePeriodSeconds: the wrapper's notice to the "
         "job and its final upload both fit in it.",
     )
+    prepare: tuple[str, ...] = pydantic.Field(
+        default=(),
+        description="The wrapper's argv that only fetches the code (and a serving run's "
+        "model) into the scratch volume: a serving pod's init container.",
+    )
+    model_path: str | None = pydantic.Field(
+        default=None,
+        description="A serving run's model inside the scratch volume, where the wrapper's "
+        "--prepare puts it from the record (TAU_MODEL_PATH in the pods).",
+    )
 
 
 class Submission(_Value):

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import os
 import pathlib
 import sys
 from typing import TYPE_CHECKING
@@ -31,6 +32,7 @@ from taugrid.cli import app, views
 if TYPE_CHECKING:
     from taugrid.operator import install
     from taugrid.platform import models as pm
+    from taugrid.render.cluster import AgentCredentials
 
 __all__ = [
     "DEFAULT_HUB_URL",
@@ -100,9 +102,10 @@ def install_command(
 
 def _agent_credentials(
     token_file: pathlib.Path | None, platform: pathlib.Path | None
-) -> tuple[str, str] | None:
-    """(token, platform text) for the agent's Secret and ConfigMap, checked before
-    anything is applied: both or neither, the token readable."""
+) -> AgentCredentials | None:
+    """The agent's Secrets and ConfigMap, checked before anything is applied: token and
+    platform both or neither, the token readable, the record store's credentials in
+    this environment (``_records_env``)."""
     if token_file is None and platform is None:
         return None
     if token_file is None or platform is None:
@@ -118,7 +121,31 @@ def _agent_credentials(
             f"cannot read {token_file}: {exc.strerror}",
             hint="the hub writes each agent's token to its $TAU_HOME/agents/<cluster>.token",
         ) from None
-    return token, platform.read_text()
+    from taugrid.render import cluster as cluster_render
+
+    return cluster_render.AgentCredentials(token, platform.read_text(), _records_env(platform))
+
+
+def _records_env(platform: pathlib.Path) -> dict[str, str]:
+    """The object stores' credentials the platform's ``records`` name (variable →
+    value), from the environment ``tau cluster install`` runs in: the installed agent
+    and its pods read the same variables."""
+    from taugrid.platform import load as platform_load
+    from taugrid.render import naming
+
+    spec = platform_load.load_platform(platform)
+    stores = [spec.records, *(w.records for w in spec.workspaces if w.records is not None)]
+    s3 = [r for r in stores if (r.url or "").startswith("s3://")]
+    names = sorted({n for r in s3 for n in (r.access_key_env, r.secret_key_env)})
+    missing = [n for n in names if not os.environ.get(n)]
+    if missing:
+        raise errors.UserError(
+            f"{platform} keeps records in an object store whose credentials are read from "
+            f"${', $'.join(missing)}, not set here",
+            hint="set them in the environment of tau cluster install: the installed agent "
+            f"gets them as the Secret {naming.AGENT_RECORDS_SECRET}",
+        )
+    return {n: os.environ[n] for n in names}
 
 
 def _cluster_of(platform: pathlib.Path | None, cluster: str) -> pm.ClusterSpec | None:

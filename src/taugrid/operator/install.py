@@ -78,15 +78,14 @@ def install(
     api: kube_api.KubeApi,
     opts: cluster.InstallOptions,
     timeout_s: float = 60,
-    credentials: tuple[str, str] | None = None,
+    credentials: cluster.AgentCredentials | None = None,
 ) -> list[str]:
-    """Applies every object (and, given ``credentials`` = (the agent's hub token, the
-    platform file's text), the Secret and ConfigMap the agent mounts); returns ``Kind
-    name`` of each once the CRDs are served."""
+    """Applies every object (and, given ``credentials``, the Secrets and ConfigMap the
+    agent mounts); returns ``Kind name`` of each once the CRDs are served."""
     done = []
     objs = cluster.install_objects(opts)
     if credentials is not None:
-        objs[-1:-1] = cluster.agent_credentials(*credentials)  # before the agent starts
+        objs[-1:-1] = cluster.agent_credentials(credentials)  # before the agent starts
     for obj in objs:
         api.apply(obj)
         done.append(f"{obj['kind']} {obj['metadata']['name']}")
@@ -108,7 +107,7 @@ def _key(obj: dict[str, Any]) -> tuple[str, str, str | None]:
 def uninstall(api: kube_api.KubeApi, timeout_s: float = 180) -> list[str]:
     """Deletes what ``install`` applies (newest first); returns what was there."""
     objs = cluster.install_objects(cluster.InstallOptions())
-    objs[-1:-1] = cluster.agent_credentials("", "")
+    objs[-1:-1] = cluster.agent_credentials(cluster.AgentCredentials("", ""))
     keys = [_key(o) for o in objs]
     deleted = [f"{k} {n}" for k, n, ns in reversed(keys) if api.delete(k, n, ns)]
     deadline = time.monotonic() + timeout_s

@@ -21,7 +21,9 @@ from taugrid.render import naming, pods
 __all__ = [
     "OPERATOR",
     "PART_OF",
+    "AgentCredentials",
     "InstallOptions",
+    "agent_credentials",
     "agent_rbac",
     "install_objects",
     "system_namespace",
@@ -201,19 +203,35 @@ def install_objects(opts: InstallOptions) -> list[dict[str, Any]]:
         "TAU_PLATFORM_FILE": AGENT_PLATFORM_FILE,
     }
     agent = _deployment(naming.AGENT_SERVICE_ACCOUNT, opts.image, args, env, _AGENT_VOLUMES)
+    records = {"secretRef": {"name": naming.AGENT_RECORDS_SECRET, "optional": True}}
+    agent["spec"]["template"]["spec"]["containers"][0]["envFrom"] = [records]
     for deployment in (operator, agent):
         pods.settle_spec(deployment["spec"]["template"]["spec"], opts.pods)
     return [*objs, operator, agent]
 
 
-def agent_credentials(token: str, platform_yaml: str) -> list[dict[str, Any]]:
-    """The Secret with the agent's hub token and the ConfigMap with the platform file
-    that the agent's Deployment mounts. Applied by ``tau cluster install
-    --agent-token-file --platform``; never part of ``install_objects`` (nor of the Helm
-    chart or ``--dry-run``), which print no credential."""
+@dataclasses.dataclass(frozen=True)
+class AgentCredentials:
+    """What the installed agent reads besides its image: its hub token, the platform
+    file, and the record store's credentials (variable name → value) that its pods'
+    podsync and its own uploads need."""
+
+    token: str
+    platform_yaml: str
+    records: dict[str, str] = dataclasses.field(default_factory=dict)
+
+
+def agent_credentials(creds: AgentCredentials) -> list[dict[str, Any]]:
+    """The Secrets with the agent's hub token and record store credentials and the
+    ConfigMap with the platform file that the agent's Deployment mounts (the records
+    Secret as its environment). Applied by ``tau cluster install --agent-token-file
+    --platform``; never part of ``install_objects`` (nor of the Helm chart or
+    ``--dry-run``), which print no credential."""
     ns = naming.AGENT_NAMESPACE
     secret = _obj("v1", "Secret", naming.AGENT_TOKEN_SECRET, ns, type="Opaque")
-    secret["stringData"] = {"token": token}
+    secret["stringData"] = {"token": creds.token}
+    records = _obj("v1", "Secret", naming.AGENT_RECORDS_SECRET, ns, type="Opaque")
+    records["stringData"] = dict(creds.records)
     config = _obj("v1", "ConfigMap", naming.PLATFORM_CONFIGMAP, ns)
-    config["data"] = {"platform.yaml": platform_yaml}
-    return [secret, config]
+    config["data"] = {"platform.yaml": creds.platform_yaml}
+    return [secret, records, config]

@@ -187,9 +187,11 @@ def _head_group(spec: runspec.RunSpec, env: dict[str, str], serve: bool) -> dict
         "env": _ray_node_env(spec, env),
         "ports": [{"name": n, "containerPort": p} for n, p in ports.items()],
     }
-    # A CPU-only head: no GPU limit, so Ray sees 0 GPUs there and GPU work goes to workers.
+    # A CPU-only head: no GPU limit, so Ray sees 0 GPUs there and GPU work goes to workers;
+    # a serving head none of its CPUs either, so Serve's replicas run on the workers only.
+    params = {"num-gpus": "0", **({"num-cpus": "0"} if serve else {})}
     return {
-        "rayStartParams": {"num-gpus": "0"},
+        "rayStartParams": params,
         "template": {"spec": _pod_spec(spec, container, gpus=False)},
     }
 

@@ -72,6 +72,9 @@ AGENT_TOKEN_SECRET = "taugrid-agent-token"
 """The Secret (key ``token``) holding the installed agent's hub token."""
 PLATFORM_CONFIGMAP = "taugrid-platform"
 """The ConfigMap (key ``platform.yaml``) holding the platform file the agent reads."""
+AGENT_RECORDS_SECRET = "taugrid-agent-records"
+"""The Secret whose keys are the installed agent's environment: the record store's
+credentials, by the variable names platform.yaml's ``records`` gives them."""
 
 MAX_NAME = 47  # KubeRay rejects RayJob/RayService names longer than this
 _INVALID = re.compile(r"[^a-z0-9-]+")

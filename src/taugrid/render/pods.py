@@ -13,6 +13,8 @@ import zlib
 from collections.abc import Iterator
 from typing import Any
 
+import yaml
+
 from taugrid.platform import models as pm
 from taugrid.render import naming
 from taugrid.spec import models as sm
@@ -127,6 +129,20 @@ def ray_on_host_network(obj: dict[str, Any]) -> None:
         port["containerPort"] = ports.get(port["name"], port["containerPort"])
     check = {"path": HEAD_READY_PATH, "port": ports["dashboard"]}
     head_ray["readinessProbe"] = {"httpGet": check, "periodSeconds": 2, "timeoutSeconds": 2}
+    if obj.get("kind") == "RayService":
+        _serve_on_host_network(obj["spec"], ports["serve"])
+
+
+def _serve_on_host_network(service: dict[str, Any], port: int) -> None:
+    """A RayService's Serve proxy on host networking: one, on the head (``HeadOnly``:
+    a proxy on every node would take one port on each), on the block's ``serve`` port
+    (the head container declares it: a host port), on every address of the node: the
+    config is one for all nodes and cannot name the head's, which is where the hub
+    reaches it (``backends.kube.kube_serve``)."""
+    config = yaml.safe_load(service["serveConfigV2"])
+    config["proxy_location"] = "HeadOnly"
+    config["http_options"] = {"host": "0.0.0.0", "port": port}
+    service["serveConfigV2"] = yaml.safe_dump(config, sort_keys=True, default_flow_style=False)
 
 
 def _ray_cluster(obj: dict[str, Any]) -> dict[str, Any] | None:

@@ -27,6 +27,13 @@ as its main process: ``python -m taugrid.agent.records.podsync -- <the run's com
 A store that does not answer before the command starts: retried ``STAGE_TRIES`` times,
 then the pod exits ``EXIT_NOT_STORED`` saying which store and why (the run fails with
 that line in its log; nothing ran).
+
+``--prepare`` (no command): a serving run's init container. The pods of a RayService are
+Ray nodes whose Serve replicas import the app, so nothing wraps a command there: before
+the Ray container starts, the code goes into ``<root>/code`` as above and the model
+(``MODEL_RECORD`` in the run's environment: a key of the same record store, one file or
+a folder) into ``<root>/model/<its name>`` (``model_path``, the pods' ``TAU_MODEL_PATH``);
+then it exits 0. A model that is not in the store exits ``EXIT_NOT_STORED`` saying so.
 """
 
 from __future__ import annotations
@@ -39,7 +46,8 @@ import sys
 import threading
 import time
 import zipfile
-from pathlib import Path
+from collections.abc import Callable
+from pathlib import Path, PurePosixPath
 from types import FrameType
 
 from taugrid import errors
@@ -56,10 +64,12 @@ __all__ = [
     "ENDPOINT_ENV",
     "EXIT_NOT_STORED",
     "GRACE_S",
+    "MODEL_DIR",
     "NOTICE_S",
     "ROOT",
     "ROOT_ENV",
     "main",
+    "model_path",
     "pod_attempt",
 ]
 
@@ -79,6 +89,9 @@ GRACE_S = 60
 """The pods' terminationGracePeriodSeconds: ``NOTICE_S``, then the job's exit and the
 final upload of what it wrote (a checkpoint on the notice)."""
 NOTICE_REASON = "the pod is being stopped (a spot reclaim, a preemption or a cancel)"
+PREPARE = "--prepare"
+MODEL_DIR = "model"
+"""Where ``--prepare`` puts a serving run's model, under the scratch volume."""
 
 
 def pod_attempt(a: wire.Assignment, endpoint: str | None) -> base.PodAttempt | None:
@@ -96,7 +109,27 @@ def pod_attempt(a: wire.Assignment, endpoint: str | None) -> base.PodAttempt | N
     names = (spec.access_key_env, spec.secret_key_env)
     secret = {n: os.environ[n] for n in names if os.environ.get(n)}
     argv = ("python", "-m", __name__)
-    return base.PodAttempt(command=argv, env=env, secret_env=secret, root=ROOT, grace_s=GRACE_S)
+    model = model_path(a, ROOT)
+    return base.PodAttempt(
+        command=argv,
+        prepare=(*argv, PREPARE),
+        env=env,
+        secret_env=secret,
+        root=ROOT,
+        grace_s=GRACE_S,
+        model_path=model,
+    )
+
+
+def _model_key(a: wire.Assignment) -> str | None:
+    env = a.spec.get("env") or {}
+    return str(env[jobenv.MODEL_RECORD]) if env.get(jobenv.MODEL_RECORD) else None
+
+
+def model_path(a: wire.Assignment, root: str) -> str | None:
+    """Where ``--prepare`` puts attempt ``a``'s model under ``root``; None without one."""
+    key = _model_key(a)
+    return f"{root}/{MODEL_DIR}/{PurePosixPath(key).name}" if key else None
 
 
 def _say(message: str) -> None:
@@ -111,18 +144,60 @@ def _unpack_code(store: recordstore.RecordStore, a: wire.Assignment, dest: Path)
             zf.extractall(dest)
 
 
-def _stage(sync: recordsync.RecordSync, store: recordstore.RecordStore, code: Path) -> None:
-    """Code and resume state into the pod, retrying a store that does not answer."""
+def _fetch_model(store: recordstore.RecordStore, a: wire.Assignment, root: Path) -> None:
+    """The model (one file, or every file under a folder's key) into ``model_path``."""
+    key = _model_key(a)
+    if key is None:
+        return
+    dest = Path(model_path(a, str(root)) or "")
+    listed = store.list(key)
+    for rel, _size in listed:
+        store.get_file(f"{key}/{rel}", dest / rel)
+    if not listed and not store.get_file(key, dest):
+        raise errors.UserError(
+            f"the model {store.url}/{key} is not in the record store (deleted, or the "
+            "source run's workspace keeps its records elsewhere)",
+            "deploy a model that exists: tau serve deploy NAME --from-run RUN",
+        )
+
+
+def _tries(what: Callable[[], None]) -> None:
+    """``what``, retrying a store that does not answer (``STAGE_TRIES`` times)."""
     for n in range(STAGE_TRIES):
         try:
-            _unpack_code(store, sync.a, code)
-            sync.stage()
+            what()
             return
         except recordstore.RecordStoreError as exc:
             if n == STAGE_TRIES - 1:
                 raise
             _say(f"{exc.message}; trying again in {2**n} s")
             time.sleep(2**n)
+
+
+def _prepare(a: wire.Assignment, store: recordstore.RecordStore, root: Path) -> int:
+    """``--prepare``: code and model into the scratch volume, nothing run."""
+
+    def fetch() -> None:
+        _unpack_code(store, a, root / "code")
+        _fetch_model(store, a, root)
+
+    try:
+        _tries(fetch)
+    except (errors.TauError, OSError) as exc:
+        _say(f"cannot prepare the serving pod: {exc}")
+        return EXIT_NOT_STORED
+    _say(f"code and model are in {root}")
+    return 0
+
+
+def _stage(sync: recordsync.RecordSync, store: recordstore.RecordStore, code: Path) -> None:
+    """Code and resume state into the pod, retrying a store that does not answer."""
+
+    def fetch() -> None:
+        _unpack_code(store, sync.a, code)
+        sync.stage()
+
+    _tries(fetch)
 
 
 def job_env(a: wire.Assignment, out: Path) -> dict[str, str]:
@@ -180,12 +255,16 @@ def _settle(sync: recordsync.RecordSync, rc: int) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     cmd = args[args.index("--") + 1 :] if "--" in args else args
-    if not cmd or ATTEMPT_ENV not in os.environ:
-        _say(f"usage: {ATTEMPT_ENV}=<assignment JSON> python -m {__name__} -- COMMAND ...")
+    prepare = args == [PREPARE]
+    if not (cmd or prepare) or ATTEMPT_ENV not in os.environ:
+        usage = f"{ATTEMPT_ENV}=<assignment JSON> python -m {__name__}"
+        _say(f"usage: {usage} -- COMMAND ...  or  {usage} {PREPARE}")
         return 2
     a = wire.Assignment.model_validate_json(os.environ[ATTEMPT_ENV])
     root = Path(os.environ.get(ROOT_ENV) or ROOT)
     store = recordsync.open_for(a, os.environ.get(ENDPOINT_ENV) or None)
+    if prepare:
+        return _prepare(a, store, root)
     sync = recordsync.RecordSync(a, root / "out", store)
     try:
         _stage(sync, store, root / "code")

@@ -13,10 +13,13 @@ what only the agent knows:
   A batch Job: the wrapper is its pods' main process. A RayJob: the wrapper is the Ray
   job's entrypoint (the driver, on whichever Ray node the entrypoint's resources place
   it), and every Ray node's container has its environment and scratch volume; the
-  submitter pod is left as rendered.
+  submitter pod is left as rendered. A RayService: no command to wrap (Serve's replicas
+  import the app), so every Ray node gets an init container running the wrapper's
+  ``--prepare`` (code and model from the record into scratch) and the Serve apps'
+  runtime env imports from scratch (``PYTHONPATH``, ``TAU_MODEL_PATH``).
 
-RayCluster and RayService are not wrapped yet: their code still comes from the
-workspace's data volume (docs/kubernetes.md says what runs where).
+A RayCluster is not wrapped yet: its code still comes from the workspace's data volume
+(docs/kubernetes.md says what runs where).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from typing import Any
 import yaml
 
 from taugrid.backends import base
+from taugrid.record import jobenv
 from taugrid.render import pods
 from taugrid.spec import models as sm
 
@@ -41,7 +45,8 @@ __all__ = [
 
 RECORDS_SECRET = "taugrid-records"
 SCRATCH_VOLUME = "tau-scratch"
-_WRAPPED = frozenset({sm.WorkloadKind.JOB, sm.WorkloadKind.RAYJOB})
+_WRAPPED = frozenset({sm.WorkloadKind.JOB, sm.WorkloadKind.RAYJOB, sm.WorkloadKind.RAYSERVICE})
+_PREPARE = "tau-prepare"
 
 
 def wrap(obj: dict[str, Any], pod: base.PodAttempt) -> bool:
@@ -65,7 +70,41 @@ def wrap(obj: dict[str, Any], pod: base.PodAttempt) -> bool:
         for group in (cluster["headGroupSpec"], *cluster.get("workerGroupSpecs", [])):
             _equip(group["template"]["spec"], pod)
         return True
+    if obj.get("kind") == "RayService":
+        _serve_from_scratch(obj["spec"], pod)
+        return True
     return False
+
+
+def _serve_from_scratch(service: dict[str, Any], pod: base.PodAttempt) -> None:
+    """A RayService's Ray nodes prepared by ``pod``'s wrapper and its apps importing
+    from scratch (see the module docstring)."""
+    model = [{"name": jobenv.MODEL_PATH, "value": pod.model_path}] if pod.model_path else []
+    cluster = service["rayClusterConfig"]
+    for group in (cluster["headGroupSpec"], *cluster.get("workerGroupSpecs", [])):
+        spec = group["template"]["spec"]
+        _equip(spec, pod)
+        ray = spec["containers"][0]
+        ray["env"] = [e for e in ray["env"] if e["name"] != jobenv.MODEL_PATH] + model
+        prepare = {
+            "name": _PREPARE,
+            "image": ray["image"],
+            "command": list(pod.prepare),
+            "env": _env(pod),
+            "volumeMounts": [{"name": SCRATCH_VOLUME, "mountPath": pod.root}],
+            "terminationMessagePolicy": "FallbackToLogsOnError",  # its reason, if it fails
+        }
+        spec.setdefault("initContainers", []).append(prepare)
+    config = yaml.safe_load(service["serveConfigV2"])
+    for app in config.get("applications", []):
+        runtime_env = app.setdefault("runtime_env", {})
+        for key in ("working_dir", "excludes"):  # the code comes from the record
+            runtime_env.pop(key, None)
+        env_vars = runtime_env.setdefault("env_vars", {})
+        env_vars["PYTHONPATH"] = f"{pod.root}/code"
+        if pod.model_path:
+            env_vars[jobenv.MODEL_PATH] = pod.model_path
+    service["serveConfigV2"] = yaml.safe_dump(config, sort_keys=True, default_flow_style=False)
 
 
 def _equip(spec: dict[str, Any], pod: base.PodAttempt) -> None:

@@ -16,7 +16,11 @@ driver writes (``serve/status.json``: ``status``, ``message``, ``deployments``,
                                           reason (KubeRay is starting the cluster)
     serveDeploymentStatuses             → ``deployments`` (status and message each)
     ``<service>-serve-svc`` (port 8000)   → ``endpoint`` (the cluster-internal Service
-                                          KubeRay makes once the app serves)
+                                          KubeRay makes once the app serves), with
+                                          the app's route prefix; on host networking
+                                          the head pod's address and the Serve port
+                                          its config names (``render.pods``): what the
+                                          hub forwards to from outside the cluster
     Running worker pods while RUNNING   → ``ready_replicas`` (one replica per worker)
 
 The active cluster's status wins over the pending one's: during an upgrade the old
@@ -67,13 +71,35 @@ def workload_owner(
     return cluster if cluster is not None else obj
 
 
-def _app_name(obj: dict[str, Any]) -> str | None:
+def _config(obj: dict[str, Any]) -> dict[str, Any]:
     try:
         config = yaml.safe_load((obj.get("spec") or {}).get("serveConfigV2") or "") or {}
     except yaml.YAMLError:
-        return None
-    apps = config.get("applications") or [] if isinstance(config, dict) else []
-    return str(apps[0].get("name")) if apps and isinstance(apps[0], dict) else None
+        return {}
+    return config if isinstance(config, dict) else {}
+
+
+def _app(config: dict[str, Any]) -> dict[str, Any]:
+    apps = config.get("applications") or []
+    return apps[0] if apps and isinstance(apps[0], dict) else {}
+
+
+def _endpoint(obj: dict[str, Any], pods: list[dict[str, Any]], config: dict[str, Any]) -> str:
+    """Where the app answers (see the module docstring): on host networking the head
+    pod's address once it has one, else KubeRay's Service."""
+    meta = obj["metadata"]
+    prefix = str(_app(config).get("route_prefix") or "/").rstrip("/")
+    on_host = [p for p in pods if (p.get("spec") or {}).get("hostNetwork")]
+    heads = [p for p in on_host if _node_type(p) == "head"]
+    ip = (heads[0].get("status") or {}).get("podIP") if heads else None
+    port = (config.get("http_options") or {}).get("port")
+    if ip and port:
+        return f"http://{ip}:{port}{prefix}"
+    return f"http://{meta['name']}-serve-svc.{meta['namespace']}.svc:{SERVE_PORT}{prefix}"
+
+
+def _node_type(pod: dict[str, Any]) -> str | None:
+    return (pod["metadata"].get("labels") or {}).get(_RAY_NODE_TYPE)
 
 
 def _app_status(obj: dict[str, Any], app: str | None) -> dict[str, Any] | None:
@@ -98,9 +124,10 @@ def _ready_reason(obj: dict[str, Any]) -> str:
 def serve_doc(obj: dict[str, Any], pods: list[dict[str, Any]]) -> dict[str, Any]:
     """The RayService's Serve status as ``serve/status.json`` (see the module docstring)."""
     meta = obj["metadata"]
-    app = _app_name(obj)
-    endpoint = f"http://{meta['name']}-serve-svc.{meta['namespace']}.svc:{SERVE_PORT}"
+    config = _config(obj)
+    app = str(_app(config)["name"]) if _app(config).get("name") else None
     source = f"RayService {meta['namespace']}/{meta['name']}"
+    endpoint = _endpoint(obj, pods, config)
     doc: dict[str, Any] = {"app": app, "endpoint": endpoint, "source": source}
     found = _app_status(obj, app)
     if found is None:
@@ -113,8 +140,7 @@ def serve_doc(obj: dict[str, Any], pods: list[dict[str, Any]]) -> dict[str, Any]
     workers = [
         p
         for p in pods
-        if (p["metadata"].get("labels") or {}).get(_RAY_NODE_TYPE) == "worker"
-        and (p.get("status") or {}).get("phase") == "Running"
+        if _node_type(p) == "worker" and (p.get("status") or {}).get("phase") == "Running"
     ]
     return {
         **doc,

@@ -12,6 +12,7 @@ newest) serves what a reference names (``source_for``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +22,20 @@ from taugrid.hub.core import context
 from taugrid.hub.runs import runs
 from taugrid.lifecycle import states as st
 from taugrid.record import checkpoints, layout
+from taugrid.record.run import RunRecord
 from taugrid.spec import models as sm
 from taugrid.spec import outputs
 from taugrid.store import models as mstore
 
-__all__ = ["model_source", "register", "resolve", "set_alias", "source_for", "versions"]
+__all__ = [
+    "model_source",
+    "register",
+    "resolve",
+    "set_alias",
+    "source_for",
+    "stored_source",
+    "versions",
+]
 
 
 def _store(hub: context.Hub) -> mstore.ModelStore:
@@ -36,34 +46,79 @@ def model_source(
     hub: context.Hub, run: dict[str, Any], checkpoint: str | None, artifact: str | None
 ) -> dict[str, Any]:
     """Where a run's model is, checked to exist (the ``source`` document)."""
-    local = runs.record_of(hub, run).dir
-    if local is None:
-        raise UserError(
-            f"run {run['id']}'s record is in an object store; serving reads models from a "
-            "directory record only (not built yet for object stores)",
-            "serve a run whose workspace keeps its records in a directory",
-        )
     if checkpoint is not None and artifact is not None:
         raise UserError("--checkpoint and --artifact are both given", "give one of them")
+    record = runs.record_of(hub, run)
+    local = record.dir
+    if local is None:
+        return stored_source(record, run, checkpoint, artifact)
     if checkpoint is not None:
         root = checkpoints.checkpoint_root(local, run["spec"].get("checkpoint_path"))
-        name = _checkpoint_name(root, run["id"], checkpoint)
+        have = sorted(p.name for p in root.glob("step-*")) if root.is_dir() else []
+        done = checkpoints.latest_name(root)
+        name = _chosen(
+            run["id"], checkpoint, done, have, lambda n: (root / n / layout.MARKER_FILE).is_file()
+        )
         return {**_where(run, local, root / name), "checkpoint": name}
     if artifact is not None:
         artifact = outputs.artifact_path(run["spec"].get("outputs") or [], artifact)
         path = local / layout.ARTIFACTS_DIR / artifact
         if ".." in Path(artifact).parts or not path.is_file():
-            raise UserError(
-                f"run {run['id']} has no artifact '{artifact}'",
-                f"list its artifacts with: tau run get {run['id']} --list",
-            )
+            raise _no_artifact(run, artifact)
         return {**_where(run, local, path), "artifact": artifact}
     if not (local / layout.ARTIFACTS_DIR).is_dir():
-        raise UserError(
-            f"run {run['id']} saved no artifacts (it is {run['state']})",
-            "serve a finished run, or name a checkpoint with --checkpoint latest|STEP",
-        )
+        raise _no_artifacts(run)
     return {**_where(run, local, local / layout.ARTIFACTS_DIR), "artifact": None}
+
+
+def stored_source(
+    record: RunRecord, run: dict[str, Any], checkpoint: str | None, artifact: str | None
+) -> dict[str, Any]:
+    """Where a run's model is in a record kept in an object store, checked there:
+    ``record_path`` is its key (a folder's prefix, or one file), ``model_path`` its URL
+    for people, and ``stored`` says that whoever serves it fetches it first (a serving
+    pod's init container: ``agent.records.podsync --prepare``)."""
+    if checkpoint is not None:
+        if run["spec"].get("checkpoint_path"):
+            raise UserError(
+                f"run {run['id']} kept its checkpoints at its own checkpoint_path, outside "
+                "its record; a record in an object store serves what is inside it",
+                "serve one of its artifacts (--artifact) or its artifacts/ folder",
+            )
+        listed = [f["path"].partition("/")[2] for f in record.files(layout.CHECKPOINTS_DIR)]
+        have = sorted({p.partition("/")[0] for p in listed if p.startswith("step-")})
+        done = checkpoints.latest_listed(listed)
+        complete = {p.partition("/")[0] for p in listed if p.endswith(f"/{layout.MARKER_FILE}")}
+        name = _chosen(run["id"], checkpoint, done, have, complete.__contains__)
+        return {**_stored(run, record, f"{layout.CHECKPOINTS_DIR}/{name}"), "checkpoint": name}
+    if artifact is not None:
+        artifact = outputs.artifact_path(run["spec"].get("outputs") or [], artifact)
+        rel = f"{layout.ARTIFACTS_DIR}/{artifact}"
+        if ".." in Path(artifact).parts or not record.store.exists(record.key(rel)):
+            raise _no_artifact(run, artifact)
+        return {**_stored(run, record, rel), "artifact": artifact}
+    if not record.files(layout.ARTIFACTS_DIR):
+        raise _no_artifacts(run)
+    return {**_stored(run, record, layout.ARTIFACTS_DIR), "artifact": None}
+
+
+def _no_artifact(run: dict[str, Any], artifact: str) -> UserError:
+    return UserError(
+        f"run {run['id']} has no artifact '{artifact}'",
+        f"list its artifacts with: tau run get {run['id']} --list",
+    )
+
+
+def _no_artifacts(run: dict[str, Any]) -> UserError:
+    return UserError(
+        f"run {run['id']} saved no artifacts (it is {run['state']})",
+        "serve a finished run, or name a checkpoint with --checkpoint latest|STEP",
+    )
+
+
+def _stored(run: dict[str, Any], record: RunRecord, rel: str) -> dict[str, Any]:
+    url = f"{record.location}/{rel}"
+    return {"run": run["id"], "model_path": url, "record_path": record.key(rel), "stored": True}
 
 
 def _where(run: dict[str, Any], record: Path, path: Path) -> dict[str, Any]:
@@ -79,8 +134,12 @@ def _where(run: dict[str, Any], record: Path, path: Path) -> dict[str, Any]:
     return {"run": run["id"], "model_path": str(path), "record_path": inside}
 
 
-def _checkpoint_name(root: Path, run_id: str, wanted: str) -> str:
-    latest = checkpoints.latest_name(root)
+def _chosen(
+    run_id: str, wanted: str, latest: str | None, have: list[str], complete: Callable[[str], bool]
+) -> str:
+    """The checkpoint ``wanted`` names (``latest`` or a step) among a run's checkpoint
+    folders (``have``; ``latest``: the newest complete one, ``complete``: whether a
+    folder's marker is there), on a disk or in a store's listing alike."""
     if wanted == "latest":
         if latest is None:
             raise UserError(f"run {run_id} has no complete checkpoint", "train it first")
@@ -88,8 +147,7 @@ def _checkpoint_name(root: Path, run_id: str, wanted: str) -> str:
     if not wanted.isdigit():
         raise UserError(f"--checkpoint '{wanted}' is not 'latest' or a step number", "")
     name = layout.step_name(int(wanted))
-    if not (root / name / layout.MARKER_FILE).is_file():
-        have = sorted(p.name for p in root.glob("step-*")) if root.is_dir() else []
+    if name not in have or not complete(name):
         raise UserError(
             f"run {run_id} has no complete checkpoint at step {wanted}",
             f"its checkpoints: {', '.join(have) or 'none'}",

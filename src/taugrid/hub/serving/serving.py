@@ -85,6 +85,7 @@ def _serving_spec(
     if serve.route_prefix == "/":
         serve = serve.model_copy(update={"route_prefix": f"/{name}"})
     workers = serve.autoscaling.max_replicas if serve.autoscaling else serve.replicas
+    spec = _where_fetched(hub, spec, source)
     retry_on = tuple(r for r in spec.retry_on if r is not sm.RetryOn.EXIT_NONZERO)
     out = spec.model_copy(
         update={
@@ -98,6 +99,29 @@ def _serving_spec(
     )
     runs.check_capacity(hub, out)
     return out
+
+
+def _where_fetched(
+    hub: context.Hub, spec: runspec.RunSpec, source: dict[str, Any]
+) -> runspec.RunSpec:
+    """A model in a record kept in an object store is fetched by the serving pods
+    themselves (their init container: ``agent.records.podsync --prepare``), so such a
+    deployment runs in Kubernetes regions only; refused when it may use none."""
+    if not source.get("stored"):
+        return spec
+    kube = [
+        r.name for r in hub.platform.regions if any(c.backend == "kubernetes" for c in r.clusters)
+    ]
+    allowed = tuple(r for r in spec.allowed_regions or kube if r in kube)
+    if not allowed:
+        raise UserError(
+            f"the model of run {source['run']} is in an object store "
+            f"({source['model_path']}); it is served from Kubernetes regions only (their "
+            "pods fetch it), and this deployment may use none",
+            "deploy to a Kubernetes region (--regions, or placement.regions in the serving "
+            "tau.yaml), or serve a run whose workspace keeps its records in a directory",
+        )
+    return spec.model_copy(update={"allowed_regions": allowed})
 
 
 def _model_env(source: dict[str, Any]) -> dict[str, str]:
@@ -128,9 +152,9 @@ def _start(
     spec = runs.resolve_request(hub, submit)
     if workspaces is not None and spec.workspace not in workspaces:
         raise UserError(f"you are not a member of workspace {spec.workspace}", "")
-    spec = _serving_spec(hub, spec, req.name, source, replicas)
     if region is not None:
         spec = spec.model_copy(update={"allowed_regions": (region,), "preferred_regions": ()})
+    spec = _serving_spec(hub, spec, req.name, source, replicas)
     row = runs.submit(hub, submit, actor, spec=spec)
     return row, {**source, "config_hash": spec.config_hash}
 
