@@ -32,6 +32,7 @@ from typing import Any
 from benchmarks import report
 from taugrid.backends.ray import ray_local
 from taugrid.lab import net, span
+from tests import ray_auth
 from tests.lab import span_jobs
 
 __all__ = ["main"]
@@ -47,16 +48,13 @@ def _lab(tmp: Path) -> Iterator[tuple[net.Net, ray_local.LocalRayCluster]]:
         f"bs{secrets.token_hex(2)}", ("a", "b"), (link,), octet=219, mgmt=True, peer_routes=True
     )
     cluster = span.span_cluster(n, "a", {"a": SHAPE, "b": SHAPE}, tmp / "ray", tmp / "token")
-    env = dict(os.environ)
+    assert cluster.auth_token_file is not None
     with n.running():
         try:
             cluster.start(timeout_s=240)
-            os.environ["RAY_AUTH_MODE"] = "token"
-            os.environ["RAY_AUTH_TOKEN_PATH"] = str(cluster.auth_token_file)
-            yield n, cluster
+            with ray_auth.token_env(cluster.auth_token_file):
+                yield n, cluster
         finally:
-            os.environ.clear()
-            os.environ.update(env)
             cluster.stop()
 
 

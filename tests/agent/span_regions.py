@@ -17,13 +17,13 @@ only with the token the hub relayed: one started without it is refused by the he
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
 from taugrid.agent.data import datasync
 from taugrid.backends.ray import _procs, ray_local
 from taugrid.store import db
+from tests import ray_auth
 from tests.backends import backend_helpers as bh
 from tests.hub import platform_builders as pb
 from tests.hub import region as rg
@@ -65,20 +65,6 @@ def _sidecar(server: HubServer, name: str, tmp: Path) -> datasync.Sidecar:
 
 
 @contextlib.contextmanager
-def _token_env(token: Path) -> Iterator[None]:
-    saved = {k: os.environ.get(k) for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH")}
-    os.environ.update({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token)})
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
-@contextlib.contextmanager
 def regions(tmp: Path, gpus: dict[str, int], token: Path | None = None) -> Iterator[HubServer]:
     """The regions named in ``gpus`` (of ``IPS``), the hub and their agents; all stopped
     after, with any guest node left. ``token``: the Ray token file (default: a new one
@@ -86,7 +72,7 @@ def regions(tmp: Path, gpus: dict[str, int], token: Path | None = None) -> Itera
     GCS client keeps the first token it read."""
     token = token or ray_local.write_auth_token(tmp / "ray-token")
     with contextlib.ExitStack() as stack:
-        stack.enter_context(_token_env(token))
+        stack.enter_context(ray_auth.token_env(token))
         stack.callback(lambda: _procs.terminate("tau-guest/", prefix=True, grace_s=1))
         clusters = {}
         for name, count in gpus.items():

@@ -23,6 +23,7 @@ import pytest
 from taugrid import payloads as wire
 from taugrid.agent.attempts import guests
 from taugrid.backends.ray import _procs, ray_guest, ray_local
+from tests import ray_auth
 from tests.backends import backend_helpers as bh
 
 # Guest nodes are swept by their marker prefix host-wide: one module at a time.
@@ -37,10 +38,8 @@ HEAD_IP, GUEST_IP = "127.0.35.1", "127.0.35.2"
 
 
 @pytest.fixture
-def head(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ray_local.LocalRayCluster]:
+def head(tmp_path: Path) -> Iterator[ray_local.LocalRayCluster]:
     token = ray_local.write_auth_token(tmp_path / "ray-token")
-    monkeypatch.setenv("RAY_AUTH_MODE", "token")  # this process reads the head's state
-    monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", str(token))
     shape = ray_local.NodeShape(ip=HEAD_IP, num_gpus=1, num_cpus=2)
     cluster = ray_local.LocalRayCluster(
         HEAD_IP,
@@ -50,10 +49,11 @@ def head(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ray_local.
         tmp_path / "head",
         auth_token_file=token,
     )
-    try:
-        yield cluster.start(timeout_s=180)
-    finally:
-        cluster.stop()
+    with ray_auth.token_env(token):  # this process reads the head's state
+        try:
+            yield cluster.start(timeout_s=180)
+        finally:
+            cluster.stop()
 
 
 def _order(head: ray_local.LocalRayCluster, token: str | None) -> wire.GuestOrder:

@@ -168,11 +168,16 @@ def test_a_rayservice_on_host_networking_serves_from_the_head_on_its_blocks_port
     assert head["rayStartParams"]["num-cpus"] == "0"  # replicas run on the workers
 
 
-def test_a_raycluster_is_left_as_rendered() -> None:
+def test_a_rayclusters_ray_nodes_import_the_runs_code_from_scratch() -> None:
     obj = _rendered("raycluster")
-    pod = base.PodAttempt(command=("x",), env={}, root="/tau")
-    assert not kube_pods.wraps(sm.WorkloadKind.RAYCLUSTER)
-    assert not kube_pods.wrap(obj, pod) and obj == _rendered("raycluster")
+    pod = base.PodAttempt(command=("x",), prepare=("x", "--prepare"), env={}, root="/tau")
+    assert kube_pods.wraps(sm.WorkloadKind.RAYCLUSTER) and kube_pods.wrap(obj, pod)
+    for group in _ray_groups(obj):
+        spec = group["template"]["spec"]
+        assert [c["command"] for c in spec["initContainers"]] == [["x", "--prepare"]]
+        (c,) = spec["containers"]
+        assert {"name": "PYTHONPATH", "value": "/tau/code"} in c["env"]
+        assert all(e["name"] != "TAU_MODEL_PATH" for e in c["env"])  # no model: not serving
 
 
 def test_ray_nodes_on_host_networking_take_their_pods_address_and_free_ports() -> None:

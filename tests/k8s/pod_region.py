@@ -98,9 +98,10 @@ def tau_yaml(
     kind: str = "job",
 ) -> str:
     """The quickstart on ``image``; ``kind`` ``rayjob``: a RayJob whose head (half a CPU),
-    GPU worker (one) and submitter (half) fit the real node's two CPUs."""
+    GPU worker (one) and submitter (half) fit the real node's two CPUs (a RayCluster's
+    head likewise)."""
     retry = f"\n  retry_on: [{retry_on}]" if retries else ""
-    head = "\n  head: {cpus: 0.5, memory: 2Gi}" if kind == "rayjob" else ""
+    head = "\n  head: {cpus: 0.5, memory: 2Gi}" if kind in ("rayjob", "raycluster") else ""
     return f"""\
 schema_version: 1
 name: pods-quickstart

@@ -19,6 +19,11 @@ default workload kind), on the project image pulled from the tier's registry:
   ports, bound once the old pods are gone) resumes from the record's checkpoint, and the
   run ends succeeded with its artifacts saved.
 
+An interactive RayCluster of a run gets the run's code the same way: each Ray node's
+init container (``podsync --prepare``) unpacks it from the record into the pod's scratch,
+on the Ray processes' ``PYTHONPATH``; a Ray job submitted to the cluster's dashboard
+imports the run's module from there.
+
 GPUs are emulated: ``nvidia.com/gpu`` is an extended resource of the real node.
 """
 
@@ -106,3 +111,42 @@ def _check_released(server: Any, run_id: str, kube: client.ApiClient) -> None:
     while not gone():
         assert time.monotonic() < deadline, f"pods or a Workload of {run_id} left"
         time.sleep(1)
+
+
+def test_a_rayclusters_ray_nodes_import_the_runs_code_from_the_record(
+    region: pod_region.PodRegion, kube: client.ApiClient
+) -> None:
+    from ray.job_submission import JobStatus, JobSubmissionClient
+
+    with region.server.http() as c:
+        run = rg.submit_run(c, pod_region.tau_yaml(region.ref, "", kind="raycluster"))
+        starting = ("queued", "admitted", "placed")
+        up = rg.wait_run(c, run["id"], lambda r: r["state"] not in starting, timeout=300)
+        assert up["state"] == "running", (up["state"], up["reason"])
+        label = f"{naming.LABEL_RUN_ID}={naming.label_value(run['id'])}"
+        core = client.CoreV1Api(kube)
+
+        def head() -> Any:
+            pods = core.list_namespaced_pod(kube_region.WORKSPACE, label_selector=label).items
+            ready = [
+                p
+                for p in pods
+                if (p.metadata.labels or {}).get("ray.io/node-type") == "head"
+                and any(s.type == "Ready" and s.status == "True" for s in p.status.conditions or [])
+            ]
+            return ready[0] if ready else None
+
+        pod = controlplane.wait_until("the RayCluster's head Ready", head, timeout_s=300)
+        (ray,) = pod.spec.containers
+        port = next(p.container_port for p in ray.ports if p.name == "dashboard")
+        jobs = JobSubmissionClient(f"http://{pod.status.pod_ip}:{port}")
+        code = "import train; print('tau-code-at', train.__file__)"
+        job = jobs.submit_job(entrypoint=f"python -c {code!r}")
+        deadline = time.monotonic() + 180
+        while jobs.get_job_status(job) not in (JobStatus.SUCCEEDED, JobStatus.FAILED):
+            assert time.monotonic() < deadline, jobs.get_job_logs(job)
+            time.sleep(1)
+        logs = jobs.get_job_logs(job)
+        assert "tau-code-at /tau/code/train.py" in logs, logs  # unpacked from the record
+        assert c.post(f"/v1/runs/{run['id']}/cancel", json={}).status_code == 200
+    _check_released(region.server, run["id"], kube)

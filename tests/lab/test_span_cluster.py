@@ -23,6 +23,7 @@ import pytest
 
 from taugrid.backends.ray import ray_local
 from taugrid.lab import net, span
+from tests import ray_auth
 from tests.lab import span_jobs
 
 pytestmark = [
@@ -46,12 +47,12 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[net.Net, Any
         f"ts{secrets.token_hex(2)}", ("a", "b"), (link,), octet=217, mgmt=True, peer_routes=True
     )
     cluster = span.span_cluster(n, "a", {"a": SHAPE, "b": SHAPE}, tmp / "ray", tmp / "token")
-    with n.running(), pytest.MonkeyPatch.context() as mp:
+    assert cluster.auth_token_file is not None
+    with n.running():
         try:
             cluster.start(timeout_s=90)
-            mp.setenv("RAY_AUTH_MODE", "token")  # the Jobs API client's credentials
-            mp.setenv("RAY_AUTH_TOKEN_PATH", str(cluster.auth_token_file))
-            yield n, cluster
+            with ray_auth.token_env(cluster.auth_token_file):  # the Jobs API client's
+                yield n, cluster
         finally:
             cluster.stop()
     assert not n.exists()

@@ -13,13 +13,11 @@ what only the agent knows:
   A batch Job: the wrapper is its pods' main process. A RayJob: the wrapper is the Ray
   job's entrypoint (the driver, on whichever Ray node the entrypoint's resources place
   it), and every Ray node's container has its environment and scratch volume; the
-  submitter pod is left as rendered. A RayService: no command to wrap (Serve's replicas
-  import the app), so every Ray node gets an init container running the wrapper's
-  ``--prepare`` (code and model from the record into scratch) and the Serve apps'
-  runtime env imports from scratch (``PYTHONPATH``, ``TAU_MODEL_PATH``).
-
-A RayCluster is not wrapped yet: its code still comes from the workspace's data volume
-(docs/kubernetes.md says what runs where).
+  submitter pod is left as rendered. A RayService or a RayCluster: no command to wrap
+  (Serve's replicas import the app; an interactive cluster's jobs come later), so every
+  Ray node gets an init container running the wrapper's ``--prepare`` (code, and a
+  serving run's model, from the record into scratch) and its Ray container imports from
+  there (``PYTHONPATH``, ``TAU_MODEL_PATH``), as do the Serve apps' runtime envs.
 """
 
 from __future__ import annotations
@@ -45,13 +43,21 @@ __all__ = [
 
 RECORDS_SECRET = "taugrid-records"
 SCRATCH_VOLUME = "tau-scratch"
-_WRAPPED = frozenset({sm.WorkloadKind.JOB, sm.WorkloadKind.RAYJOB, sm.WorkloadKind.RAYSERVICE})
+_WRAPPED = frozenset(
+    {
+        sm.WorkloadKind.JOB,
+        sm.WorkloadKind.RAYJOB,
+        sm.WorkloadKind.RAYSERVICE,
+        sm.WorkloadKind.RAYCLUSTER,
+    }
+)
 _PREPARE = "tau-prepare"
 
 
 def wrap(obj: dict[str, Any], pod: base.PodAttempt) -> bool:
     """``pod``'s wrapper around the command of ``obj``'s pods (a Job) or its Ray job's
-    entrypoint (a RayJob); False when ``obj`` is a kind not wrapped (left as rendered)."""
+    entrypoint (a RayJob), or before every Ray node of a RayService or RayCluster (see the
+    module docstring); False when ``obj`` is a kind not wrapped (left as rendered)."""
     if obj.get("kind") == "Job":
         for spec in pods.pod_specs(obj):
             for c in spec["containers"]:
@@ -73,19 +79,25 @@ def wrap(obj: dict[str, Any], pod: base.PodAttempt) -> bool:
     if obj.get("kind") == "RayService":
         _serve_from_scratch(obj["spec"], pod)
         return True
+    if obj.get("kind") == "RayCluster":
+        _prepared(obj["spec"], pod)
+        return True
     return False
 
 
-def _serve_from_scratch(service: dict[str, Any], pod: base.PodAttempt) -> None:
-    """A RayService's Ray nodes prepared by ``pod``'s wrapper and its apps importing
-    from scratch (see the module docstring)."""
-    model = [{"name": jobenv.MODEL_PATH, "value": pod.model_path}] if pod.model_path else []
-    cluster = service["rayClusterConfig"]
+def _prepared(cluster: dict[str, Any], pod: base.PodAttempt) -> None:
+    """Every Ray node of ``cluster`` (a RayCluster's or RayService's spec) prepared by
+    ``pod``'s wrapper (an init container: code and model into scratch), its Ray
+    container importing from there (``PYTHONPATH``, ``TAU_MODEL_PATH``)."""
+    own = {"PYTHONPATH": f"{pod.root}/code"}
+    if pod.model_path:
+        own[jobenv.MODEL_PATH] = pod.model_path
     for group in (cluster["headGroupSpec"], *cluster.get("workerGroupSpecs", [])):
         spec = group["template"]["spec"]
         _equip(spec, pod)
         ray = spec["containers"][0]
-        ray["env"] = [e for e in ray["env"] if e["name"] != jobenv.MODEL_PATH] + model
+        kept = [e for e in ray["env"] if e["name"] not in own]
+        ray["env"] = kept + [{"name": k, "value": v} for k, v in own.items()]
         prepare = {
             "name": _PREPARE,
             "image": ray["image"],
@@ -95,6 +107,12 @@ def _serve_from_scratch(service: dict[str, Any], pod: base.PodAttempt) -> None:
             "terminationMessagePolicy": "FallbackToLogsOnError",  # its reason, if it fails
         }
         spec.setdefault("initContainers", []).append(prepare)
+
+
+def _serve_from_scratch(service: dict[str, Any], pod: base.PodAttempt) -> None:
+    """A RayService's Ray nodes prepared (``_prepared``) and its apps importing from
+    scratch (see the module docstring)."""
+    _prepared(service["rayClusterConfig"], pod)
     config = yaml.safe_load(service["serveConfigV2"])
     for app in config.get("applications", []):
         runtime_env = app.setdefault("runtime_env", {})
