@@ -38,6 +38,9 @@ _AGENT_RULES = [
     {"apiGroups": [""], "resources": ["namespaces", "serviceaccounts"], "verbs": _ALL},
     {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": _ALL},
     {"apiGroups": [""], "resources": ["pods"], "verbs": [*_READ, "delete"]},
+    {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},  # the runs' logs
+    # the record store's credentials and a run's secrets, for its pods (kube_pods)
+    {"apiGroups": [""], "resources": ["secrets"], "verbs": _ALL},
     {"apiGroups": [""], "resources": ["nodes", "nodes/status"], "verbs": [*_READ, "patch"]},
     {"apiGroups": [""], "resources": ["events"], "verbs": [*_READ, "create"]},
     {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["rolebindings"], "verbs": _ALL},
