@@ -94,7 +94,7 @@ def test_the_model_is_found_in_the_records_listing(record: RunRecord) -> None:
 
 
 @pytest.mark.parametrize(
-    ("checkpoint", "artifact", "spec", "said"),
+    ("checkpoint", "artifact", "run_spec", "said"),
     [
         ("20", None, {}, "no complete checkpoint at step 20"),
         (None, "missing.bin", {}, "has no artifact 'missing.bin'"),
@@ -102,9 +102,13 @@ def test_the_model_is_found_in_the_records_listing(record: RunRecord) -> None:
     ],
 )
 def test_what_is_not_in_the_record_is_refused_with_what_to_do(
-    record: RunRecord, checkpoint: str | None, artifact: str | None, spec: dict[str, Any], said: str
+    record: RunRecord,
+    checkpoint: str | None,
+    artifact: str | None,
+    run_spec: dict[str, Any],
+    said: str,
 ) -> None:
-    run = {**RUN, "spec": {**RUN["spec"], **spec}}
+    run = {**RUN, "spec": {**RUN["spec"], **run_spec}}
     with pytest.raises(UserError) as err:
         registry.stored_source(record, run, checkpoint, artifact)
     assert said in err.value.message and err.value.hint, err.value
@@ -178,6 +182,6 @@ def test_a_deploy_of_a_stored_model_without_a_kubernetes_region_is_refused(
             "submit": {"tau_yaml": (QUICKSTART / "serve.yaml").read_text()},
         }
         r = c.post("/v1/serve", json=body)
-        assert r.status_code == 422, r.text
+        assert r.status_code == 400, r.text
         assert "served from Kubernetes regions only" in r.text, r.text
         assert c.get("/v1/serve").json() == [], "nothing deployed"
