@@ -186,3 +186,13 @@ def pod_cluster(
     """The real node joined for this module, with Kueue, the registry and S3: what
     ``pod_region.pod_region`` builds a region on."""
     return pod_region.PodCluster(kube, kueue.kubeconfig, images, weed_s3)
+
+
+@pytest.fixture(scope="module")
+def region(
+    pod_cluster: pod_region.PodCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[pod_region.PodRegion]:
+    """A hub and its region on the real node, for one module (``pod_region.pod_region``);
+    a module whose runs are Ray objects also asks for ``kuberay``."""
+    with pod_region.pod_region(pod_cluster, Path(tmp_path_factory.mktemp("pods-hub"))) as r:
+        yield r

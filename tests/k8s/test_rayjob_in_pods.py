@@ -31,8 +31,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -43,18 +41,7 @@ from tests import weed_s3 as ws
 from tests.hub import region as rg
 from tests.k8s import controlplane, kube_region, pod_region, realnode
 
-pytestmark = [pytest.mark.k8s, pytest.mark.timeout(900)]
-
-
-@pytest.fixture(scope="module")
-def region(
-    pod_cluster: pod_region.PodCluster,
-    kuberay: controlplane.ControlPlane,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[pod_region.PodRegion]:
-    tmp = Path(tmp_path_factory.mktemp("rayjob-hub"))
-    with pod_region.pod_region(pod_cluster, tmp) as r:
-        yield r
+pytestmark = [pytest.mark.k8s, pytest.mark.timeout(900), pytest.mark.usefixtures("kuberay")]
 
 
 def _ray_pods(kube: client.ApiClient, run_id: str) -> dict[str, str]:

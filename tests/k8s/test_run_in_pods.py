@@ -29,8 +29,6 @@ GPUs are emulated: ``nvidia.com/gpu`` is an extended resource of the real node.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -43,16 +41,6 @@ from tests.hub import region as rg
 from tests.k8s import kube_region, pod_region, realnode, registry
 
 pytestmark = pytest.mark.k8s
-
-
-@pytest.fixture(scope="module")
-def region(
-    pod_cluster: pod_region.PodCluster, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[pod_region.PodRegion]:
-    """The region on the real node (``node``: joined for this module)."""
-    tmp = Path(tmp_path_factory.mktemp("pods-hub"))
-    with pod_region.pod_region(pod_cluster, tmp) as r:
-        yield r
 
 
 def _wait(c: httpx.Client, run_id: str, pred: Any) -> dict[str, Any]:

@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import base64
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
@@ -34,22 +32,11 @@ from taugrid.render import naming
 from taugrid.sdk.client import submit
 from tests.hub import region as rg
 from tests.hub import serve_regions as sr
-from tests.k8s import controlplane, kube_region, pod_region, realnode
+from tests.k8s import kube_region, pod_region, realnode
 
-pytestmark = [pytest.mark.k8s, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.k8s, pytest.mark.timeout(900), pytest.mark.usefixtures("kuberay")]
 
 NAME = "digits"
-
-
-@pytest.fixture(scope="module")
-def region(
-    pod_cluster: pod_region.PodCluster,
-    kuberay: controlplane.ControlPlane,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[pod_region.PodRegion]:
-    tmp = Path(tmp_path_factory.mktemp("serve-hub"))
-    with pod_region.pod_region(pod_cluster, tmp) as r:
-        yield r
 
 
 def _serve_yaml(image: str) -> str:
