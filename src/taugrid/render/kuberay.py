@@ -55,6 +55,8 @@ __all__ = [
 
 API_RAY = "ray.io/v1"
 TTL_AFTER_FINISHED_S = 600
+SUBMITTER_BACKOFF_LIMIT = 5
+"""A RayJob's submitter pod is tried this many more times (KubeRay's default: 2)."""
 _GI, _MI = 2**30, 2**20
 _HEAD_PORTS = {"gcs-server": 6379, "dashboard": 8265, "client": 10001}
 _SERVE_PORT = 8000
@@ -270,6 +272,10 @@ def render_rayjob(
         "backoffLimit": 0,
         "rayClusterSpec": _cluster_spec(spec, env),
         "submitterPodTemplate": _submitter(spec),
+        # the submitter only reaches the head's dashboard; on a loaded node the head's name
+        # or dashboard may answer a little after the head is Ready: its pod is tried again
+        # (the Job's backoff: 10 s, 20 s, 40 s, ...) before the attempt fails
+        "submitterConfig": {"backoffLimit": SUBMITTER_BACKOFF_LIMIT},
     }
     # A driver-only entrypoint runs on the head with no reservation, so that it never
     # takes CPUs the workers' placement group needs.
