@@ -8,7 +8,8 @@ replica's GPUs each: ``compute.gpus``), placed, logged and released like any run
 
 - **deploy**: the model (the source run's checkpoint, artifact or ``artifacts/``, or a
   registered model version: ``hub.runs.registry``) is found first, so a wrong name fails
-  before anything starts; its path reaches the app as ``TAU_MODEL_PATH``. The app is
+  before anything starts; its path reaches the app as ``TAU_MODEL_PATH`` (a model in an
+  object-store record is fetched by the serving pods: Kubernetes regions only). The app is
   named after the deployment and served under ``/<name>`` unless
   ``serve.route_prefix`` says otherwise.
 - **update / scale**: a new serving run deploys the same app name; Ray Serve rolls the
