@@ -85,10 +85,11 @@ def wrap(obj: dict[str, Any], pod: base.PodAttempt) -> bool:
     return False
 
 
-def _prepared(cluster: dict[str, Any], pod: base.PodAttempt) -> None:
+def _prepared(cluster: dict[str, Any], pod: base.PodAttempt) -> dict[str, str]:
     """Every Ray node of ``cluster`` (a RayCluster's or RayService's spec) prepared by
     ``pod``'s wrapper (an init container: code and model into scratch), its Ray
-    container importing from there (``PYTHONPATH``, ``TAU_MODEL_PATH``)."""
+    container importing from there; returns that environment (``PYTHONPATH``,
+    ``TAU_MODEL_PATH``)."""
     own = {"PYTHONPATH": f"{pod.root}/code"}
     if pod.model_path:
         own[jobenv.MODEL_PATH] = pod.model_path
@@ -107,21 +108,19 @@ def _prepared(cluster: dict[str, Any], pod: base.PodAttempt) -> None:
             "terminationMessagePolicy": "FallbackToLogsOnError",  # its reason, if it fails
         }
         spec.setdefault("initContainers", []).append(prepare)
+    return own
 
 
 def _serve_from_scratch(service: dict[str, Any], pod: base.PodAttempt) -> None:
     """A RayService's Ray nodes prepared (``_prepared``) and its apps importing from
     scratch (see the module docstring)."""
-    _prepared(service["rayClusterConfig"], pod)
+    own = _prepared(service["rayClusterConfig"], pod)
     config = yaml.safe_load(service["serveConfigV2"])
     for app in config.get("applications", []):
         runtime_env = app.setdefault("runtime_env", {})
         for key in ("working_dir", "excludes"):  # the code comes from the record
             runtime_env.pop(key, None)
-        env_vars = runtime_env.setdefault("env_vars", {})
-        env_vars["PYTHONPATH"] = f"{pod.root}/code"
-        if pod.model_path:
-            env_vars[jobenv.MODEL_PATH] = pod.model_path
+        runtime_env.setdefault("env_vars", {}).update(own)
     service["serveConfigV2"] = yaml.safe_dump(config, sort_keys=True, default_flow_style=False)
 
 

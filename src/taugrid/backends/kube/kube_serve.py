@@ -125,7 +125,8 @@ def serve_doc(obj: dict[str, Any], pods: list[dict[str, Any]]) -> dict[str, Any]
     """The RayService's Serve status as ``serve/status.json`` (see the module docstring)."""
     meta = obj["metadata"]
     config = _config(obj)
-    app = str(_app(config)["name"]) if _app(config).get("name") else None
+    name = _app(config).get("name")
+    app = str(name) if name else None
     source = f"RayService {meta['namespace']}/{meta['name']}"
     endpoint = _endpoint(obj, pods, config)
     doc: dict[str, Any] = {"app": app, "endpoint": endpoint, "source": source}
