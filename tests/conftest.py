@@ -7,7 +7,6 @@ their own (search_path) so runs never see each other's rows.
 from __future__ import annotations
 
 import os
-import secrets
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,10 +15,10 @@ import pytest
 import sqlalchemy as sa
 
 from taugrid.store import db
+from tests import pg_schema, wheels, workers
 from tests import weed_s3 as weed_s3_server
-from tests import wheels, workers
 
-PG_URL = os.environ.get("TAU_TEST_POSTGRES_URL")
+PG_URL = pg_schema.URL
 
 # CI replays the same property-test examples every run (no example database, a fixed
 # seed): a red CI then means the code changed, never that a search got lucky. Local runs
@@ -71,41 +70,28 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         workers.order(items, groups, workers.load_durations())
 
 
-def _pg_engine() -> tuple[sa.Engine, str]:
-    assert PG_URL
-    schema = f"t_{secrets.token_hex(4)}"
-    admin = sa.create_engine(PG_URL)
-    with admin.begin() as c:
-        c.execute(sa.text(f"CREATE SCHEMA {schema}"))
-    admin.dispose()
-    url = sa.make_url(PG_URL).update_query_dict({"options": f"-csearch_path={schema}"})
-    return db.create_engine(url.render_as_string(hide_password=False)), schema
-
-
-def _drop_pg(schema: str) -> None:
-    assert PG_URL
-    admin = sa.create_engine(PG_URL)
-    with admin.begin() as c:
-        c.execute(sa.text(f"DROP SCHEMA {schema} CASCADE"))
-    admin.dispose()
-
-
 @pytest.fixture(params=["sqlite", "postgresql"])
-def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[sa.Engine]:
-    """A migrated engine on each database (PostgreSQL skipped when not configured)."""
+def empty_engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[sa.Engine]:
+    """An engine on each database with no table yet (PostgreSQL skipped when not
+    configured)."""
     if request.param == "postgresql":
         if not PG_URL:
             pytest.skip("PostgreSQL not configured: set TAU_TEST_POSTGRES_URL (.ci/run does)")
-        eng, schema = _pg_engine()
-        db.migrate(eng)
-        yield eng
-        eng.dispose()
-        _drop_pg(schema)
+        with pg_schema.fresh() as url:
+            eng = db.create_engine(url)
+            yield eng
+            eng.dispose()
         return
     eng = db.create_engine(f"sqlite:///{tmp_path / 'hub.db'}")
-    db.migrate(eng)
     yield eng
     eng.dispose()
+
+
+@pytest.fixture
+def engine(empty_engine: sa.Engine) -> sa.Engine:
+    """A migrated engine on each database (PostgreSQL skipped when not configured)."""
+    db.migrate(empty_engine)
+    return empty_engine
 
 
 @pytest.fixture(scope="session")

@@ -1,13 +1,44 @@
 """The layout of a TauGrid home directory (``$TAU_HOME``) where the hub and agents meet:
 each agent's hub token (the hub writes it, the agent reads it), state directory and
 local Ray cluster. The hub, the agent daemon, the lab and the embedded platform all name
-these paths through here."""
+these paths through here. Also the file names of a hub's tokens directory (``tau
+cluster install --with-hub`` makes it a Secret; the hub in the cluster adopts it):
+``TOKENS_ADMIN`` and ``tokens_agent(cluster)``. And the two environment variables that
+move a hub's state out of its home: ``DATABASE_URL_ENV`` (else SQLite in the home) and
+``SECRETS_KEY_ENV`` (else a key file in the home)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["agent_ray", "agent_ray_token", "agent_state", "agent_token", "agents"]
+__all__ = [
+    "DATABASE_URL_ENV",
+    "SECRETS_KEY_ENV",
+    "TOKENS_ADMIN",
+    "TOKENS_AGENT_PREFIX",
+    "agent_ray",
+    "agent_ray_token",
+    "agent_state",
+    "agent_token",
+    "agents",
+    "installed_admin_token",
+    "installed_secrets_key",
+    "tokens_agent",
+]
+
+DATABASE_URL_ENV = "TAU_DATABASE_URL"
+"""The hub's database URL (PostgreSQL: what replicas share); unset: SQLite in the home."""
+SECRETS_KEY_ENV = "TAU_SECRETS_KEY"
+"""The key that seals workspace secrets (32 bytes, URL-safe base64); unset: a key file in
+the hub's home, made on first use. Replicas of one hub share it."""
+TOKENS_ADMIN = "admin"
+"""In a hub's tokens directory: the admin token's secret."""
+TOKENS_AGENT_PREFIX = "agent-"
+
+
+def tokens_agent(cluster: str) -> str:
+    """In a hub's tokens directory: the agent of ``cluster``'s token."""
+    return f"{TOKENS_AGENT_PREFIX}{cluster}"
 
 
 def agents(home: Path) -> Path:
@@ -18,6 +49,19 @@ def agents(home: Path) -> Path:
 def agent_token(home: Path, cluster: str) -> Path:
     """The agent of ``cluster``'s hub token (0600)."""
     return agents(home) / f"{cluster}.token"
+
+
+def installed_admin_token(home: Path, cluster: str) -> Path:
+    """The admin token of the hub ``tau cluster install --with-hub`` put on ``cluster``
+    (0600), for ``tau login``."""
+    return home / "installs" / f"{cluster}.admin-token"
+
+
+def installed_secrets_key(home: Path, cluster: str) -> Path:
+    """The secrets key of the hub ``tau cluster install --with-hub`` put on ``cluster``
+    (0600): a reinstall after an uninstall reuses it, so the secrets its database kept
+    still open."""
+    return home / "installs" / f"{cluster}.secrets-key"
 
 
 def agent_state(home: Path, cluster: str) -> Path:

@@ -35,6 +35,7 @@ __all__ = [
     "QuotaRequestCreate",
     "RelocationRequest",
     "RuntimeStatus",
+    "SecretInfo",
     "SecretSet",
     "SourceInfo",
     "SpanJoin",
@@ -555,6 +556,19 @@ class SecretSet(_Payload):
         Annotated[str, pydantic.StringConstraints(pattern=r"^[A-Za-z0-9._-]{1,253}$")],
         Annotated[str, pydantic.StringConstraints(max_length=65536)],
     ] = pydantic.Field(min_length=1, max_length=100)
+
+
+class SecretInfo(_Payload):
+    """A secret as the hub shows it (``GET``/``PUT`` of ``/v1/workspaces/{ws}/secrets``
+    and ``/v1/secrets``): its name, scope and key names, never a value."""
+
+    scope: str
+    """The workspace that owns it, or ``SECRETS_PLATFORM_SCOPE`` for every workspace's."""
+    name: str
+    keys: list[str]
+    created_at: float
+    updated_at: float
+    updated_by: str
 
 
 class TokenCreate(_Payload):

@@ -56,8 +56,10 @@ def _sidecar(server: HubServer, name: str, tmp: Path) -> datasync.Sidecar:
     cfg = datasync.SidecarConfig(
         data_root=tmp / f"data-{name}",
         addresses=(ip,),
-        probe_port=ray_local.free_port(ip),
-        data_port=ray_local.free_port(ip),
+        # below the kernel's ephemeral range, where the Ray processes already on ``ip``
+        # take their ports: a port the kernel picked could be theirs before we bind it
+        probe_port=bh.free_port(ip, 7600, 7649),
+        data_port=bh.free_port(ip, 7650, 7699),
         probe_interval_s=0.5,
         probe_duration_s=0.2,
     )

@@ -9,7 +9,10 @@ real record store (a directory: the same code as S3, ``record.store``):
 - an attempt the record has fenced stores nothing and says why;
 - a first SIGTERM (Kubernetes deleting the pod) is the job's notice (``NOTICE``): the
   quickstart checkpoints on it, the SIGTERM reaches it ``NOTICE_S`` later, and the
-  checkpoint is stored before the pod exits; a second SIGTERM is passed on at once.
+  checkpoint is stored before the pod exits; a second SIGTERM is passed on at once;
+- where the wrapper is not the pod's main process (a RayJob's driver), ``--notice`` (the
+  Ray container's preStop hook) gives it that SIGTERM and returns once it has stored the
+  notice's checkpoint and exited: run in a PID namespace of its own, as in a container.
 
 The Kubernetes tier runs the same program in pods on the real node
 (``tests/k8s/test_run_in_pods.py``).
@@ -158,3 +161,53 @@ def test_a_second_sigterm_reaches_the_command_at_once(tmp_path: Path) -> None:
     assert time.monotonic() - sent < podsync.NOTICE_S - 5
     latest = (store.read(f"{KEY}/checkpoints/latest") or b"").decode().strip()
     assert store.exists(f"{KEY}/checkpoints/{latest}/_CHECKPOINT.json")
+
+
+_IN_CONTAINER = """
+import subprocess, sys, time
+metrics, wrapped = sys.argv[1], sys.argv[2:]
+wrapper = subprocess.Popen(wrapped)  # a Ray job's driver: not this namespace's first process
+deadline = time.monotonic() + 120
+while time.monotonic() < deadline and wrapper.poll() is None:
+    try:
+        if len(open(metrics).read().splitlines()) > 10:
+            break
+    except OSError:
+        pass
+    time.sleep(0.2)
+t0 = time.monotonic()
+hook = subprocess.run([sys.executable, "-m", "taugrid.agent.records.podsync", "--notice"])
+print("hook", hook.returncode, round(time.monotonic() - t0, 1), wrapper.poll(), flush=True)
+"""
+
+
+def test_the_prestop_notice_reaches_a_wrapper_that_is_not_the_main_process(
+    tmp_path: Path,
+) -> None:
+    """``--notice`` in a PID namespace (``unshare``, as a container has) beside a wrapper
+    started by another process: the hook returns once the wrapper stored the notice's
+    checkpoint and exited (the only checkpoint: none periodic)."""
+    store = _store(tmp_path)
+    a = _attempt(tmp_path, 1, 9)
+    store.write(f"{KEY}/FENCE", b"9")
+    env = {**os.environ, podsync.ATTEMPT_ENV: a.model_dump_json()}
+    env[podsync.ROOT_ENV] = str(tmp_path / "pod-1")
+    args = ["--steps", "100000", "--checkpoint-every", "100000", "--step-sleep", "0.05"]
+    wrapped = [sys.executable, "-m", "taugrid.agent.records.podsync", "--"]
+    wrapped += [sys.executable, "train.py", *args]
+    metrics = tmp_path / "records" / KEY / "metrics" / "metrics.jsonl"
+    container = ["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c"]
+    done = subprocess.run(
+        [*container, _IN_CONTAINER, str(metrics), *wrapped],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    out = done.stdout + done.stderr
+    hook = next(line.split() for line in done.stdout.splitlines() if line.startswith("hook"))
+    assert hook[1] == "0" and hook[3] != "None", out  # the wrapper had exited when it returned
+    assert float(hook[2]) >= podsync.NOTICE_S - 1, out  # it waited through the notice
+    latest = (store.read(f"{KEY}/checkpoints/latest") or b"").decode().strip()
+    assert store.exists(f"{KEY}/checkpoints/{latest}/_CHECKPOINT.json"), out
+    assert int(latest.rsplit("-", 1)[1]) > 10, out  # written on the notice, then stored

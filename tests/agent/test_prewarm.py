@@ -46,7 +46,10 @@ def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ray_local.
         bh.free_port("127.0.0.80", 8900, 8949),
         [head, gpu],
         tmp_path_factory.mktemp("ray"),
-        job_start_timeout_s=120,
+        # Ray builds a job's pip runtime before its supervisor counts as started: under a
+        # cold CI's load (PyPI reached, builds beside) that ran past 120 s, and the
+        # start timeout answered instead of pip's own error
+        job_start_timeout_s=PREPARE_S - 60,
     )
     with pytest.MonkeyPatch.context() as env:  # inherited by the Ray nodes
         env.setenv("RUNTIME_ENV_RETRY_TIMES", "1")
@@ -221,7 +224,9 @@ def test_agent_restart_keeps_warm_runtimes_and_a_node_restart_clears_them(
         assert restarted.warm_keys(backend.inventory()) == [key_of(PIP)]
         ray_cluster.kill_node(1)  # the GPU node dies; its replacement has an empty cache
         idx = ray_cluster.add_node(ray_local.NodeShape(ip="127.0.0.82", num_cpus=4, num_gpus=1))
-        fresh = bh.wait_for(lambda: ray_cluster.node_ids().get(idx), what="the new node's id")
+        fresh = bh.wait_for(  # Ray gives a raylet 120 s to register (RAY_NODE_ENV)
+            lambda: ray_cluster.node_ids().get(idx), timeout=120, what="the new node's id"
+        )
         bh.wait_for(
             lambda: prewarm.target_nodes(backend.inventory()) == [fresh],
             timeout=60,

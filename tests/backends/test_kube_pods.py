@@ -108,7 +108,10 @@ def _ray_groups(obj: dict[str, Any]) -> list[dict[str, Any]]:
 def test_a_rayjob_runs_its_entrypoint_under_podsync_on_every_ray_node() -> None:
     obj = _rendered()
     pod = base.PodAttempt(
-        command=("python", "-m", "podsync"), env={"TAU_POD_ATTEMPT": "{}"}, root="/tau"
+        command=("python", "-m", "podsync"),
+        notice=("python", "-m", "podsync", "--notice"),
+        env={"TAU_POD_ATTEMPT": "{}"},
+        root="/tau",
     )
     assert kube_pods.wraps(sm.WorkloadKind.RAYJOB) and kube_pods.wrap(obj, pod)
     job = obj["spec"]
@@ -122,6 +125,8 @@ def test_a_rayjob_runs_its_entrypoint_under_podsync_on_every_ray_node() -> None:
         assert {"name": kube_pods.SCRATCH_VOLUME, "mountPath": "/tau"} in c["volumeMounts"]
         assert "command" not in c  # KubeRay's `ray start`
         assert spec["terminationGracePeriodSeconds"] == pod.grace_s
+        # the driver's notice (the wrapper's SIGTERM) before the kubelet stops Ray
+        assert c["lifecycle"]["preStop"]["exec"]["command"] == list(pod.notice)
     submitter = job["submitterPodTemplate"]["spec"]["containers"][0]
     assert "env" not in submitter and "volumeMounts" in submitter  # the data volume only
     assert all(m["name"] != kube_pods.SCRATCH_VOLUME for m in submitter["volumeMounts"])

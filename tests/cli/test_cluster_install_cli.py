@@ -89,3 +89,78 @@ def test_the_clusters_pod_settings_reach_taugrids_own_pods(tmp_path: Path) -> No
     plain = [d for d in yaml.safe_load_all(_install(tmp_path, "--dry-run")[1]) if d]
     for d in (d for d in plain if d["kind"] == "Deployment"):
         assert not {"hostNetwork", "tolerations"} & set(d["spec"]["template"]["spec"])
+
+
+def test_with_hub_refuses_an_agent_token_file_and_needs_the_platform_file(
+    tmp_path: Path,
+) -> None:
+    token, platform = _files(tmp_path)
+    args = ["--with-hub", "--cluster", kube_region.CLUSTER]
+    rc, out = _install(tmp_path, *args, "--agent-token-file", str(token), "-f", str(platform))
+    assert rc == 2 and "--with-hub makes the agent's token itself" in out, out
+    rc, out = _install(tmp_path, *args)
+    assert rc == 2 and "--with-hub needs the platform file" in out, out
+
+
+def test_with_hub_adds_the_hub_listening_on_its_pods_address_with_its_claim_and_service(
+    tmp_path: Path,
+) -> None:
+    """``--dry-run --with-hub``: the hub's Deployment (Recreate, its pod's address, the
+    tokens Secret and the platform ConfigMap mounted, its claim as TAU_HOME), the claim
+    with the StorageClass asked for, the Service the agent's default URL names; no
+    credential printed (the tokens Secret is applied only by a real install)."""
+    _, platform = _files(tmp_path)
+    args = ["--dry-run", "--with-hub", "-f", str(platform), "--cluster", kube_region.CLUSTER]
+    rc, out = _install(tmp_path, *args, "--hub-port", "8123", "--hub-storage-class", "fast")
+    assert rc == 0, out
+    objs = {(d["kind"], d["metadata"]["name"]): d for d in yaml.safe_load_all(out) if d}
+    hub = objs[("Deployment", "taugrid-hub")]
+    assert hub["spec"]["strategy"] == {"type": "Recreate"}
+    (container,) = hub["spec"]["template"]["spec"]["containers"]
+    cmd = container["command"]
+    assert cmd[cmd.index("--host") + 1] == "$(POD_IP)" and cmd[cmd.index("--port") + 1] == "8123"
+    assert container["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": 8123}
+    mounts = {m["name"]: m for m in container["volumeMounts"]}
+    assert mounts["home"]["readOnly"] is False and mounts["tokens"]["readOnly"] is True
+    claim = objs[("PersistentVolumeClaim", "taugrid-hub-data")]
+    assert claim["spec"]["storageClassName"] == "fast"
+    service = objs[("Service", "taugrid-hub")]
+    assert service["spec"]["ports"][0]["targetPort"] == 8123
+    agent = objs[("Deployment", "taugrid-agent")]["spec"]["template"]["spec"]["containers"][0]
+    url = agent["command"][agent["command"].index("--hub") + 1]
+    assert url == f"http://taugrid-hub.taugrid-system.svc:{service['spec']['ports'][0]['port']}"
+    assert not any(k == "Secret" for k, _ in objs)
+
+
+def test_a_hub_on_its_own_database_needs_with_hub_and_records_off_its_disk(
+    tmp_path: Path,
+) -> None:
+    _, platform = _files(tmp_path)
+    secret = ["--hub-database-secret", "hub-db", "-f", str(platform)]
+    rc, out = _install(tmp_path, *secret, "--cluster", kube_region.CLUSTER)
+    assert rc == 2 and "add --with-hub" in out, out
+    rc, out = _install(tmp_path, "--with-hub", *secret, "--cluster", kube_region.CLUSTER)
+    assert rc == 2 and "keeps run records on the hub's disk" in out, out
+    assert "records: {url: s3://" in out  # the fix
+
+
+def test_a_hub_on_its_own_database_reads_its_url_and_key_from_secrets_and_has_no_claim(
+    tmp_path: Path,
+) -> None:
+    """``--hub-database-secret``: no PersistentVolumeClaim (the hub's home is its pod's
+    scratch), the database URL from the platform engineer's Secret and the secrets key from
+    the one install makes, as environment; nothing of either printed."""
+    _, platform = _files(tmp_path)
+    platform.write_text(platform.read_text() + "records: {url: s3://runs/p}\n")
+    args = ["--dry-run", "--with-hub", "-f", str(platform), "--cluster", kube_region.CLUSTER]
+    rc, out = _install(tmp_path, *args, "--hub-database-secret", "hub-db")
+    assert rc == 0, out
+    objs = {(d["kind"], d["metadata"]["name"]): d for d in yaml.safe_load_all(out) if d}
+    assert not any(kind == "PersistentVolumeClaim" for kind, _ in objs)
+    pod = objs[("Deployment", "taugrid-hub")]["spec"]["template"]["spec"]
+    assert {"name": "home", "emptyDir": {}} in pod["volumes"]
+    env = {
+        e["name"]: e.get("valueFrom", {}).get("secretKeyRef") for e in pod["containers"][0]["env"]
+    }
+    assert env["TAU_DATABASE_URL"] == {"name": "hub-db", "key": "url"}
+    assert env["TAU_SECRETS_KEY"] == {"name": "taugrid-hub-secrets-key", "key": "key"}

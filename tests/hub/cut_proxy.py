@@ -1,6 +1,7 @@
 """A TCP forwarder a test can cut: the network seam for "X cannot reach Y" (a region
 that loses its object store or its hub) while both sides keep running. The Kubernetes
-tier also uses it as kube-proxy for the ``kubernetes`` Service (``tests/k8s/controlplane``)."""
+tier also uses it as kube-proxy for the ``kubernetes`` Service (``tests/k8s/controlplane``)
+and to give its pods PostgreSQL's Unix socket over TCP (``tests/pg_schema``)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import threading
 class Proxy:
     """A TCP forwarder the test can cut (closes every connection, refuses new ones)."""
 
-    def __init__(self, ip: str, target: tuple[str, int], port: int = 0) -> None:
+    def __init__(self, ip: str, target: tuple[str, int] | str, port: int = 0) -> None:
+        """``target``: an address, or a Unix socket's path."""
         self.ip, self.target = ip, target
         self.sock = socket.create_server((ip, port))
         self.port = self.sock.getsockname()[1]
@@ -35,7 +37,7 @@ class Proxy:
                 client.close()
                 continue
             try:
-                upstream = socket.create_connection(self.target, timeout=10)
+                upstream = _connect(self.target)
             except OSError:  # the target is down (an API server restarting): refuse this one
                 client.close()
                 continue
@@ -63,3 +65,16 @@ class Proxy:
     def close(self) -> None:
         self.cut()
         self.sock.close()
+
+
+def _connect(target: tuple[str, int] | str) -> socket.socket:
+    if isinstance(target, tuple):
+        return socket.create_connection(target, timeout=10)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(10)
+    try:
+        sock.connect(target)
+    except OSError:
+        sock.close()
+        raise
+    return sock

@@ -5,6 +5,7 @@ minute per database."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
@@ -16,7 +17,7 @@ from hypothesis import HealthCheck, settings
 from taugrid.hub.core import context
 from taugrid.hub.server import app
 from taugrid.store import db
-from tests import conftest
+from tests import pg_schema
 from tests.hub.harness import HubServer, make_hub
 
 pytestmark = pytest.mark.slow
@@ -29,22 +30,18 @@ def fuzz_server(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[HubServer]:
     home: Path = tmp_path_factory.mktemp("fuzz-hub")
-    schema = None
-    if request.param == "postgresql":
-        if not conftest.PG_URL:
-            pytest.skip("PostgreSQL not configured: set TAU_TEST_POSTGRES_URL")
-        engine, schema = conftest._pg_engine()
-    else:
-        engine = db.create_engine(f"sqlite:///{home / 'hub.db'}")
-    db.migrate(engine)
-    server = HubServer(make_hub(engine, home / "home")).start()
-    try:
+    with contextlib.ExitStack() as stack:
+        if request.param == "postgresql":
+            if not pg_schema.URL:
+                pytest.skip("PostgreSQL not configured: set TAU_TEST_POSTGRES_URL")
+            engine = db.create_engine(stack.enter_context(pg_schema.fresh()))
+        else:
+            engine = db.create_engine(f"sqlite:///{home / 'hub.db'}")
+        stack.callback(engine.dispose)
+        db.migrate(engine)
+        server = HubServer(make_hub(engine, home / "home")).start()
+        stack.callback(server.stop)
         yield server
-    finally:
-        server.stop()
-        engine.dispose()
-        if schema is not None:
-            conftest._drop_pg(schema)
 
 
 def _openapi() -> dict[str, Any]:

@@ -185,3 +185,30 @@ def test_a_hub_tick_binds_the_nodes_the_simulator_binds(engine: sa.Engine, tmp_p
         (attempt,) = hub.runs.attempts_for_run(ids[d.run_id])
         assert attempt["cluster_id"] == d.cluster_id, d.run_id
         assert attempt["placement"]["nodes"] == list(d.nodes), d.run_id
+
+
+def test_a_run_waiting_for_capacity_is_written_once(engine: sa.Engine, tmp_path: Path) -> None:
+    """Two 4-GPU nodes are free: the third 4-GPU run waits, and the ticks after the one
+    that told it so write nothing of it again (its reason, its phase, its events)."""
+    (tmp_path / "platform.yaml").write_text(PLATFORM)
+    hub = make_hub(engine, tmp_path / "home", tmp_path / "platform.yaml")
+    for c in COST:
+        agents.register(hub, wire.AgentRegister(cluster_id=c, region=c))
+        agents.sync(hub, c, wire.AgentSync.model_validate({"report": report(c)}))
+    ids = [
+        runs.submit(hub, wire.SubmitRequest(tau_yaml=RUN.format(name=f"w{i}", gpus=4)), "admin")[
+            "id"
+        ]
+        for i in range(3)
+    ]
+    policy = cycle.policy_from(hub.platform.scheduling)
+    scheduler.tick(hub, policy)
+    told = hub.runs.get_run(ids[2])
+    assert told is not None and told["reason"].startswith("waiting for capacity"), told
+    events = hub.runs.events(ids[2])
+    for _ in range(3):
+        decisions = scheduler.tick(hub, policy)
+        assert [d.run_id for d in decisions] == [ids[2]]
+    again = hub.runs.get_run(ids[2])
+    assert again is not None and again["updated_at"] == told["updated_at"]
+    assert hub.runs.events(ids[2]) == events

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -46,6 +47,21 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[controlp
     with controlplane.ControlPlane(bindir=bindir, workdir=work) as cp:
         yield cp
     assert cp.alive() == [], "control-plane processes left running after stop"
+
+
+@pytest.fixture(scope="session")
+def helm() -> Path:
+    """The helm binary ``k8s/build.sh helm`` built (skipped, saying how, when absent)."""
+    out = subprocess.run(
+        [str(controlplane.BUILD_SCRIPT), "--print-bin", "helm"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    binary = Path(out.stdout.strip()) / "helm"
+    if not binary.is_file():
+        pytest.skip(f"helm not built in {binary.parent}; run `k8s/build.sh helm` (make k8s-build)")
+    return binary
 
 
 @pytest.fixture(scope="session")

@@ -17,7 +17,7 @@ import yaml
 from taugrid.backends.kube import kube_api
 from taugrid.render import cluster
 from tests.cli import platform_env
-from tests.k8s import controlplane
+from tests.k8s import controlplane, kube_region
 
 pytestmark = pytest.mark.k8s
 
@@ -27,23 +27,17 @@ CUSTOM = {
     "hubUrl": "https://hub.example:8443",
     "cluster": "gke-west",
 }
+POD_VALUES: dict[str, Any] = {
+    "hostNetwork": True,
+    "tolerations": [
+        {"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}
+    ],
+    "nodeSelector": {"pool": "system"},
+}
 
 
-@pytest.fixture(scope="module")
-def helm() -> Path:
-    out = subprocess.run(
-        [str(controlplane.BUILD_SCRIPT), "--print-bin", "helm"],
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    binary = Path(out.stdout.strip()) / "helm"
-    if not binary.is_file():
-        pytest.skip(f"helm not built in {binary.parent}; run `k8s/build.sh helm` (make k8s-build)")
-    return binary
-
-
-def _run(args: list[str], tmp: Path) -> str:
+def run_helm(args: list[str], tmp: Path) -> str:
+    """``args`` (helm or tau) with helm's homes under ``tmp``; its stdout (asserted 0)."""
     env = {
         **os.environ,
         "TAU_HOME": str(tmp / "home"),
@@ -119,21 +113,21 @@ def _template(helm: Path, tmp: Path, *sets: str) -> dict[tuple[str, str], dict[s
     args = [str(helm), "template", "taugrid", str(CHART)]
     for s in sets:
         args += ["--set", s]
-    return _objects(_run(args, tmp))
+    return _objects(run_helm(args, tmp))
 
 
-def _tau_dry_run(tmp: Path, *flags: str) -> dict[tuple[str, str], dict[str, Any]]:
-    return _objects(_run([platform_env.TAU, "cluster", "install", "--dry-run", *flags], tmp))
+def _tau_dryrun_helm(tmp: Path, *flags: str) -> dict[tuple[str, str], dict[str, Any]]:
+    return _objects(run_helm([platform_env.TAU, "cluster", "install", "--dry-run", *flags], tmp))
 
 
 def test_helm_lint_passes(helm: Path, tmp_path: Path) -> None:
-    out = _run([str(helm), "lint", "--strict", str(CHART)], tmp_path)
+    out = run_helm([str(helm), "lint", "--strict", str(CHART)], tmp_path)
     assert "1 chart(s) linted, 0 chart(s) failed" in out
 
 
 def test_helm_template_defaults_equal_tau_cluster_install(helm: Path, tmp_path: Path) -> None:
     rendered = _template(helm, tmp_path)
-    expected = _tau_dry_run(tmp_path)
+    expected = _tau_dryrun_helm(tmp_path)
     assert sorted(rendered) == sorted(expected)
     assert ("Namespace", "taugrid-system") in rendered
     assert ("ClusterRole", "taugrid-agent") in rendered
@@ -143,7 +137,7 @@ def test_helm_template_defaults_equal_tau_cluster_install(helm: Path, tmp_path: 
 
 def test_helm_values_equal_tau_cluster_install_flags(helm: Path, tmp_path: Path) -> None:
     rendered = _template(helm, tmp_path, *(f"{k}={v}" for k, v in CUSTOM.items()))
-    expected = _tau_dry_run(
+    expected = _tau_dryrun_helm(
         tmp_path,
         "--image",
         CUSTOM["image"],
@@ -161,7 +155,7 @@ def test_helm_values_equal_tau_cluster_install_flags(helm: Path, tmp_path: Path)
 
 def test_create_namespace_false_leaves_the_namespace_out(helm: Path, tmp_path: Path) -> None:
     rendered = _template(helm, tmp_path, "createNamespace=false")
-    expected = _tau_dry_run(tmp_path)
+    expected = _tau_dryrun_helm(tmp_path)
     del expected[("Namespace", "taugrid-system")]
     assert rendered == expected
 
@@ -174,7 +168,7 @@ def test_helm_install_then_uninstall_on_a_fresh_control_plane(
     ours (gone, or terminating while Kubernetes finalizes it)."""
     with controlplane.ControlPlane(bindir=control_plane.bindir, workdir=tmp_path / "cp") as cp:
         kubeconfig = ["--kubeconfig", str(cp.kubeconfig)]
-        _run(
+        run_helm(
             [str(helm), "install", "taugrid", str(CHART), "--namespace", "default", *kubeconfig],
             tmp_path,
         )
@@ -189,7 +183,9 @@ def test_helm_install_then_uninstall_on_a_fresh_control_plane(
         assert "ok    TauGrid: CRDs served (tauclusters, tauworkspaces" in out, out
         assert "ok    TauGrid: ClusterRole taugrid-agent bound" in out, out
         assert "ok    TauGrid: ClusterRole taugrid-operator bound" in out, out
-        _run([str(helm), "uninstall", "taugrid", "--namespace", "default", *kubeconfig], tmp_path)
+        run_helm(
+            [str(helm), "uninstall", "taugrid", "--namespace", "default", *kubeconfig], tmp_path
+        )
         api = kube_api.KubeApi(str(cp.kubeconfig), None)
         try:
             keys = [
@@ -200,3 +196,28 @@ def test_helm_install_then_uninstall_on_a_fresh_control_plane(
         finally:
             api.close()
     assert cp.alive() == []
+
+
+def test_helm_pod_values_equal_the_platform_files_pod_settings(helm: Path, tmp_path: Path) -> None:
+    """The chart's ``hostNetwork``, ``tolerations`` and ``nodeSelector`` render what
+    ``tau cluster install -f platform.yaml`` puts on the operator's and agent's pods from
+    the cluster's ``pods:`` settings."""
+    platform = tmp_path / "platform.yaml"
+    platform.write_text(kube_region.platform_yaml(tmp_path / "kubeconfig"))
+    pods = (
+        "        pods: {host_network: true, tolerations: [{key: dedicated, value: gpu, "
+        "effect: NoSchedule}], node_selector: {pool: system}}\n"
+    )
+    text = platform.read_text().replace(
+        "        backend: kubernetes\n", "        backend: kubernetes\n" + pods
+    )
+    platform.write_text(text)
+    values = tmp_path / "values.yaml"
+    values.write_text(yaml.safe_dump(POD_VALUES | {"cluster": kube_region.CLUSTER}))
+    rendered = _objects(
+        run_helm([str(helm), "template", "taugrid", str(CHART), "-f", str(values)], tmp_path)
+    )
+    expected = _tau_dryrun_helm(tmp_path, "-f", str(platform), "--cluster", kube_region.CLUSTER)
+    assert rendered == expected
+    operator = rendered[("Deployment", "taugrid-operator")]["spec"]["template"]["spec"]
+    assert operator["hostNetwork"] is True and operator["nodeSelector"] == {"pool": "system"}

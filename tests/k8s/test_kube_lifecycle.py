@@ -1,7 +1,8 @@
 """The rest of a run's life on a ``backend: kubernetes`` region, through a real hub and
-agent on the test control plane: a RayJob that finishes, Kueue preemption and the
-requeue from a checkpoint, unhealthy nodes (a taint from outside, a mark from the hub)
-and an agent whose credentials lack rights.
+agent on the test control plane: Kueue preemption and the requeue from a checkpoint of a
+RayJob, unhealthy nodes (a taint from outside, a mark from the hub) and an agent whose
+credentials lack rights. (A RayJob that finishes and is released runs for real on the
+real node: ``test_rayjob_in_pods.py``.)
 
 Pods on kwok run no containers, so where a Ray job has to end, or to write a
 checkpoint, the test does it the way KubeRay or the job would and the test's name says
@@ -34,37 +35,6 @@ def _cancel(server: harness.HubServer, run_id: str) -> None:
     """Cancel (after a failed assertion, so that later tests find the GPUs free)."""
     with server.http() as c:
         c.post(f"/v1/runs/{run_id}/cancel", json={})
-
-
-def test_a_rayjob_the_test_marks_succeeded_as_kuberay_would_completes_and_is_released(
-    hub: tuple[harness.HubServer, kube_region.KubeAgent], kube: client.ApiClient
-) -> None:
-    server, _ = hub
-    run_id = kube_region.submit(server, kube_region.tau_yaml("finishes", gpus=1))
-    kube_region.wait_bound(server, run_id)
-    wl = kube_region.workload(kube, run_id)
-    assert wl is not None and "admission" in wl["status"]
-    kube_region.succeed_as_kuberay_would(kube, run_id)
-    with server.http() as c:
-        run = kube_region.wait(
-            "completed and released",
-            c,
-            run_id,
-            lambda r: (
-                r["state"] == "succeeded" and kube_region.phase(r, "released")["status"] == "done"
-            ),
-        )
-    assert kube_region.phase(run, "completed")["status"] == "done"
-    # both release lines on the cluster: no Workload of it holds quota, no pod is left
-    left = kube_region.workload(kube, run_id)
-    assert left is None or _finished(left)
-    assert kube_region.run_pods(kube, run_id) == []
-    assert kube_region.rayjob(kube, run_id) is None  # deleted at release, not after KubeRay's TTL
-
-
-def _finished(wl: dict[str, Any]) -> bool:
-    conds = wl.get("status", {}).get("conditions") or []
-    return any(c["type"] == "Finished" and c["status"] == "True" for c in conds)
 
 
 def _high_priority_job(kube: client.ApiClient, gpus: int) -> None:

@@ -223,15 +223,16 @@ def test_an_api_server_that_goes_away_mid_run_makes_the_region_unavailable_and_t
         controlplane.wait_until(
             "the region back", lambda: _cluster_row(server).get("state") not in ("unavailable",)
         )
-        # the same attempt carries on: it ends as KubeRay reports it, and is released
-        kube_region.succeed_as_kuberay_would(kube, run_id)
+        # the same attempt carries on, still the agent's: a cancel now reaches its RayJob
+        # and releases it (a RayJob that finishes for real: test_rayjob_in_pods.py)
         with server.http() as c:
+            assert c.post(f"/v1/runs/{run_id}/cancel", json={}).status_code == 200
             run = kube_region.wait(
-                "completed and released after the outage",
+                "cancelled and released after the outage",
                 c,
                 run_id,
                 lambda r: (
-                    r["state"] == "succeeded"
+                    r["state"] == "cancelled"
                     and kube_region.phase(r, "released")["status"] == "done"
                 ),
             )

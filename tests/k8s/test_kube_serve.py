@@ -47,8 +47,10 @@ serve:
 
 
 def _trained_run(server: harness.HubServer, kube: client.ApiClient) -> str:
-    """A run that finished (KubeRay's status written by the test, as in the lifecycle
-    tests) with the model it saved in its record (the job on kwok runs no code)."""
+    """A finished source run with a model in its record, set up as KubeRay and the job
+    would leave it (kwok runs no code): this module's subject is a two-replica
+    RayService's objects, queueing and deletion on kwok's GPU nodes; a model trained in
+    a pod and served from pods runs for real in ``test_serve_in_pods.py``."""
     run_id = kube_region.submit(server, kube_region.tau_yaml("train-digits", gpus=1))
     kube_region.wait_bound(server, run_id)
     kube_region.succeed_as_kuberay_would(kube, run_id)

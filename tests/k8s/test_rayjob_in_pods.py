@@ -24,6 +24,12 @@ init container (``podsync --prepare``) unpacks it from the record into the pod's
 on the Ray processes' ``PYTHONPATH``; a Ray job submitted to the cluster's dashboard
 imports the run's module from there.
 
+When the RayJob's pods are deleted (a reclaim notice on the node), the driver gets its
+notice from the Ray containers' preStop hook and its checkpoint is stored before Ray stops.
+
+A RayJob on an image that pulls but cannot run Ray (the tier's busybox) crash-loops; the
+run fails with the kubelet's ``CrashLoopBackOff`` and the container's exit.
+
 GPUs are emulated: ``nvidia.com/gpu`` is an extended resource of the real node.
 """
 
@@ -39,7 +45,7 @@ from kubernetes import client
 from taugrid.render import naming
 from tests import weed_s3 as ws
 from tests.hub import region as rg
-from tests.k8s import controlplane, kube_region, pod_region, realnode
+from tests.k8s import controlplane, kube_region, oci, pod_region, realnode, registry
 
 pytestmark = [pytest.mark.k8s, pytest.mark.timeout(900), pytest.mark.usefixtures("kuberay")]
 
@@ -77,6 +83,49 @@ def test_a_rayjob_runs_on_ray_in_pods_resumes_and_its_outputs_come_back(
     # RayJob's submitter to print the job's last lines before deleting it
     pod_region.check_crash_and_resume(done, metrics, log, weed_s3.filesystem(), base)
     assert seen == {"head": realnode.NAME, "worker": realnode.NAME}, seen
+    _check_released(server, run["id"], kube)
+
+
+def test_a_rayjobs_driver_gets_the_notice_when_its_pods_are_deleted(
+    region: pod_region.PodRegion, weed_s3: ws.WeedS3, kube: client.ApiClient
+) -> None:
+    """The node tainted for termination (a spot reclaim): the agent deletes the RayJob.
+    Its driver, the wrapper Ray placed on the GPU worker, is not the pod's main process:
+    the Ray containers' preStop hook (``podsync --notice``) gives it the notice, the
+    quickstart checkpoints on it and the wrapper stores that checkpoint before Ray stops.
+    No checkpoint is periodic (every 100,000 steps): without the notice there is none."""
+    server, ref, prefix = region.server, region.ref, region.prefix
+    core = client.CoreV1Api(kube)
+    before = core.read_node(realnode.NAME).spec.taints or []
+    notice = client.V1Taint(key="cloud.google.com/impending-node-termination", effect="NoSchedule")
+    args = "--steps 100000 --checkpoint-every 100000 --step-sleep 0.2"
+    with server.http() as c:
+        run = rg.submit_run(c, pod_region.tau_yaml(ref, args, kind="rayjob"))
+
+        def stepping(r: dict[str, Any]) -> bool:
+            return r["state"] == "running" and bool(c.get(f"/v1/runs/{r['id']}/metrics").json())
+
+        rg.wait_run(c, run["id"], stepping, timeout=420)  # a Ray cluster in pods: minutes
+        core.patch_node(realnode.NAME, {"spec": {"taints": [*before, notice]}})
+        try:
+            reclaimed = rg.wait_run(
+                c, run["id"], lambda r: r["attempts"][0]["failure_kind"] == "reclaim", 240
+            )
+            base = f"{prefix}/{kube_region.WORKSPACE}/runs/{run['id']}"
+            fs = weed_s3.filesystem()
+            deadline = time.monotonic() + 120  # the wrapper stores it within the pod's grace
+            while not fs.exists(f"{base}/checkpoints/latest"):
+                assert time.monotonic() < deadline, (
+                    reclaimed["attempts"],
+                    _ray_pods(kube, run["id"]),
+                )
+                time.sleep(1)
+        finally:
+            core.patch_node(realnode.NAME, {"spec": {"taints": before}})
+            c.post(f"/v1/runs/{run['id']}/cancel", json={})
+    latest = fs.cat_file(f"{base}/checkpoints/latest").decode().strip()
+    marker = json.loads(fs.cat_file(f"{base}/checkpoints/{latest}/_CHECKPOINT.json"))
+    assert marker["attempt"] == 1 and int(latest.rsplit("-", 1)[1]) >= 1, marker
     _check_released(server, run["id"], kube)
 
 
@@ -152,3 +201,23 @@ def _submit(jobs: Any, entrypoint: str) -> str:
             if "No available agent" not in str(exc) or time.monotonic() > deadline:
                 raise
             time.sleep(2)
+
+
+def test_an_image_without_ray_crash_loops_and_fails_the_run_with_the_kubelets_reason(
+    region: pod_region.PodRegion, images: registry.Registry
+) -> None:
+    """``runtime.image`` names an image that pulls but cannot run Ray (the tier's busybox:
+    no ``bash``, ``python`` or ``ray``): the kubelet restarts the Ray head's container and
+    backs off; once it has looped ``kubernetes.CRASH_RESTARTS`` times the run fails with the
+    kubelet's ``CrashLoopBackOff``, the pod and container, and how it last exited,
+    instead of a phase that never moves."""
+    ref = images.push(oci.archives()[1], "taugrid/no-ray:test")
+    with region.server.http() as c:
+        run = rg.submit_run(c, pod_region.tau_yaml(ref, "--steps 5", kind="rayjob"))
+        done = rg.wait_run(c, run["id"], rg.finished, timeout=360)
+    reason = done["reason"]
+    assert done["state"] == "failed", (done["state"], reason)
+    assert "CrashLoopBackOff" in reason and f"pod {kube_region.WORKSPACE}/" in reason, reason
+    # KubeRay starts Ray with /bin/bash, which busybox lacks: runc's own words come back
+    assert "it exited with code 128 (StartError)" in reason, reason
+    assert '"/bin/bash": stat /bin/bash: no such file or directory' in reason, reason

@@ -49,6 +49,9 @@ def test_values_are_the_install_flags_with_their_defaults() -> None:
         "hubUrl": "http://taugrid-hub.taugrid-system.svc:8000",
         "cluster": "kubernetes",
         "createNamespace": True,
+        "hostNetwork": False,  # the cluster's pods: settings, none by default
+        "tolerations": [],
+        "nodeSelector": {},
     }
     agent = chart.files()["templates/deployment-taugrid-agent.yaml"]
     assert "- {{ .Values.hubUrl | quote }}" in agent

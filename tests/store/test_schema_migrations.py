@@ -6,11 +6,13 @@ names, nullability, primary keys and indexes, on SQLite and (when configured) Po
 
 from __future__ import annotations
 
+import json
+import time
 from typing import Any
 
 import sqlalchemy as sa
 
-from taugrid.store import schema
+from taugrid.store import db, runs, schema
 
 _ALEMBIC = "alembic_version"
 
@@ -70,3 +72,39 @@ def test_every_table_matches_schema_py(engine: sa.Engine) -> None:
         if declared != migrated:
             mismatched[table.name] = {"schema.py": declared, "migrated": migrated}
     assert mismatched == {}
+
+
+def test_placement_verdicts_move_to_their_own_column(empty_engine: sa.Engine) -> None:
+    """Migration 0021: an attempt placed before it keeps its verdicts, read by
+    explain-placement from the new column, and its placement no longer carries them."""
+    db.migrate(empty_engine, revision="0020")
+    verdicts = [{"cluster_id": "c1", "ok": True, "total": 0.5}]
+    now = time.time()
+    with empty_engine.begin() as c:
+        c.execute(
+            schema.runs.insert().values(
+                id="r-1",
+                name="r",
+                workspace="w",
+                team="t",
+                state="running",
+                spec={},
+                config_yaml="",
+                created_at=now,
+                updated_at=now,
+                not_before=0.0,
+            )
+        )
+        c.execute(
+            sa.text(
+                "INSERT INTO attempts (run_id, number, cluster_id, state, revoked, released, "
+                "reason, nodes, placement, spans, created_at) VALUES ('r-1', 1, 'c1', "
+                "'running', false, false, '', '[]', :p, false, :now)"
+            ),
+            {"p": json.dumps({"cluster": "c1", "verdicts": verdicts}), "now": now},
+        )
+    db.migrate(empty_engine)
+    store = runs.RunStore(empty_engine)
+    (attempt,) = store.attempts_for_run("r-1")
+    assert attempt["placement"] == {"cluster": "c1"} and "verdicts" not in attempt
+    assert store.attempt_verdicts(attempt["token"]) == verdicts

@@ -128,6 +128,12 @@ class PodAttempt(_Value):
         description="The wrapper's argv that only fetches the code (and a serving run's "
         "model) into the scratch volume: a serving pod's init container.",
     )
+    notice: tuple[str, ...] = pydantic.Field(
+        default=(),
+        description="The wrapper's argv that gives the wrappers running in its container "
+        "their notice and waits for them: the preStop hook of a Ray pod, where the "
+        "wrapper is a Ray job's driver rather than the pod's main process.",
+    )
     model_path: str | None = pydantic.Field(
         default=None,
         description="A serving run's model inside the scratch volume, where the wrapper's "

@@ -3,7 +3,10 @@
 - ``tau cluster install --kubeconfig FILE [--context C] [--dry-run] [--image I]
   [--hub-url U] [--cluster NAME]``: the TauGrid CRDs, ``taugrid-system``, the operator's
   and agent's ServiceAccounts, ClusterRoles (``taugrid-agent`` included) and bindings,
-  and their Deployments (``--dry-run``: print them as YAML, touch nothing);
+  and their Deployments (``--dry-run``: print them as YAML, touch nothing); with
+  ``--with-hub -f platform.yaml`` the hub too (SQLite in a PVC), with tokens made here:
+  the agent's goes to the agent, the admin's to ``$TAU_HOME/installs/<cluster>.admin-token``
+  for ``tau login``;
 - ``tau cluster uninstall --kubeconfig FILE``: deletes them all (and so every Tau object);
 - ``tau cluster validate installation|nodes --kubeconfig FILE``: one line per check,
   ``ok`` / ``warn`` / ``FAIL`` with how to fix; exit 1 when any check fails.
@@ -32,7 +35,7 @@ from taugrid.cli import app, views
 if TYPE_CHECKING:
     from taugrid.operator import install
     from taugrid.platform import models as pm
-    from taugrid.render.cluster import AgentCredentials
+    from taugrid.render.cluster import AgentCredentials, HubTokens
 
 __all__ = [
     "DEFAULT_HUB_URL",
@@ -77,37 +80,147 @@ def install_command(
     platform: pathlib.Path | None = typer.Option(
         None, "--platform", "-f", help="The platform file the agent reads (platform.yaml)."
     ),
+    with_hub: bool = typer.Option(
+        False, "--with-hub", help="Run the hub in the cluster too (SQLite in a PVC)."
+    ),
+    hub_port: int = typer.Option(8000, help="--with-hub: the port the hub's pod listens on."),
+    hub_storage_class: str | None = typer.Option(
+        None, help="--with-hub: the StorageClass of the hub's PVC (default: the cluster's)."
+    ),
+    hub_database_secret: str | None = typer.Option(
+        None,
+        help="--with-hub: the hub's database is PostgreSQL at the URL in this Secret's "
+        "'url' key (in taugrid-system, made by you); no PVC then.",
+    ),
 ) -> None:
     """Install TauGrid's CRDs, operator, agent and their RBAC on a cluster."""
     from taugrid.operator import install
     from taugrid.render import cluster as cluster_render
     from taugrid.render import plan
 
-    credentials = None if dry_run else _agent_credentials(agent_token_file, platform)
+    if with_hub:
+        _check_with_hub(agent_token_file, platform, hub_database_secret)
+    elif hub_database_secret is not None:
+        raise errors.UserError(
+            "--hub-database-secret is the database of the hub --with-hub installs",
+            hint="add --with-hub, or drop --hub-database-secret",
+        )
+    # checked before the cluster is contacted; with the hub, its tokens come from there
+    credentials = None if dry_run else _agent_credentials(agent_token_file, platform, with_hub)
     spec = _cluster_of(platform, cluster)
     opts = cluster_render.InstallOptions(image=image, hub_url=hub_url, cluster=cluster)
     if spec is not None:  # the cluster's pod settings apply to TauGrid's own pods too
         opts = dataclasses.replace(opts, pods=spec.pods)
+    if with_hub:
+        hub = cluster_render.HubInstall(
+            port=hub_port, storage_class=hub_storage_class, database_secret=hub_database_secret
+        )
+        opts = dataclasses.replace(opts, hub=hub)
     if dry_run:
         sys.stdout.write(plan.to_yaml(cluster_render.install_objects(opts)))
         return
     api = _api(kubeconfig, context)
     try:
-        for line in install.install(api, opts, credentials=credentials):
+        tokens = None
+        if with_hub:
+            if hub_database_secret is not None:
+                install.check_database_secret(api, hub_database_secret)
+            tokens = install.hub_tokens(api, cluster, _saved_key(cluster))
+        if tokens is not None and credentials is not None:
+            credentials = dataclasses.replace(credentials, token=tokens.agent)
+        for line in install.install(api, opts, credentials=credentials, tokens=tokens):
             typer.echo(f"applied {line}")
     finally:
         api.close()
     typer.echo(f"installed on {api.server}; check with: tau cluster validate installation")
+    if tokens is not None:
+        _save_installed(tokens, cluster)
+
+
+def _check_with_hub(
+    token_file: pathlib.Path | None, platform: pathlib.Path | None, database_secret: str | None
+) -> None:
+    """``--with-hub`` makes the agent's token and needs the platform file (the hub's); on
+    a database of its own the hub keeps nothing on disk, so the records must be in an
+    object store."""
+    if token_file is not None:
+        raise errors.UserError(
+            "--with-hub makes the agent's token itself: --agent-token-file is for a hub "
+            "outside the cluster",
+            hint="drop --agent-token-file",
+        )
+    if platform is None:
+        raise errors.UserError(
+            "--with-hub needs the platform file: the hub and the agent both read it",
+            hint="pass -f platform.yaml",
+        )
+    if database_secret is not None:
+        _check_records_off_disk(platform)
+
+
+def _record_stores(platform: pathlib.Path) -> list[pm.RecordStoreSpec]:
+    """Every record store ``platform`` names (``RecordStoreSpec``): the platform's and
+    each workspace's own."""
+    from taugrid.platform import load as platform_load
+
+    spec = platform_load.load_platform(platform)
+    return [spec.records, *(w.records for w in spec.workspaces if w.records is not None)]
+
+
+def _check_records_off_disk(platform: pathlib.Path) -> None:
+    if not all(r.in_object_store for r in _record_stores(platform)):
+        raise errors.UserError(
+            f"{platform} keeps run records on the hub's disk, and a hub on "
+            "--hub-database-secret has none that outlives its pod",
+            hint="put the records in an object store (records: {url: s3://BUCKET/PREFIX}) "
+            "or drop --hub-database-secret (the hub then keeps SQLite and records in a PVC)",
+        )
+
+
+def _saved_key(cluster: str) -> str | None:
+    from taugrid import home
+    from taugrid.sdk.client import client
+
+    path = home.installed_secrets_key(client.tau_home(), cluster)
+    return path.read_text().strip() if path.exists() else None
+
+
+def _save_installed(tokens: HubTokens, cluster: str) -> None:
+    """The admin token and the secrets key of the hub just installed, saved 0600 where
+    ``tau login`` and a reinstall find them (never printed)."""
+    from taugrid import home, private
+    from taugrid.render import naming
+    from taugrid.sdk.client import client
+
+    tau_home, ns, svc = client.tau_home(), naming.AGENT_NAMESPACE, naming.HUB_NAME
+    path = private.write(home.installed_admin_token(tau_home, cluster), tokens.admin)
+    key = private.write(home.installed_secrets_key(tau_home, cluster), tokens.secrets_key)
+    typer.echo(
+        f"the hub's admin token: {path} (0600; also in Secret {ns}/{naming.HUB_TOKENS_SECRET})"
+    )
+    typer.echo(
+        f"the hub's secrets key: {key} (0600; also in Secret "
+        f"{ns}/{naming.HUB_SECRETS_KEY_SECRET}); a reinstall reuses it"
+    )
+    typer.echo(
+        f"reach the hub (Service {ns}/{svc}, e.g. kubectl -n {ns} port-forward svc/{svc} "
+        f'8000), then: tau login --hub http://127.0.0.1:8000 --token "$(cat {path})"'
+    )
 
 
 def _agent_credentials(
-    token_file: pathlib.Path | None, platform: pathlib.Path | None
+    token_file: pathlib.Path | None, platform: pathlib.Path | None, with_hub: bool = False
 ) -> AgentCredentials | None:
     """The agent's Secrets and ConfigMap, checked before anything is applied: token and
-    platform both or neither, the token readable, the record store's credentials in
-    this environment (``_records_env``)."""
+    platform both or neither (``--with-hub``: the platform alone, the token left empty
+    for the hub's), the token readable, the record store's credentials in this
+    environment (``_records_env``)."""
+    from taugrid.render import cluster as cluster_render
+
     if token_file is None and platform is None:
         return None
+    if token_file is None and platform is not None and with_hub:
+        return cluster_render.AgentCredentials("", platform.read_text(), _records_env(platform))
     if token_file is None or platform is None:
         raise errors.UserError(
             "--agent-token-file and --platform go together: the agent needs both",
@@ -121,8 +234,6 @@ def _agent_credentials(
             f"cannot read {token_file}: {exc.strerror}",
             hint="the hub writes each agent's token to its $TAU_HOME/agents/<cluster>.token",
         ) from None
-    from taugrid.render import cluster as cluster_render
-
     return cluster_render.AgentCredentials(token, platform.read_text(), _records_env(platform))
 
 
@@ -130,12 +241,9 @@ def _records_env(platform: pathlib.Path) -> dict[str, str]:
     """The object stores' credentials the platform's ``records`` name (variable →
     value), from the environment ``tau cluster install`` runs in: the installed agent
     and its pods read the same variables."""
-    from taugrid.platform import load as platform_load
     from taugrid.render import naming
 
-    spec = platform_load.load_platform(platform)
-    stores = [spec.records, *(w.records for w in spec.workspaces if w.records is not None)]
-    s3 = [r for r in stores if (r.url or "").startswith("s3://")]
+    s3 = [r for r in _record_stores(platform) if r.in_object_store]
     names = sorted({n for r in s3 for n in (r.access_key_env, r.secret_key_env)})
     missing = [n for n in names if not os.environ.get(n)]
     if missing:

@@ -63,10 +63,10 @@ def set_cmd(
     scope = _scope(c, workspace, platform)
     row = sdk.put(c, scope, name, _stdin(sdk.parse_pairs(pairs)))
     if output == "json":
-        views.emit_json(row)
+        views.emit_json(row.model_dump())
         return
     where = "the platform" if scope is None else f"workspace {scope}"
-    views.console.print(f"secret [bold]{name}[/] set in {where} (keys: {', '.join(row['keys'])})")
+    views.console.print(f"secret [bold]{name}[/] set in {where} (keys: {', '.join(row.keys)})")
 
 
 @secret_app.command("list")
@@ -80,16 +80,16 @@ def list_cmd(
     c = _client()
     rows = sdk.listing(c, _scope(c, workspace, platform))
     if output == "json":
-        views.emit_json(rows)
+        views.emit_json([r.model_dump() for r in rows])
         return
     cols = ["NAME", "SCOPE", "KEYS", "UPDATED", "BY"]
     data = [
         (
-            r["name"],
-            "platform" if r["scope"] == SECRETS_PLATFORM_SCOPE else r["scope"],
-            ", ".join(r["keys"]),
-            time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r["updated_at"])),
-            r["updated_by"],
+            r.name,
+            "platform" if r.scope == SECRETS_PLATFORM_SCOPE else r.scope,
+            ", ".join(r.keys),
+            time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.updated_at)),
+            r.updated_by,
         )
         for r in rows
     ]

@@ -2,7 +2,10 @@
 checks a platform team runs before trusting it.
 
 ``install`` applies ``render.cluster.install_objects`` by server-side apply (field
-manager ``taugrid-operator``) and waits until the CRDs are Established; ``uninstall``
+manager ``taugrid-operator``), the credentials before the Deployments that mount them,
+and waits until the CRDs are Established; ``hub_tokens`` reuses the tokens and the
+secrets key of an earlier ``--with-hub`` install (the hub adopted them) or makes new ones;
+``check_database_secret`` refuses a database Secret the hub could not read; ``uninstall``
 deletes the same objects (everything labelled ``app.kubernetes.io/part-of=taugrid``),
 newest first, and waits until they are gone. Deleting the CRDs deletes every Tau object
 and, through their owner references, what the operator made for them.
@@ -16,10 +19,13 @@ their GPU model; the DCGM exporter and node-problem-detector seen or reported mi
 
 from __future__ import annotations
 
+import base64
 import dataclasses
+import os
 import time
 from typing import Any
 
+from taugrid import errors, home, private
 from taugrid.backends import errors as berr
 from taugrid.backends.kube import kube_api
 from taugrid.render import cluster, naming
@@ -28,6 +34,8 @@ __all__ = [
     "Api",
     "Finding",
     "api",
+    "check_database_secret",
+    "hub_tokens",
     "install",
     "uninstall",
     "validate_installation",
@@ -74,18 +82,60 @@ def _established(api: kube_api.KubeApi, name: str) -> bool:
     return any(c.get("type") == "Established" and c.get("status") == "True" for c in conds)
 
 
+def hub_tokens(
+    api: kube_api.KubeApi, cluster_name: str, saved_key: str | None = None
+) -> cluster.HubTokens:
+    """The tokens of the hub an earlier ``--with-hub`` install left on this cluster (it
+    adopted them; new ones would lock out whoever holds them), else new ones; its
+    secrets key likewise, else ``saved_key`` (what an install saved before an uninstall:
+    a database outside the cluster still holds secrets sealed with it), else a new one."""
+    secret = api.get("Secret", naming.HUB_TOKENS_SECRET, naming.AGENT_NAMESPACE) or {}
+    data = {k: base64.b64decode(v).decode() for k, v in (secret.get("data") or {}).items()}
+    key = api.get("Secret", naming.HUB_SECRETS_KEY_SECRET, naming.AGENT_NAMESPACE) or {}
+    sealing = (key.get("data") or {}).get(cluster.HUB_SECRETS_KEY_KEY)
+    return cluster.HubTokens(
+        admin=data.get(home.TOKENS_ADMIN) or private.new_token(),
+        agent=data.get(home.tokens_agent(cluster_name)) or private.new_token(),
+        secrets_key=base64.b64decode(sealing).decode() if sealing else saved_key or _new_key(),
+    )
+
+
+def check_database_secret(api: kube_api.KubeApi, name: str) -> None:
+    """Refuse ``--hub-database-secret`` naming a Secret the hub's pod could not read its
+    database URL from (it would wait in ``CreateContainerConfigError``)."""
+    ns, key = naming.AGENT_NAMESPACE, naming.HUB_DATABASE_URL_KEY
+    secret = api.get("Secret", name, ns)
+    if secret is None or not (secret.get("data") or {}).get(key):
+        what = "no Secret" if secret is None else "a Secret without the key " + repr(key)
+        raise errors.UserError(
+            f"--hub-database-secret {name}: there is {what} {ns}/{name} on {api.server}",
+            hint=f"kubectl create namespace {ns}; kubectl -n {ns} create secret generic "
+            f"{name} --from-literal={key}=postgresql+psycopg://USER:PASSWORD@HOST:5432/DB",
+        )
+
+
+def _new_key() -> str:
+    """32 random bytes, URL-safe base64: what the hub's vault takes."""
+    return base64.urlsafe_b64encode(os.urandom(32)).decode()
+
+
 def install(
     api: kube_api.KubeApi,
     opts: cluster.InstallOptions,
     timeout_s: float = 60,
     credentials: cluster.AgentCredentials | None = None,
+    tokens: cluster.HubTokens | None = None,
 ) -> list[str]:
     """Applies every object (and, given ``credentials``, the Secrets and ConfigMap the
-    agent mounts); returns ``Kind name`` of each once the CRDs are served."""
+    agent mounts; given ``tokens``, the Secret the hub adopts); returns ``Kind name`` of
+    each once the CRDs are served."""
     done = []
     objs = cluster.install_objects(opts)
-    if credentials is not None:
-        objs[-1:-1] = cluster.agent_credentials(credentials)  # before the agent starts
+    secrets = [] if credentials is None else cluster.agent_credentials(credentials)
+    if tokens is not None:
+        secrets += cluster.hub_tokens(tokens, opts.cluster)
+    first = next(i for i, o in enumerate(objs) if o["kind"] == "Deployment")
+    objs[first:first] = secrets  # before the pods that mount them start
     for obj in objs:
         api.apply(obj)
         done.append(f"{obj['kind']} {obj['metadata']['name']}")
@@ -106,8 +156,10 @@ def _key(obj: dict[str, Any]) -> tuple[str, str, str | None]:
 
 def uninstall(api: kube_api.KubeApi, timeout_s: float = 180) -> list[str]:
     """Deletes what ``install`` applies (newest first); returns what was there."""
-    objs = cluster.install_objects(cluster.InstallOptions())
-    objs[-1:-1] = cluster.agent_credentials(cluster.AgentCredentials("", ""))
+    opts = cluster.InstallOptions(hub=cluster.HubInstall())  # whatever install made
+    objs = cluster.install_objects(opts)
+    objs += cluster.agent_credentials(cluster.AgentCredentials("", ""))
+    objs += cluster.hub_tokens(cluster.HubTokens("", ""), opts.cluster)
     keys = [_key(o) for o in objs]
     deleted = [f"{k} {n}" for k, n, ns in reversed(keys) if api.delete(k, n, ns)]
     deadline = time.monotonic() + timeout_s

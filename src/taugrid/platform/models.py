@@ -240,6 +240,12 @@ class RecordStoreSpec(_Model):
             raise ValueError(f"records.url {v!r} names no bucket; use s3://bucket/prefix")
         return v
 
+    @property
+    def in_object_store(self) -> bool:
+        """Whether the records are in an object store (``s3://``), which processes on
+        other machines (pods) reach, rather than in a directory of this one."""
+        return (self.url or "").startswith("s3://")
+
 
 class WorkspaceDefaults(_Model):
     """Values a workspace fills in when tau.yaml leaves them unset."""

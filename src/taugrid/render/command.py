@@ -42,6 +42,7 @@ __all__ = [
     "DRIVER_CPUS",
     "LAUNCH_MODULE",
     "NODE_ID_LABEL",
+    "RAYLET_REGISTER_S",
     "RAY_NODE_ENV",
     "SERVE_DRIVER_MODULE",
     "SERVE_PORT_DEFAULT",
@@ -58,10 +59,12 @@ __all__ = [
 
 LAUNCH_MODULE = "taugrid.backends.programs.launch"
 NODE_ID_LABEL = "ray.io/node-id"  # Ray's built-in label of every node
-RAY_NODE_ENV = {"RAY_raylet_start_wait_time_s": "120"}
-"""The environment of every Ray node TauGrid starts (on this machine or in a pod): Ray
-gives a node's raylet 30 s to register by default, and on a busy small node it exits
-after that (its message says to raise this); a pod's head then crash-loops."""
+RAYLET_REGISTER_S = 120
+"""How long a Ray node TauGrid starts may take to register with its head: Ray gives a
+raylet 30 s by default, and on a busy small node it exits after that (its message says
+to raise this); a pod's head then crash-loops. Every wait for a started node allows it."""
+RAY_NODE_ENV = {"RAY_raylet_start_wait_time_s": str(RAYLET_REGISTER_S)}
+"""The environment of every Ray node TauGrid starts (on this machine or in a pod)."""
 SERVE_DRIVER_MODULE = "taugrid.backends.programs.serve_driver"
 SERVE_PORT_DEFAULT = 8000
 """Port of a cluster's Serve HTTP proxy unless the run's env sets ``TAU_SERVE_PORT``."""

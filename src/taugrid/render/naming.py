@@ -28,6 +28,11 @@ __all__ = [
     "DATA_MOUNT",
     "DEFAULT_FLAVOR",
     "GPU_RESOURCE",
+    "HUB_DATABASE_URL_KEY",
+    "HUB_DATA_CLAIM",
+    "HUB_NAME",
+    "HUB_SECRETS_KEY_SECRET",
+    "HUB_TOKENS_SECRET",
     "LABEL_MANAGED_BY",
     "LABEL_NAME",
     "LABEL_RUN_ID",
@@ -72,6 +77,20 @@ AGENT_TOKEN_SECRET = "taugrid-agent-token"
 """The Secret (key ``token``) holding the installed agent's hub token."""
 PLATFORM_CONFIGMAP = "taugrid-platform"
 """The ConfigMap (key ``platform.yaml``) holding the platform file the agent reads."""
+HUB_NAME = "taugrid-hub"
+"""``tau cluster install --with-hub``: the hub's Deployment, Service and ServiceAccount."""
+HUB_TOKENS_SECRET = "taugrid-hub-tokens"
+"""The Secret of the tokens the installed hub adopts (keys: ``home.TOKENS_ADMIN``,
+``home.tokens_agent(cluster)``)."""
+HUB_SECRETS_KEY_SECRET = "taugrid-hub-secrets-key"
+"""The Secret (key ``key``) of the installed hub's secrets key (``TAU_SECRETS_KEY``): the
+workspace secrets in its database are sealed with it."""
+HUB_DATABASE_URL_KEY = "url"
+"""The key of the platform engineer's Secret (``--hub-database-secret``) that holds the
+installed hub's database URL."""
+HUB_DATA_CLAIM = "taugrid-hub-data"
+"""The installed hub's PersistentVolumeClaim: its ``TAU_HOME`` (SQLite database, code
+archives, records kept on disk)."""
 AGENT_RECORDS_SECRET = "taugrid-agent-records"
 """The Secret whose keys are the installed agent's environment: the record store's
 credentials, by the variable names platform.yaml's ``records`` gives them."""

@@ -17,6 +17,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from taugrid import private
 from taugrid.store import schema as t
 
 __all__ = ["LOOKUP_TTL_S", "AuthStore", "hash_token"]
@@ -41,9 +42,13 @@ class AuthStore:
         self._revokes = 0
         """Counts revocations: a row read before one is not kept."""
 
-    def create_token(self, name: str, role: str, scope: Row) -> tuple[str, Row]:
-        """Create a token; returns (secret, row). The secret is not stored."""
-        secret = f"tau_{secrets.token_urlsafe(32)}"
+    def create_token(
+        self, name: str, role: str, scope: Row, secret: str | None = None
+    ) -> tuple[str, Row]:
+        """Create a token; returns (secret, row). The secret is not stored. ``secret``:
+        one made elsewhere (``private.new_token``, e.g. by ``tau cluster install --with-hub``)
+        instead of a new one."""
+        secret = secret or private.new_token()
         row = {
             "id": secrets.token_hex(8),
             "hash": hash_token(secret),
@@ -56,6 +61,12 @@ class AuthStore:
         with self.engine.begin() as c:
             c.execute(t.tokens.insert().values(**row))
         return secret, row
+
+    def ever_created(self, secret: str) -> bool:
+        """Whether a token with this secret was ever created, revoked ones included."""
+        q = sa.select(t.tokens.c.id).where(t.tokens.c.hash == hash_token(secret))
+        with self.engine.connect() as c:
+            return c.execute(q).first() is not None
 
     def cached(self, secret: str) -> Row | None:
         """The token's row if a lookup within ``LOOKUP_TTL_S`` found it (no query)."""

@@ -32,7 +32,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.script import ScriptDirectory
 
-from taugrid import errors
+from taugrid import errors, home
 
 __all__ = [
     "SchemaTooNew",
@@ -52,7 +52,7 @@ PING_IDLE_S = 1.0
 
 def database_url(tau_home: Path) -> str:
     """``TAU_DATABASE_URL`` when set, else SQLite at ``$TAU_HOME/hub.db``."""
-    return os.environ.get("TAU_DATABASE_URL") or f"sqlite:///{tau_home / 'hub.db'}"
+    return os.environ.get(home.DATABASE_URL_ENV) or f"sqlite:///{tau_home / 'hub.db'}"
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
@@ -155,8 +155,9 @@ def too_new(revision: str, location: Path = _MIGRATIONS) -> SchemaTooNew:
     )
 
 
-def migrate(engine: sa.Engine, location: Path = _MIGRATIONS) -> None:
-    """Bring the schema to the newest numbered migration, once, under a lock.
+def migrate(engine: sa.Engine, location: Path = _MIGRATIONS, revision: str = "head") -> None:
+    """Bring the schema to the newest numbered migration (or ``revision``: a test of one
+    migration's data step), once, under a lock.
 
     Raises ``SchemaTooNew`` when the database is at a revision this code does not know.
     """
@@ -167,7 +168,7 @@ def migrate(engine: sa.Engine, location: Path = _MIGRATIONS) -> None:
         if current is not None and current not in known:
             raise too_new(current, location)
         cfg.attributes["connection"] = conn
-        command.upgrade(cfg, "head")
+        command.upgrade(cfg, revision)
         conn.commit()
 
 

@@ -29,9 +29,14 @@ def _rows(result: sa.CursorResult[Any]) -> list[Row]:
     return [dict(r._mapping) for r in result]
 
 
-def _part(row: sa.RowMapping, table: sa.Table, label: str) -> Row:
-    """``table``'s columns of a joined row labelled ``<label>_<column>``."""
-    return {col.name: row[f"{label}_{col.name}"] for col in table.columns}
+_ATTEMPT = tuple(col for col in t.attempts.c if col.name != "verdicts")
+"""An attempt's columns but its placement's verdicts (``attempt_verdicts``): the hot
+readers (a sync, a scheduling tick) never parse one verdict per cluster of the fleet."""
+
+
+def _part(row: sa.RowMapping, columns: Iterable[sa.Column[Any]], label: str) -> Row:
+    """``columns`` of a joined row labelled ``<label>_<column>``."""
+    return {col.name: row[f"{label}_{col.name}"] for col in columns}
 
 
 class RunStore:
@@ -140,7 +145,7 @@ class RunStore:
         on a shared GPU holds its share: 0.5)."""
         q = (
             sa.select(t.runs.c.team, t.runs.c.gpu_model, sa.func.sum(t.runs.c.gpus))
-            .where(t.runs.c.quota_held.is_(True))
+            .where(t.runs.c.quota_held == sa.true())
             .group_by(t.runs.c.team, t.runs.c.gpu_model)
         )
         with self.engine.connect() as c:
@@ -156,7 +161,7 @@ class RunStore:
             t.runs.c.priority,
             t.runs.c.created_at,
         )
-        q = sa.select(*cols).where(t.runs.c.quota_held.is_(True))
+        q = sa.select(*cols).where(t.runs.c.quota_held == sa.true())
         with self.engine.connect() as c:
             return _rows(c.execute(q))
 
@@ -212,6 +217,7 @@ class RunStore:
         cluster_id: str,
         placement: Row,
         *,
+        verdicts: list[Row] | None = None,
         before_commit: Callable[[int], None] | None = None,
     ) -> Row | None:
         """Start attempt N+1 on ``cluster_id``; None when the run no longer waits.
@@ -233,6 +239,7 @@ class RunStore:
                     cluster_id=cluster_id,
                     state=st.AttemptState.ASSIGNED.value,
                     placement=placement,
+                    verdicts=verdicts,
                     spans=bool((placement or {}).get("guests")),
                     nodes=[],
                     resumed_from=run.resume_from,
@@ -261,14 +268,20 @@ class RunStore:
                 {"token": token, "number": number, "cluster": cluster_id},
                 now,
             )
-            a = c.execute(sa.select(t.attempts).where(t.attempts.c.token == token)).one()
+            a = c.execute(sa.select(*_ATTEMPT).where(t.attempts.c.token == token)).one()
             if before_commit is not None:
                 before_commit(int(token))
         return dict(a._mapping)
 
+    def attempt_verdicts(self, token: int) -> list[Row]:
+        """Every cluster's verdict stored when the attempt was placed (explain-placement)."""
+        q = sa.select(t.attempts.c.verdicts).where(t.attempts.c.token == token)
+        with self.engine.connect() as c:
+            return list(c.execute(q).scalar() or [])
+
     def get_attempt(self, token: int) -> Row | None:
         with self.engine.connect() as c:
-            r = c.execute(sa.select(t.attempts).where(t.attempts.c.token == token)).first()
+            r = c.execute(sa.select(*_ATTEMPT).where(t.attempts.c.token == token)).first()
         return dict(r._mapping) if r else None
 
     def run_with_attempts(self, run_id: str) -> tuple[Row, list[Row]] | None:
@@ -276,7 +289,7 @@ class RunStore:
         new attempt and the run's state together, and two separate reads could show one
         without the other (a run ``admitted`` with the attempt that placed it)."""
         q = (
-            sa.select(t.runs, t.attempts)
+            sa.select(t.runs, *_ATTEMPT)
             .select_from(t.runs.outerjoin(t.attempts, t.attempts.c.run_id == t.runs.c.id))
             .where(t.runs.c.id == run_id)
             .order_by(t.attempts.c.number)
@@ -286,16 +299,16 @@ class RunStore:
             rows = [r._mapping for r in c.execute(q)]
         if not rows:
             return None
-        run = _part(rows[0], t.runs, "runs")
+        run = _part(rows[0], t.runs.c, "runs")
         return run, [
-            _part(r, t.attempts, "attempts") for r in rows if r["attempts_token"] is not None
+            _part(r, _ATTEMPT, "attempts") for r in rows if r["attempts_token"] is not None
         ]
 
     def current_attempts(self, run_state: str, attempt_state: str) -> list[Row]:
         """The current attempts in ``attempt_state`` of the runs in ``run_state``, each
         with its run's ``cancel_requested`` (one statement; no run's spec is read)."""
         q = (
-            sa.select(t.attempts, t.runs.c.cancel_requested)
+            sa.select(*_ATTEMPT, t.runs.c.cancel_requested)
             .join(t.runs, t.attempts.c.token == t.runs.c.current_token)
             .where(t.runs.c.state == run_state, t.attempts.c.state == attempt_state)
             .order_by(t.attempts.c.token)
@@ -304,7 +317,7 @@ class RunStore:
             return _rows(c.execute(q))
 
     def attempts_for_run(self, run_id: str) -> list[Row]:
-        q = sa.select(t.attempts).where(t.attempts.c.run_id == run_id).order_by(t.attempts.c.number)
+        q = sa.select(*_ATTEMPT).where(t.attempts.c.run_id == run_id).order_by(t.attempts.c.number)
         with self.engine.connect() as c:
             return _rows(c.execute(q))
 
@@ -328,28 +341,35 @@ class RunStore:
 
     def unreleased_attempts(self) -> list[Row]:
         """Every attempt whose GPUs are not released yet, on any cluster."""
-        q = sa.select(t.attempts).where(t.attempts.c.released.is_(False))
+        q = sa.select(*_ATTEMPT).where(t.attempts.c.released == sa.false())
         with self.engine.connect() as c:
             return _rows(c.execute(q.order_by(t.attempts.c.token)))
 
+    def unreleased_with_runs(self) -> list[tuple[Row, Row]]:
+        """Every unreleased attempt with its run (two queries): what one scheduling
+        tick's limits and snapshot both work from."""
+        unreleased = self.unreleased_attempts()
+        by_id = self.get_runs([a["run_id"] for a in unreleased])
+        return [(a, by_id[a["run_id"]]) for a in unreleased if a["run_id"] in by_id]
+
     def unreleased_spans(self) -> list[Row]:
         """The unreleased attempts that lend worker groups of other clusters (``spans``)."""
-        q = sa.select(t.attempts).where(
-            t.attempts.c.released.is_(False), t.attempts.c.spans.is_(True)
+        q = sa.select(*_ATTEMPT).where(
+            t.attempts.c.released == sa.false(), t.attempts.c.spans.is_(True)
         )
         with self.engine.connect() as c:
             return _rows(c.execute(q.order_by(t.attempts.c.token)))
 
     def clusters_with_unreleased(self) -> set[str]:
         """The clusters that have an unreleased attempt (one query for the whole fleet)."""
-        q = sa.select(t.attempts.c.cluster_id).where(t.attempts.c.released.is_(False)).distinct()
+        q = sa.select(t.attempts.c.cluster_id).where(t.attempts.c.released == sa.false()).distinct()
         with self.engine.connect() as c:
             return {str(r[0]) for r in c.execute(q) if r[0] is not None}
 
     def attempts_on_cluster(self, cluster_id: str, *, unreleased: bool = True) -> list[Row]:
-        q = sa.select(t.attempts).where(t.attempts.c.cluster_id == cluster_id)
+        q = sa.select(*_ATTEMPT).where(t.attempts.c.cluster_id == cluster_id)
         if unreleased:
-            q = q.where(t.attempts.c.released.is_(False))
+            q = q.where(t.attempts.c.released == sa.false())
         with self.engine.connect() as c:
             return _rows(c.execute(q.order_by(t.attempts.c.token)))
 

@@ -64,7 +64,7 @@ runs = sa.Table(
     sa.Column("cluster_id", sa.String(64), nullable=True),
     sa.Column("current_token", sa.Integer, nullable=True),
     sa.Column("attempts_used", sa.Integer, nullable=False, default=0),
-    sa.Column("quota_held", sa.Boolean, nullable=False, default=False),
+    sa.Column("quota_held", sa.Boolean, nullable=False, default=False, index=True),
     sa.Column("cancel_requested", sa.Boolean, nullable=False, default=False),
     sa.Column("resume_from", sa.Text, nullable=True),
     sa.Column("not_before", sa.Float, nullable=False, default=0.0),
@@ -89,7 +89,7 @@ attempts = sa.Table(
     sa.Column("state", sa.String(24), nullable=False),
     sa.Column("submission_id", sa.String(120), nullable=True),
     sa.Column("revoked", sa.Boolean, nullable=False, default=False),
-    sa.Column("released", sa.Boolean, nullable=False, default=False),
+    sa.Column("released", sa.Boolean, nullable=False, default=False, index=True),
     sa.Column("exit_code", sa.Integer, nullable=True),
     sa.Column("reason", sa.Text, nullable=False, default=""),
     sa.Column("failure_kind", sa.String(32), nullable=True),
@@ -100,6 +100,9 @@ attempts = sa.Table(
     sa.Column("log_offset", sa.BigInteger, nullable=True),
     sa.Column("metrics_offset", sa.BigInteger, nullable=True),
     sa.Column("placement", sa.JSON, nullable=False, default=dict),
+    # every cluster's verdict when the attempt was placed: read by explain-placement only
+    # (one per cluster of the fleet; the placement's other readers never parse them)
+    sa.Column("verdicts", sa.JSON, nullable=True),
     sa.Column("spans", sa.Boolean, nullable=False, default=False, server_default=sa.false()),
     # spans: the placement lends worker groups of other clusters (``hub.runs.guests``)
     sa.Column("created_at", sa.Float, nullable=False),

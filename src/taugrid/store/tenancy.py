@@ -328,7 +328,7 @@ class TenancyStore:
         cols = (t.runs.c.workspace, t.runs.c.team, t.runs.c.gpu_model)
         q = (
             sa.select(*cols, sa.func.sum(t.runs.c.gpus).label("gpus"))
-            .where(t.runs.c.quota_held.is_(True))
+            .where(t.runs.c.quota_held == sa.true())
             .group_by(*cols)
         )
         with self.engine.connect() as c:

@@ -28,6 +28,12 @@ A store that does not answer before the command starts: retried ``STAGE_TRIES`` 
 then the pod exits ``EXIT_NOT_STORED`` saying which store and why (the run fails with
 that line in its log; nothing ran).
 
+``--notice`` (no command): a RayJob's Ray containers' preStop hook. There the wrapper is
+the Ray job's driver, not the pod's main process, so the kubelet's SIGTERM would reach
+``ray start`` only and the driver would die with Ray, unwarned: the hook sends every
+wrapper in its container the SIGTERM of step 3 and waits until they have stored their
+outputs and exited (within ``GRACE_S``), and the kubelet stops Ray after it.
+
 ``--prepare`` (no command): a serving run's init container. The pods of a RayService are
 Ray nodes whose Serve replicas import the app, so nothing wraps a command there: before
 the Ray container starts, the code goes into ``<root>/code`` as above and the model
@@ -38,6 +44,7 @@ then it exits 0. A model that is not in the store exits ``EXIT_NOT_STORED`` sayi
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import signal
@@ -88,8 +95,12 @@ NOTICE_S = 15.0
 GRACE_S = 60
 """The pods' terminationGracePeriodSeconds: ``NOTICE_S``, then the job's exit and the
 final upload of what it wrote (a checkpoint on the notice)."""
+_MODULE = __spec__.name if __spec__ is not None else __name__  # also under ``python -m``
+NOTICE_HOOK_MARGIN_S = 5
+"""What ``--notice`` (a preStop hook) leaves of ``GRACE_S`` for Ray's own exit."""
 NOTICE_REASON = "the pod is being stopped (a spot reclaim, a preemption or a cancel)"
 PREPARE = "--prepare"
+NOTICE = "--notice"
 MODEL_DIR = "model"
 """Where ``--prepare`` puts a serving run's model, under the scratch volume."""
 
@@ -101,18 +112,19 @@ def pod_attempt(a: wire.Assignment, endpoint: str | None) -> base.PodAttempt | N
     if not a.records or not a.record_key:
         return None
     spec = pm.RecordStoreSpec.model_validate(a.records)
-    if not (spec.url or "").startswith("s3://"):
+    if not spec.in_object_store:
         return None
     env = {ATTEMPT_ENV: a.model_dump_json(), ROOT_ENV: ROOT}
     if endpoint:
         env[ENDPOINT_ENV] = endpoint
     names = (spec.access_key_env, spec.secret_key_env)
     secret = {n: os.environ[n] for n in names if os.environ.get(n)}
-    argv = ("python", "-m", __name__)
+    argv = ("python", "-m", _MODULE)
     model = model_path(a, ROOT)
     return base.PodAttempt(
         command=argv,
         prepare=(*argv, PREPARE),
+        notice=(*argv, NOTICE),
         env=env,
         secret_env=secret,
         root=ROOT,
@@ -241,6 +253,48 @@ def _run(cmd: list[str], cwd: Path, env: dict[str, str], out: Path, token: int) 
     return proc.wait()
 
 
+def _notice_wrappers() -> int:
+    """``--notice``: a Ray pod's preStop hook. Where the wrapper is not the pod's main
+    process (a RayJob's driver, on whichever Ray node Ray placed it) nothing would tell it
+    the pod is going: the kubelet's SIGTERM reaches ``ray start`` only, and the driver
+    dies with Ray. So before that SIGTERM, every wrapper in this container (its own
+    processes; none on the other Ray nodes) gets one, its notice (``_run``), and the hook
+    waits until they have stored their outputs and exited, within the pod's grace."""
+    me = os.getpid()
+    wrappers = [pid for pid, argv in _processes() if pid != me and _wraps(argv)]
+    for pid in wrappers:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + GRACE_S - NOTICE_HOOK_MARGIN_S
+    while any(_running(pid) for pid in wrappers) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return 0
+
+
+def _processes() -> list[tuple[int, list[str]]]:
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+                out.append((int(entry.name), [a.decode(errors="replace") for a in argv]))
+    return out
+
+
+def _wraps(argv: list[str]) -> bool:
+    """Whether ``argv`` is this program wrapping a command (``python -m <this> -- ...``;
+    not --prepare or --notice, nor a process that only names it among its arguments)."""
+    return argv[1:4] == ["-m", _MODULE, "--"]
+
+
+def _running(pid: int) -> bool:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return False
+    return fields[0] != "Z"
+
+
 def _settle(sync: recordsync.RecordSync, rc: int) -> int:
     sync.finish(rc == 0)
     if not sync.settled.wait(SETTLE_S):
@@ -256,6 +310,8 @@ def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     cmd = args[args.index("--") + 1 :] if "--" in args else args
     prepare = args == [PREPARE]
+    if args == [NOTICE]:
+        return _notice_wrappers()
     if not (cmd or prepare) or ATTEMPT_ENV not in os.environ:
         usage = f"{ATTEMPT_ENV}=<assignment JSON> python -m {__name__}"
         _say(f"usage: {usage} -- COMMAND ...  or  {usage} {PREPARE}")

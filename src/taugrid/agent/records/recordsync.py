@@ -95,7 +95,7 @@ def open_for(a: wire.Assignment, endpoint: str | None) -> recordstore.RecordStor
     """The record store the assignment names, reached through ``endpoint`` when given
     (how this region reaches an S3 store); credentials from this process's environment."""
     spec = pm.RecordStoreSpec.model_validate(a.records)
-    if endpoint and (spec.url or "").startswith("s3://"):
+    if endpoint and spec.in_object_store:
         spec = spec.model_copy(update={"endpoint_url": endpoint})
     return s3.cached_store(spec, Path(spec.url or "."))
 

@@ -47,6 +47,7 @@ _RESOURCES: dict[str, Resource] = {
     "Secret": Resource("v1", "secrets"),
     "ConfigMap": Resource("v1", "configmaps"),
     "PersistentVolumeClaim": Resource("v1", "persistentvolumeclaims"),
+    "Service": Resource("v1", "services"),
     "Pod": Resource("v1", "pods"),
     "Node": Resource("v1", "nodes", namespaced=False),
     "Event": Resource("v1", "events"),

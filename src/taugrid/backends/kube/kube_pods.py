@@ -12,8 +12,10 @@ what only the agent knows:
 
   A batch Job: the wrapper is its pods' main process. A RayJob: the wrapper is the Ray
   job's entrypoint (the driver, on whichever Ray node the entrypoint's resources place
-  it), and every Ray node's container has its environment and scratch volume; the
-  submitter pod is left as rendered. A RayService or a RayCluster: no command to wrap
+  it), and every Ray node's container has its environment and scratch volume, and the
+  wrapper's ``--notice`` as its preStop hook (the driver's notice when the pods are
+  deleted: the kubelet's SIGTERM would reach ``ray start`` only); the submitter pod is
+  left as rendered. A RayService or a RayCluster: no command to wrap
   (Serve's replicas import the app; an interactive cluster's jobs come later), so every
   Ray node gets an init container running the wrapper's ``--prepare`` (code, and a
   serving run's model, from the record into scratch) and its Ray container imports from
@@ -75,6 +77,9 @@ def wrap(obj: dict[str, Any], pod: base.PodAttempt) -> bool:
         cluster = job["rayClusterSpec"]
         for group in (cluster["headGroupSpec"], *cluster.get("workerGroupSpecs", [])):
             _equip(group["template"]["spec"], pod)
+            if pod.notice:  # the driver's notice before its Ray node stops
+                hook = {"preStop": {"exec": {"command": list(pod.notice)}}}
+                group["template"]["spec"]["containers"][0]["lifecycle"] = hook
         return True
     if obj.get("kind") == "RayService":
         _serve_from_scratch(obj["spec"], pod)

@@ -41,6 +41,7 @@ the driver pod's log (``backends.kube.kube_logs``).
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import threading
 from collections.abc import Mapping
 from typing import Any, ClassVar
@@ -57,6 +58,7 @@ from taugrid.spec import units
 
 __all__ = ["LABEL_SUBMISSION", "PREEMPTED", "KubernetesBackend"]
 
+log = logging.getLogger(__name__)
 LABEL_SUBMISSION = "taugrid.io/submission"
 _JOB_UID = "kueue.x-k8s.io/job-uid"
 _RAY_NODE_TYPE = "ray.io/node-type"
@@ -385,8 +387,27 @@ class KubernetesBackend(base.Backend):
     def stop(self, job_id: str) -> None:
         found = self._current(job_id)
         self._stopped.add(job_id)
-        if found is not None and found[3] is not None:
-            self.api.delete(found[0], found[2], found[1], found[3]["metadata"].get("uid"))
+        if found is not None and (obj := found[3]) is not None:
+            kind, ns, name, _ = found
+            if kind == "RayJob":
+                self._without_stop_job(ns, name, obj)
+            self.api.delete(kind, name, ns, obj["metadata"].get("uid"))
+
+    def _without_stop_job(self, ns: str, name: str, obj: dict[str, Any]) -> None:
+        """``KUBERAY_STOP_JOB_FINALIZER`` off a RayJob about to be deleted, so that its
+        pods' deletion stops the Ray job after their preStop hook gave the driver its
+        notice. A RayJob changed meanwhile keeps it (deleted as KubeRay would)."""
+        finalizers = obj["metadata"].get("finalizers") or []
+        if KUBERAY_STOP_JOB_FINALIZER not in finalizers:
+            return
+        meta = {
+            "finalizers": [f for f in finalizers if f != KUBERAY_STOP_JOB_FINALIZER],
+            "resourceVersion": obj["metadata"].get("resourceVersion"),
+        }
+        try:
+            self.api.patch("RayJob", name, {"metadata": meta}, namespace=ns)
+        except berr.KubernetesRejected as exc:
+            log.warning("RayJob %s/%s keeps KubeRay's stop-job finalizer: %s", ns, name, exc)
 
     def settling(self, job_id: str) -> bool:
         """A pod of a job this agent deleted (stopped, or ended for Kueue's eviction) still
@@ -494,6 +515,11 @@ def _name(obj: dict[str, Any] | None) -> str:
     return str((obj or {}).get("metadata", {}).get("name", "?"))
 
 
+KUBERAY_STOP_JOB_FINALIZER = "ray.io/rayjob-finalizer"
+"""KubeRay's finalizer on a RayJob: on deletion it stops the Ray job through the head's
+dashboard, and Ray then SIGTERMs the driver and every process under it at once and
+SIGKILLs them 3 s later (``RAY_JOB_STOP_WAIT_TIME_S``): the job would get no notice and
+its wrapper no time to store the checkpoint. ``stop`` removes it first."""
 _CANNOT_START = (
     "ImagePullBackOff",
     "InvalidImageName",

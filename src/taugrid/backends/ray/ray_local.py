@@ -70,6 +70,10 @@ __all__ = [
 _STATE_FILE = "cluster.json"
 # What a node's log says when Ray gave up waiting for its raylet (fixed 30 s in Ray).
 _STARTUP_TIMEOUTS = ("timed out during startup", "Timed out waiting for node info")
+START_TIMEOUT_S = 60.0 + command.RAYLET_REGISTER_S
+"""How long a start waits for every node: the head's dashboard, then the time Ray itself
+gives a raylet to register. At 90 s a cold CI's embedded platform gave up on its second
+node after 64 s, while Ray would still have waited for it."""
 log = logging.getLogger(__name__)
 _SETUP_LINE = re.compile(r"^[^\n]*job_manager\.py:\d+ -- Runtime env is setting up\.\n?", re.M)
 """What Ray's job manager writes into the head's copy of every driver log first."""
@@ -292,12 +296,12 @@ class LocalRayCluster:
         return _LocalLogsBackend(self.dashboard_url, self._tmp_root, **kwargs)
 
     # -- lifecycle -----------------------------------------------------------------
-    def start(self, timeout_s: float = 90.0) -> LocalRayCluster:
+    def start(self, timeout_s: float = START_TIMEOUT_S) -> LocalRayCluster:
         """Start the head, then every other node; return once all are ALIVE (in the
         host's start slot, ``_procs.start_slot``).
 
-        A node whose raylet does not register with the GCS in Ray's fixed 30 s (a busy
-        machine) is a startup timeout: everything is stopped and started once more.
+        A node whose raylet does not register with the GCS in time (a busy machine) is
+        a startup timeout: everything is stopped and started once more.
         """
         with _procs.start_slot():
             try:
@@ -333,6 +337,10 @@ class LocalRayCluster:
         try:
             self._launch(self._shapes[0])
             self._wait_dashboard(t0 + timeout_s)
+            # A joining node looks the head up in the GCS and gives up after Ray's 20
+            # tries 2 s apart; on a loaded machine the head's raylet registered later
+            # than that ("No node info found for head node in GCS", cold CI).
+            self.wait_ready(max(t0 + timeout_s - time.monotonic(), 1.0))
             for shape in self._shapes[1:]:
                 self._launch(shape)
             self.wait_ready(max(t0 + timeout_s - time.monotonic(), 1.0))

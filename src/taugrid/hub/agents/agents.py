@@ -228,8 +228,9 @@ def _reply(hub: context.Hub, cluster_id: str, lease: float) -> wire.AgentSyncRep
     stop: list[wire.StopOrder] = []
     working, marked = _busy(hub)
     mine = hub.runs.attempts_on_cluster(cluster_id) if cluster_id in working else []
+    runs_of = hub.runs.get_runs([a["run_id"] for a in mine])  # one query, not one a run
     for a in mine:
-        run = hub.runs.get_run(a["run_id"])
+        run = runs_of.get(a["run_id"])
         if run is None:
             continue
         current = run["current_token"] == a["token"] and not a["revoked"]

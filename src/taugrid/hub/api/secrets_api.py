@@ -9,7 +9,7 @@ Every set and delete is in the audit log with the key names, never the values.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import fastapi
 
@@ -46,10 +46,16 @@ def _workspace(request: fastapi.Request, p: Principal, ws: str) -> context.Hub:
     return hub
 
 
-def _set(hub: context.Hub, scope: str, name: str, body: wire.SecretSet, actor: str) -> Any:
-    row = hub.vault.put(scope, name, dict(body.data), actor)
-    hub.auth.audit(actor, "secret.set", f"{scope}/{name}", {"keys": row["keys"]})
+def _set(
+    hub: context.Hub, scope: str, name: str, body: wire.SecretSet, actor: str
+) -> wire.SecretInfo:
+    row = wire.SecretInfo.model_validate(hub.vault.put(scope, name, dict(body.data), actor))
+    hub.auth.audit(actor, "secret.set", f"{scope}/{name}", {"keys": row.keys})
     return row
+
+
+def _listing(hub: context.Hub, workspace: str | None) -> list[wire.SecretInfo]:
+    return [wire.SecretInfo.model_validate(r) for r in hub.vault.listing(workspace)]
 
 
 def _delete(hub: context.Hub, scope: str, name: str, actor: str) -> None:
@@ -58,15 +64,17 @@ def _delete(hub: context.Hub, scope: str, name: str, actor: str) -> None:
 
 
 @router.get("/workspaces/{ws}/secrets")
-def list_workspace_secrets(request: fastapi.Request, ws: Workspace, p: Auth) -> list[Any]:
+def list_workspace_secrets(
+    request: fastapi.Request, ws: Workspace, p: Auth
+) -> list[wire.SecretInfo]:
     """The workspace's secrets and the platform's (names, keys, who set them)."""
-    return _workspace(request, p, ws).vault.listing(ws)
+    return _listing(_workspace(request, p, ws), ws)
 
 
 @router.put("/workspaces/{ws}/secrets/{name}")
 def set_workspace_secret(
     request: fastapi.Request, ws: Workspace, name: Name, body: wire.SecretSet, p: Auth
-) -> Any:
+) -> wire.SecretInfo:
     return _set(_workspace(request, p, ws), ws, name, body, p.name)
 
 
@@ -76,15 +84,15 @@ def delete_workspace_secret(request: fastapi.Request, ws: Workspace, name: Name,
 
 
 @router.get("/secrets")
-def list_platform_secrets(request: fastapi.Request, p: Auth) -> list[Any]:
+def list_platform_secrets(request: fastapi.Request, p: Auth) -> list[wire.SecretInfo]:
     workspaces_of(p)
-    return _hub(request).vault.listing(None)
+    return _listing(_hub(request), None)
 
 
 @router.put("/secrets/{name}")
 def set_platform_secret(
     request: fastapi.Request, name: Name, body: wire.SecretSet, p: Admin
-) -> Any:
+) -> wire.SecretInfo:
     return _set(_hub(request), PLATFORM_SCOPE, name, body, p.name)
 
 

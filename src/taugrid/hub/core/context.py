@@ -7,7 +7,8 @@ that both receive one ``Hub`` object instead of reaching for globals.
 teams, quotas and workspaces of the store applied (``store.tenancy``), so what the
 tenancy API creates or approves is what ``render.resolve`` and the scheduler see. It is
 cached; a change made through this hub invalidates it at once (``platform_changed``),
-a change made by another hub process is seen within ``PLATFORM_TTL_S``.
+a change made by another hub process is seen within ``PLATFORM_TTL_S`` (while one request
+reads an expired one again, the others get the old one instead of waiting).
 
 ``Hub.memo`` keeps what every agent's sync would otherwise read from the store anew
 (guest orders, peer endpoints): reused for a short time and never across a change of
@@ -23,7 +24,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import sqlalchemy as sa
 
@@ -64,6 +65,21 @@ class HubConfig:
         return Path(os.environ.get("TAU_DATA_ROOT") or self.tau_home / "data")
 
 
+_JOIN_S = 10.0
+"""How long ``Hub.memo`` waits for another caller's computation before its own."""
+
+
+class _Flight:
+    """One computation of a memo key in progress: the generation it started at and,
+    once ``done``, its value (``ok``: it returned one)."""
+
+    def __init__(self, gen: int) -> None:
+        self.gen = gen
+        self.done = threading.Event()
+        self.value: Any = None
+        self.ok = False
+
+
 class Hub:
     """Stores + platform + config: what every hub component works with."""
 
@@ -94,13 +110,17 @@ class Hub:
         self._platform_lock = threading.Lock()
         self._platform: pm.Platform | None = None
         self._platform_at = 0.0
+        self._platform_version = 0
+        """Counts ``platform_changed``: a platform read before the latest is not kept."""
+        self._platform_reading = False
         self.data_root = config.data_root
         self.metrics = metrics.Metrics(self)
         self._wakeups: dict[str, wakeups.Wakeup] = {}
         self._wakeups_lock = threading.Lock()
         self._memos: dict[str, tuple[int, float, Any]] = {}
         self._memo_lock = threading.Lock()
-        self._computing: set[str] = set()
+        self._flights: dict[str, _Flight] = {}
+        """Key → the computation of it in progress (one at a time: ``memo``)."""
         self._generation = 0
         """Counts ``notify`` calls: a memo computed before the latest is stale."""
         self.schedule_wakeup = threading.Event()
@@ -130,27 +150,39 @@ class Hub:
 
     def memo(self, key: str, ttl_s: float, compute: Callable[[], T], *, work: bool = True) -> T:
         """``compute()``, reused for ``ttl_s`` seconds unless work changed since
-        (``notify``; ``work=False``: the value does not depend on work, time alone)."""
+        (``notify``; ``work=False``: the value does not depend on work, time alone).
+
+        One computation of a key at a time: a caller that finds one in progress that
+        started after the latest ``notify`` it saw waits for its value instead of
+        computing it again (a fleet's syncs after a dispatch once ran the same queries
+        by the dozen); a time-only value keeps serving the old one meanwhile."""
         now = time.monotonic()
         with self._memo_lock:
             gen, hit = self._generation, self._memos.get(key)
             fresh = hit is not None and (hit[0] == gen or not work) and now - hit[1] < ttl_s
-            # A time-only value that another thread is computing again: keep serving the
-            # old one meanwhile, so that a fleet's syncs do not all recompute it at once.
-            stale_ok = hit is not None and not work and key in self._computing
-            if not fresh and not stale_ok:
-                self._computing.add(key)
-        if hit is not None and (fresh or stale_ok):
-            value: T = hit[2]
-            return value
+            flight = self._flights.get(key)
+            if hit is not None and (fresh or (flight is not None and not work)):
+                value: T = hit[2]
+                return value
+            join = flight if flight is not None and flight.gen >= gen else None
+            if join is None:
+                flight = self._flights[key] = _Flight(gen)
+        if join is not None:
+            if join.done.wait(_JOIN_S) and join.ok:
+                return cast(T, join.value)
+            return compute()  # it failed or hangs: this caller's own answer
+        assert flight is not None
         try:
-            value = compute()
+            flight.value, flight.ok = compute(), True
         finally:
             with self._memo_lock:
-                self._computing.discard(key)
-        with self._memo_lock:
-            self._memos[key] = (gen, now, value)
-        return value
+                if self._flights.get(key) is flight:
+                    del self._flights[key]
+                last = self._memos.get(key)
+                if flight.ok and (last is None or last[0] <= flight.gen):
+                    self._memos[key] = (flight.gen, now, flight.value)
+            flight.done.set()
+        return cast(T, flight.value)
 
     def wake_scheduler(self) -> None:
         """Run a scheduling cycle now: capacity was freed or work was queued."""
@@ -160,11 +192,20 @@ class Hub:
     def platform(self) -> pm.Platform:
         """platform.yaml with the store's teams, quotas and workspaces applied (cached)."""
         with self._platform_lock:
-            now = time.monotonic()
-            if self._platform is None or now - self._platform_at > PLATFORM_TTL_S:
-                self._platform = self.tenancy.apply(self.base_platform)
-                self._platform_at = now
-            return self._platform
+            now, cached = time.monotonic(), self._platform
+            fresh = now - self._platform_at <= PLATFORM_TTL_S
+            if cached is not None and (fresh or self._platform_reading):
+                return cached  # expired and being read again: the old one meanwhile
+            self._platform_reading, version = True, self._platform_version
+        try:
+            read = self.tenancy.apply(self.base_platform)
+        finally:
+            with self._platform_lock:
+                self._platform_reading = False
+        with self._platform_lock:
+            if self._platform_version == version:
+                self._platform, self._platform_at = read, now
+        return read
 
     def policy(self) -> cycle.Policy:
         """The placement policy platform.yaml's ``scheduling`` section sets."""
@@ -174,3 +215,4 @@ class Hub:
         """Drop the cached effective platform (after a tenancy change)."""
         with self._platform_lock:
             self._platform = None
+            self._platform_version += 1

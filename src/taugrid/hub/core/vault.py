@@ -28,12 +28,13 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from taugrid import errors, private
+from taugrid import home as tau_home
 from taugrid.spec import models as spec_models
 from taugrid.store import secrets as store
 
 __all__ = ["KEY_ENV", "KEY_FILE", "SecretMissing", "Vault"]
 
-KEY_ENV = "TAU_SECRETS_KEY"
+KEY_ENV = tau_home.SECRETS_KEY_ENV
 KEY_FILE = "secrets.key"
 _NONCE = 12
 

@@ -236,7 +236,7 @@ def explain(hub: context.Hub, run: Doc, policy: cycle.Policy) -> Doc:
     if attempts and not waiting:
         a = attempts[-1]
         placement = a.get("placement") or {}
-        verdicts = placement.get("verdicts", [])
+        verdicts = hub.runs.attempt_verdicts(a["token"])
         return {
             "run": run["id"],
             "state": run["state"],

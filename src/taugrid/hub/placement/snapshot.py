@@ -66,17 +66,13 @@ class _Reads:
     lent: dict[str, list[guests.Held]]
 
     @classmethod
-    def of(cls, hub: context.Hub) -> _Reads:
+    def of(cls, hub: context.Hub, live: list[data_view.Held] | None = None) -> _Reads:
         marks: dict[str, set[str]] = {}
         for m in hub.clusters.open_marks():
             marks.setdefault(m["cluster_id"], set()).add(m["node_id"])
-        unreleased = hub.runs.unreleased_attempts()  # by token, as per cluster before
-        runs_by_id = hub.runs.get_runs([a["run_id"] for a in unreleased])
         attempts: dict[str, list[data_view.Held]] = {}
-        for a in unreleased:
-            run = runs_by_id.get(a["run_id"])
-            if run is not None:
-                attempts.setdefault(a["cluster_id"], []).append((a, run))
+        for a, run in hub.runs.unreleased_with_runs() if live is None else live:
+            attempts.setdefault(a["cluster_id"], []).append((a, run))  # by token
         complete = store_data.DataStore(hub.engine).complete_regions()
         return cls(marks, complete, attempts, guests.held_by_cluster(hub))
 
@@ -163,8 +159,15 @@ def _gpus_used(view: snap.ClusterView) -> float:
     return sum(n.gpus_total - n.gpus_free for n in view.nodes if n.alive)
 
 
-def build(hub: context.Hub, now: float) -> snap.Snapshot:
-    """Clusters, quotas (with cohorts and limits) and quota holders, as of ``now``."""
+def build(
+    hub: context.Hub,
+    now: float,
+    clusters: list[dict[str, Any]] | None = None,
+    live: list[data_view.Held] | None = None,
+) -> snap.Snapshot:
+    """Clusters, quotas (with cohorts and limits) and quota holders, as of ``now``
+    (``clusters``: the cluster rows, ``live``: the unreleased attempts with their runs,
+    when the caller read them this tick)."""
     usage = hub.runs.quota_usage()
     quotas = tuple(
         snap.QuotaView(
@@ -187,9 +190,10 @@ def build(hub: context.Hub, now: float) -> snap.Snapshot:
         for r in hub.runs.holding_quota()
         if r["gpus"]
     )
-    reads = _Reads.of(hub)
-    clusters = tuple(_cluster_view(hub, c, now, reads) for c in hub.clusters.all())
-    return snap.Snapshot(now=now, clusters=clusters, quotas=quotas, admitted=admitted)
+    reads = _Reads.of(hub, live)
+    rows = hub.clusters.all() if clusters is None else clusters
+    views = tuple(_cluster_view(hub, c, now, reads) for c in rows)
+    return snap.Snapshot(now=now, clusters=views, quotas=quotas, admitted=admitted)
 
 
 def probe(

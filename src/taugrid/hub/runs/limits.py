@@ -11,6 +11,7 @@ when the agent reports the job gone. A timeout is not retried (``timeout`` is no
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from taugrid.hub.core import context
 from taugrid.hub.runs import attempts
@@ -18,25 +19,28 @@ from taugrid.lifecycle import states as st
 
 __all__ = ["enforce_max_runtime"]
 
+Row = dict[str, Any]
+
 log = logging.getLogger(__name__)
 
 
-def enforce_max_runtime(hub: context.Hub, now: float) -> list[str]:
-    """End every running attempt past its run's ``max_runtime``; returns their run IDs."""
+def enforce_max_runtime(
+    hub: context.Hub, now: float, live: list[tuple[Row, Row]] | None = None
+) -> list[str]:
+    """End every running attempt past its run's ``max_runtime``; returns their run IDs.
+    ``live``: the unreleased attempts with their runs, when the caller read them."""
     ended = []
-    running = sorted(  # one query for the fleet, in the order of clusters, then tokens
+    running = sorted(  # one read for the fleet, in the order of clusters, then tokens
         (
-            a
-            for a in hub.runs.unreleased_attempts()
+            (a, run)
+            for a, run in (hub.runs.unreleased_with_runs() if live is None else live)
             if a["state"] == st.AttemptState.RUNNING.value and a["started_at"] and not a["revoked"]
         ),
-        key=lambda a: (a["cluster_id"], a["token"]),
+        key=lambda pair: (pair[0]["cluster_id"], pair[0]["token"]),
     )
-    runs = hub.runs.get_runs([a["run_id"] for a in running])
-    for a in running:
-        run = runs.get(a["run_id"])
-        limit = (run or {}).get("spec", {}).get("max_runtime_s")
-        if run is None or not limit or now - a["started_at"] <= limit:
+    for a, run in running:
+        limit = run["spec"].get("max_runtime_s")
+        if not limit or now - a["started_at"] <= limit:
             continue
         message = (
             f"attempt {a['number']} ran longer than resilience.max_runtime "

@@ -6,6 +6,11 @@ agent runs on this machine, an agent token in ``$TAU_HOME/agents/<cluster>.token
 (0600). Tokens are stored hashed; secrets exist only in those files. When the hub
 later starts on another port (the embedded platform moves off a port another
 platform took), ``credentials.json`` keeps its token and gets the new URL.
+
+A hub installed in a cluster (``tau cluster install --with-hub``) starts with
+``--tokens-dir``, the Secret ``taugrid-hub-tokens`` mounted: its tokens were made by the
+installer, which handed them to the agent and the platform engineer, and the hub adopts
+them (``adopt_tokens``) instead of bootstrapping its own files.
 """
 
 from __future__ import annotations
@@ -25,7 +30,33 @@ from taugrid.hub.core import context
 from taugrid.hub.server import app
 from taugrid.store import db
 
-__all__ = ["bootstrap_credentials", "main"]
+__all__ = ["adopt_tokens", "bootstrap_credentials", "main"]
+
+log = logging.getLogger(__name__)
+
+
+def adopt_tokens(hub: context.Hub, tokens_dir: Path) -> list[str]:
+    """Registers the tokens of ``tokens_dir`` (``home.TOKENS_ADMIN``, ``home.tokens_agent``)
+    that this hub has never seen; a token once adopted and later revoked stays revoked.
+    Returns the names adopted."""
+    adopted = []
+    for path in sorted(p for p in tokens_dir.iterdir() if not p.name.startswith(".")):
+        secret = path.read_text().strip()
+        if path.name == tau_home.TOKENS_ADMIN:
+            role, scope = "admin", {}
+        elif path.name.startswith(tau_home.TOKENS_AGENT_PREFIX):
+            cluster = path.name.removeprefix(tau_home.TOKENS_AGENT_PREFIX)
+            role, scope = "agent", {"cluster": cluster}
+        else:
+            log.warning("%s: not a token this hub knows how to adopt; ignored", path)
+            continue
+        if not secret or hub.auth.ever_created(secret):
+            continue
+        name = f"installed-{path.name}"
+        _, row = hub.auth.create_token(name, role, scope, secret=secret)
+        hub.auth.audit("system", "token.create", row["id"], {"name": name, "role": role})
+        adopted.append(path.name)
+    return adopted
 
 
 def bootstrap_credentials(hub: context.Hub, url: str) -> None:
@@ -66,6 +97,12 @@ def main() -> None:
         help="leader lease of replicated hubs (PostgreSQL), seconds",
     )
     parser.add_argument(
+        "--tokens-dir",
+        type=Path,
+        help="adopt the tokens made by `tau cluster install --with-hub` (its Secret, "
+        "mounted) instead of bootstrapping credentials files",
+    )
+    parser.add_argument(
         "--advertise-url",
         default=os.environ.get("TAU_HUB_ADVERTISE_URL", ""),
         help="this replica's URL as `tau admin hub status` shows it",
@@ -88,7 +125,10 @@ def main() -> None:
         logging.getLogger(__name__).error("%s", exc)
         print(f"tau hub: {exc}", file=sys.stderr)
         raise SystemExit(1) from None
-    bootstrap_credentials(hub, url)
+    if args.tokens_dir is not None:
+        log.info("adopted tokens: %s", ", ".join(adopt_tokens(hub, args.tokens_dir)) or "none")
+    else:
+        bootstrap_credentials(hub, url)
     uvicorn.run(
         app.create_app(hub),
         host=args.host,

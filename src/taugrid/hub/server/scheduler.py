@@ -2,14 +2,18 @@
 
 Each tick: (0) lost contact — clusters whose lease expired become Unknown; after the
 grace period their restartable attempts are revoked and their runs requeued;
-limits — attempts running past ``resilience.max_runtime`` end as ``timeout`` (``hub.runs.limits``);
 staging — held attempts whose datasets are still moving advance (``hub.data.staging``);
+limits — attempts running past ``resilience.max_runtime`` end as ``timeout`` (``hub.runs.limits``);
 (1-5) build an immutable ``Snapshot`` (``hub.placement.snapshot``) from agent reports, node marks
 and quota usage,
 and call ``scheduling.cycle.schedule``; (6) dispatch — persist admissions and create
 attempts (the agent pulls them on its next sync, unless a dispatch gate holds them:
 ``hub.data.staging`` while their datasets move into the region); (7) requeue — runs that did not fit
-keep their reason for ``tau queue``/``tau run status``.
+keep their reason for ``tau queue``/``tau run status`` (written when it changed).
+A tick reads the cluster rows and the unreleased attempts with their runs once, and reads
+them again only when one of its own steps changed them; the store's live rows are found by
+index (``ix_runs_quota_held``, ``ix_attempts_released``), so a tick's cost follows the
+live work, not the runs the store keeps.
 """
 
 from __future__ import annotations
@@ -39,17 +43,19 @@ def _admit(hub: context.Hub, run: dict[str, Any], d: cycle.Decision) -> bool:
     """Persist the admission; False when the run changed meanwhile (e.g. cancelled)."""
     if run["state"] == st.RunState.QUEUED.value:
         model = run["gpu_model"] or d.flavor or _charged_model(hub, run)
+        reason = "admitted" + (f", borrowing {d.borrowed:g} GPUs" if d.borrowed else "")
         admitted = hub.runs.transition(
             run["id"],
             (st.RunState.QUEUED.value,),
             state=st.RunState.ADMITTED.value,
             quota_held=True,
             gpu_model=model,
-            reason="admitted" + (f", borrowing {d.borrowed:g} GPUs" if d.borrowed else ""),
+            reason=reason,
             event="admitted",
         )
         if not admitted:
             return False
+        run = {**run, "reason": reason}  # as stored now: the reason below compares with it
         runs.phase(
             hub,
             run["id"],
@@ -64,18 +70,22 @@ def _admit(hub: context.Hub, run: dict[str, Any], d: cycle.Decision) -> bool:
 
 
 def _unplaced(hub: context.Hub, run: dict[str, Any], d: cycle.Decision) -> None:
-    """Admitted, no cluster takes it now; a warning when no cluster ever will as set up."""
-    if not d.unresolvable:
-        hub.runs.update_run(run["id"], reason=f"waiting for capacity: {d.reason}")
-        runs.phase(hub, run["id"], ph.Phase.PLACED, ph.PhaseStatus.ACTIVE, "scheduler", d.reason)
-        return
-    why = (
-        f"no registered cluster can ever take this run as the platform is set up ({d.reason}); "
-        "cancel it and resubmit with allowed regions, compliance or compute that a cluster "
-        "offers (`tau cluster list`), or ask the platform team for such capacity"
-    )
-    hub.runs.update_run(run["id"], reason=why)
-    runs.phase(hub, run["id"], ph.Phase.PLACED, ph.PhaseStatus.WARNING, "scheduler", why)
+    """Admitted, no cluster takes it now; a warning when no cluster ever will as set up.
+    Written only when it changed: a run that waits for capacity gets the same answer
+    every tick, and its reason and phase were written with the first."""
+    status, why = ph.PhaseStatus.ACTIVE, d.reason
+    reason = f"waiting for capacity: {d.reason}"
+    if d.unresolvable:
+        status = ph.PhaseStatus.WARNING
+        why = reason = (
+            f"no registered cluster can ever take this run as the platform is set up "
+            f"({d.reason}); cancel it and resubmit with allowed regions, compliance or "
+            "compute that a cluster offers (`tau cluster list`), or ask the platform team "
+            "for such capacity"
+        )
+    if run["reason"] != reason:
+        hub.runs.update_run(run["id"], reason=reason)
+        runs.phase(hub, run["id"], ph.Phase.PLACED, status, "scheduler", why)
 
 
 def _image_unused(hub: context.Hub, run: dict[str, Any], cluster_id: str) -> str:
@@ -107,7 +117,6 @@ def _place(hub: context.Hub, run: dict[str, Any], d: cycle.Decision) -> None:
         "objective": d.objective,
         "weights": d.weights,
         "capacity": d.capacity,
-        "verdicts": [dataclasses.asdict(v) for v in d.verdicts],
         "nodes": list(d.nodes) if command.pinnable(runspec.read(run["spec"])) else [],
     } | guests.placement_doc(d)
     to_stage = staging.missing(hub, run, d.cluster_id)  # dispatch gate: data not there yet
@@ -115,7 +124,11 @@ def _place(hub: context.Hub, run: dict[str, Any], d: cycle.Decision) -> None:
         placement |= staging.hold(hub, d.cluster_id, to_stage)
     record = runs.record_of(hub, run)  # FENCE names the attempt before its agent sees it
     attempt = hub.runs.create_attempt(
-        run["id"], d.cluster_id, placement, before_commit=record.set_fence
+        run["id"],
+        d.cluster_id,
+        placement,
+        verdicts=[dataclasses.asdict(v) for v in d.verdicts],
+        before_commit=record.set_fence,
     )
     if attempt is None:
         return
@@ -171,16 +184,21 @@ def _dispatch(hub: context.Hub, run: dict[str, Any], d: cycle.Decision) -> None:
         runs.phase(hub, run["id"], ph.Phase.ADMITTED, ph.PhaseStatus.ACTIVE, "queue", d.reason)
 
 
-def _lost_contact(hub: context.Hub, now: float) -> None:
-    for c in hub.clusters.all():
+def _lost_contact(hub: context.Hub, now: float, rows: list[dict[str, Any]]) -> bool:
+    """Leases that ran out make clusters Unknown, grace that ran out revokes their
+    attempts; True when a cluster's row changed."""
+    changed = False
+    for c in rows:
         # a lease that ran out while this hub was down is not the cluster's silence
         expires = max(c["lease_expires"], hub.started_at + hub.config.lease_s)
         if c["state"] in ("ready", "degraded", "unavailable") and expires < now:
             hub.clusters.set_state(c["id"], "unknown")
             hub.runs.add_event(None, "cluster_unknown", {"cluster": c["id"]})
             log.warning("cluster %s lost contact; Unknown", c["id"])
+            changed = True
         if c["state"] == "unknown" and expires + hub.config.grace_s < now:
             _replace_lost(hub, c["id"])
+    return changed
 
 
 def _replace_lost(hub: context.Hub, cluster_id: str) -> None:
@@ -199,15 +217,19 @@ def _replace_lost(hub: context.Hub, cluster_id: str) -> None:
 def tick(hub: context.Hub, policy: cycle.Policy, now: float | None = None) -> list[cycle.Decision]:
     """One full cycle (phases 0-7); returns the decisions for tests and metrics."""
     now = time.time() if now is None else now
-    _lost_contact(hub, now)
-    limits.enforce_max_runtime(hub, now)
+    clusters = hub.clusters.all()  # each read once a tick unless this tick changed it
+    if _lost_contact(hub, now, clusters):
+        clusters = hub.clusters.all()
     staging.advance(hub)
     sweeps.advance(hub)  # stops trials that fall behind, submits the next ones
+    live = hub.runs.unreleased_with_runs()
+    if limits.enforce_max_runtime(hub, now, live):
+        live = hub.runs.unreleased_with_runs()
     waiting = hub.runs.waiting_runs()
     if not waiting:
         return []
     by_id = {r["id"]: r for r in waiting}
-    view = snapshot.build(hub, now)
+    view = snapshot.build(hub, now, clusters, live)
     pending = data_view.near_data([snapshot.pending_view(r, hub) for r in waiting], view)
     decisions = cycle.schedule(view, pending, policy)
     for d in decisions:

@@ -7,14 +7,15 @@ the caller's only workspace.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from taugrid import errors
 from taugrid.sdk.client import client
 
-__all__ = ["delete", "listing", "parse_pairs", "put", "scope_of"]
+if TYPE_CHECKING:  # pydantic's models: imported where used, not at `tau` start
+    from taugrid import payloads as wire
 
-Doc = dict[str, Any]
+__all__ = ["delete", "listing", "parse_pairs", "put", "scope_of"]
 
 
 def _path(workspace: str | None, name: str = "") -> str:
@@ -49,16 +50,22 @@ def parse_pairs(pairs: list[str]) -> dict[str, str]:
     return out
 
 
-def put(c: client.Client, workspace: str | None, name: str, data: dict[str, str]) -> Doc:
+def put(
+    c: client.Client, workspace: str | None, name: str, data: dict[str, str]
+) -> wire.SecretInfo:
     """Create or replace a secret (``workspace`` None: the platform's); its metadata."""
-    out: Doc = c.request("PUT", _path(workspace, name), json={"data": data})
-    return out
+    from taugrid import payloads as wire
+
+    return wire.SecretInfo.model_validate(
+        c.request("PUT", _path(workspace, name), json={"data": data})
+    )
 
 
-def listing(c: client.Client, workspace: str | None) -> list[Doc]:
+def listing(c: client.Client, workspace: str | None) -> list[wire.SecretInfo]:
     """Secrets a workspace's runs can use (``workspace`` None: the platform's only)."""
-    out: list[Doc] = c.request("GET", _path(workspace))
-    return out
+    from taugrid import payloads as wire
+
+    return [wire.SecretInfo.model_validate(r) for r in c.request("GET", _path(workspace))]
 
 
 def delete(c: client.Client, workspace: str | None, name: str) -> None:

@@ -271,9 +271,15 @@ class EmbeddedPlatform:
     def _env(self) -> dict[str, str]:
         return {**os.environ, "TAU_HOME": str(self.home), "PYTHONUNBUFFERED": "1"}
 
-    def up(self, progress: Progress = _quiet, timeout_s: float = 180.0) -> client.Client:
+    def up(self, progress: Progress = _quiet, timeout_s: float | None = None) -> client.Client:
         """Start whatever is not running and wait until region ``local`` reports; then
-        the supervisor that restarts them (``sdk.local.supervise``)."""
+        the supervisor that restarts them (``sdk.local.supervise``). ``timeout_s``: by
+        default the hub, the agent and its Ray head, then the time a Ray node may take to
+        register (the agent's own start allows it too)."""
+        if timeout_s is None:
+            from taugrid.render import command  # the renderers: not at `tau` start
+
+            timeout_s = 120.0 + command.RAYLET_REGISTER_S
         for var in ("TAU_RAY_GCS_PORT", "TAU_RAY_DASHBOARD_PORT"):
             _env_port(var, _RAY_WORKER_PORTS)  # before anything starts
         deadline = time.time() + timeout_s
