@@ -45,6 +45,11 @@ __all__ = ["AttemptTracker"]
 _NODE_DEATH = re.compile(
     r"node .*(died|dead|failed)|raylet|unexpectedly|ActorDiedError|NodeDied", re.I
 )
+_SUPERVISOR_LOST = frozenset({"JOB_SUPERVISOR_ACTOR_DIED", "JOB_SUPERVISOR_ACTOR_UNKNOWN_FAILURE"})
+"""Ray's ``JobDetails.error_type`` of a job whose supervisor (on the driver's node) died or
+could not be reached: the node or its Ray processes failed, not the user's code, whatever
+the message says (a raylet killed under load gave a FAILED status whose message named
+none of ``_NODE_DEATH``'s words, and the attempt was counted as the code's failure)."""
 RAY_RUNTIME_ENV_FAILED = "RUNTIME_ENV_SETUP_FAILURE"
 """Ray's ``JobDetails.error_type`` of a job whose runtime_env (pip) could not be built."""
 _STEP_DIR = re.compile(r"step-(\d+)")
@@ -65,6 +70,11 @@ LOGS_EVERY_S = 1.0
 
 _BACKEND_KINDS = (st.FailureKind.PREEMPTION.value, st.FailureKind.SUBMIT_ERROR.value)
 """Failure kinds a backend names itself (``JobStatus.error_type``)."""
+
+
+def _node_died(status: base.JobStatus, message: str) -> bool:
+    """Whether a failed job's driver was lost with its node rather than exiting itself."""
+    return status.error_type in _SUPERVISOR_LOST or bool(_NODE_DEATH.search(message))
 
 
 class AttemptTracker:
@@ -261,7 +271,7 @@ class AttemptTracker:
             r.failure_kind = st.FailureKind.RUNTIME_ENV.value
             pip = [str(p) for p in self.a.spec.get("pip", ())]
             r.message = prewarm.failure_reason(pip, status.driver_node_id or "", r.message)
-        elif status.state is base.JobState.FAILED and _NODE_DEATH.search(r.message):
+        elif status.state is base.JobState.FAILED and _node_died(status, r.message):
             r.failure_kind = st.FailureKind.NODE_FAILURE.value
         elif status.state is base.JobState.FAILED:
             r.failure_kind = st.FailureKind.EXIT_NONZERO.value
