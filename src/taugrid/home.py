@@ -5,14 +5,17 @@ these paths through here. Also the file names of a hub's tokens directory (``tau
 cluster install --with-hub`` makes it a Secret; the hub in the cluster adopts it):
 ``TOKENS_ADMIN`` and ``tokens_agent(cluster)``. And the two environment variables that
 move a hub's state out of its home: ``DATABASE_URL_ENV`` (else SQLite in the home) and
-``SECRETS_KEY_ENV`` (else a key file in the home)."""
+``SECRETS_KEY_ENV`` (else a key file in the home). And where interactive sessions find
+JupyterLab (``jupyter_binary``: ``JUPYTER_ENV``, else what ``jupyter/build.sh`` built)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 __all__ = [
     "DATABASE_URL_ENV",
+    "JUPYTER_ENV",
     "SECRETS_KEY_ENV",
     "TOKENS_ADMIN",
     "TOKENS_AGENT_PREFIX",
@@ -23,6 +26,7 @@ __all__ = [
     "agents",
     "installed_admin_token",
     "installed_secrets_key",
+    "jupyter_binary",
     "tokens_agent",
 ]
 
@@ -31,6 +35,9 @@ DATABASE_URL_ENV = "TAU_DATABASE_URL"
 SECRETS_KEY_ENV = "TAU_SECRETS_KEY"
 """The key that seals workspace secrets (32 bytes, URL-safe base64); unset: a key file in
 the hub's home, made on first use. Replicas of one hub share it."""
+JUPYTER_ENV = "TAU_JUPYTER"
+"""The ``jupyter`` command interactive sessions start (``tau dev``, docs/dev.md); unset:
+the newest one ``jupyter/build.sh`` built under ``~/.cache/taugrid/jupyter/``."""
 TOKENS_ADMIN = "admin"
 """In a hub's tokens directory: the admin token's secret."""
 TOKENS_AGENT_PREFIX = "agent-"
@@ -77,3 +84,15 @@ def agent_ray(home: Path, cluster: str) -> Path:
 def agent_ray_token(home: Path, cluster: str) -> Path:
     """That Ray cluster's auth token."""
     return agents(home) / f"{cluster}.ray-token"
+
+
+def jupyter_binary() -> Path | None:
+    """The ``jupyter`` command of interactive sessions (``JUPYTER_ENV``, else the newest
+    complete build of ``jupyter/build.sh``); None when there is none."""
+    named = os.environ.get(JUPYTER_ENV)
+    if named:
+        return Path(named) if Path(named).is_file() else None
+    cache = Path(os.environ.get("TAU_JUPYTER_CACHE") or Path.home() / ".cache/taugrid/jupyter")
+    built = sorted(p.parent for p in cache.glob("*/.built"))
+    found = [b / "venv/bin/jupyter" for b in built if (b / "venv/bin/jupyter").is_file()]
+    return found[-1] if found else None

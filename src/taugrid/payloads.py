@@ -24,6 +24,7 @@ __all__ = [
     "Assignment",
     "AttemptReport",
     "DataEndpoint",
+    "DevUpRequest",
     "GuestOrder",
     "GuestStatus",
     "MembersChange",
@@ -115,6 +116,19 @@ class AliasRequest(_Payload):
 
     alias: str
     version: int = pydantic.Field(ge=1, le=2**31 - 1)
+
+
+class DevUpRequest(_Payload):
+    """``POST /v1/sessions``: start interactive session ``name``, or bring a stopped one
+    back from its latest checkpoint (``hub.dev.sessions``). ``submit``: a tau.yaml (``tau
+    dev up -c``) whose compute and runtime the session takes (its entrypoint is the
+    session's); None: one worker, ``gpus`` GPUs, 1 CPU, 2 GiB."""
+
+    name: str
+    workspace: str | None = None
+    submit: SubmitRequest | None = None
+    gpus: float | None = pydantic.Field(default=None, ge=0)
+    idle_minutes: float | None = pydantic.Field(default=None, gt=0)
 
 
 class ScaleRequest(_Payload):

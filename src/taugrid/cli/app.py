@@ -20,6 +20,7 @@ __all__ = [
     "cluster_app",
     "context_app",
     "data_app",
+    "dev_app",
     "lab_app",
     "model_app",
     "platform_app",
@@ -112,6 +113,11 @@ app.add_typer(region_app, name="region")
 app.add_typer(lab_app, name="lab")
 app.add_typer(context_app, name="context")
 app.add_typer(serve_app, name="serve")
+dev_app = typer.Typer(
+    help="Interactive sessions: JupyterLab on the platform's GPUs, autostopped when idle.",
+    no_args_is_help=True,
+)
+app.add_typer(dev_app, name="dev")
 model_app = typer.Typer(
     help="Model registry: versions of a run's model, aliases, lineage.", no_args_is_help=True
 )

@@ -19,6 +19,7 @@ from taugrid.cli import (  # noqa: F401 (imported to register their commands)
     cluster_cmds,
     context_cmds,
     data_cmds,
+    dev_cmds,
     hub_cmds,
     lab_cmds,
     metrics_cmds,

@@ -19,13 +19,13 @@ import hmac
 import os
 import secrets
 import threading
-import time
 import urllib.parse
 from collections.abc import Iterator
 
 import fastapi
 import httpx
 
+from taugrid import private
 from taugrid.sdk.client import client
 
 __all__ = [
@@ -59,27 +59,15 @@ class Refused(Exception):
     """A POST without a valid CSRF token or from another origin."""
 
 
-def _stamp(token: str, issued: int) -> str:
-    return hmac.new(token.encode(), f"session:{issued}".encode(), hashlib.sha256).hexdigest()[:32]
-
-
 def cookie_value(token: str, issued: float | None = None) -> str:
     """The session cookie of ``token`` signed in at ``issued`` (now)."""
-    at = int(time.time() if issued is None else issued)
-    return f"{at}.{_stamp(token, at)}.{token}"
+    return private.session_cookie(token, issued)
 
 
 def token_of(request: fastapi.Request) -> str:
     """The session's hub token; ``LoggedOut`` without one, or when it expired."""
-    issued, _, rest = request.cookies.get(COOKIE, "").partition(".")
-    mac, _, token = rest.partition(".")
-    if (
-        not token
-        or not issued.isdigit()
-        or not hmac.compare_digest(mac, _stamp(token, int(issued)))
-    ):
-        raise LoggedOut()
-    if time.time() - int(issued) > SESSION_S:
+    token = private.cookie_token(request.cookies.get(COOKIE, ""), SESSION_S)
+    if token is None:
         raise LoggedOut()
     return token
 

@@ -22,6 +22,7 @@ __all__ = [
     "CHECKPOINT_PATH",
     "CPUS_PER_WORKER",
     "DEPLOYMENT",
+    "DEV_CONFIG",
     "FENCING_TOKEN",
     "GPUS_PER_WORKER",
     "GPU_MODEL",
@@ -68,6 +69,9 @@ INPUT_PREFIX = "TAU_INPUT_"
 """``TAU_INPUT_<NAME>``: where the region holds input dataset NAME."""
 INPUTS = "TAU_INPUTS"
 """All input datasets' locations, a JSON object."""
+DEV_CONFIG = "TAU_DEV_CONFIG"
+"""An interactive session's orders, JSON (``hub.dev.sessions``; read by
+``sdk.job.dev_session``): its name, the hub path Jupyter serves under, the idle limit."""
 SERVE_CONFIG = "TAU_SERVE_CONFIG"
 """The serve driver's orders, JSON (``render.command.serve_config``)."""
 SERVE_PORT = "TAU_SERVE_PORT"

@@ -18,6 +18,7 @@ layer may use it. The layout in full: docs/ARCHITECTURE.md, "The run record"::
         latest                          LATEST_FILE: "step-<8 digits>\\n"
       artifacts/MANIFEST.json           ARTIFACTS_DIR, MANIFEST_FILE
       serve/status.json                 SERVE_STATUS_FILE: a Serve deployment's status
+      dev/status.json                   DEV_STATUS_FILE: a session's endpoint and state
       relocate.json                     RELOCATE_FILE (scratch only: the job's ask to move)
       FENCE                             FENCE_FILE: the authoritative token (NO_ATTEMPT)
       COMPLETE                          COMPLETE_FILE: written last
@@ -32,6 +33,7 @@ __all__ = [
     "CHECKPOINTS_DIR",
     "CODE_ARCHIVE",
     "COMPLETE_FILE",
+    "DEV_STATUS_FILE",
     "DRIVER_LOG",
     "EVENTS_FILE",
     "FENCE_FILE",
@@ -77,6 +79,9 @@ HEARTBEATS = "metrics/heartbeat-rank-*.json"
 """Every worker's heartbeat (``heartbeat_file``), as a glob under the output dir."""
 SERVE_STATUS_FILE = "serve/status.json"
 """A Serve deployment's status, rewritten by its driver while it runs."""
+DEV_STATUS_FILE = "dev/status.json"
+"""An interactive session's Jupyter endpoint, token and state (``sdk.job.dev_session``),
+rewritten while it runs; the hub reads it to proxy (``hub.dev``) and never shows the token."""
 RELOCATE_FILE = "relocate.json"
 """Where ``tau.request_relocation`` leaves the job's ask, in its output dir."""
 MANIFEST_FILE = "MANIFEST.json"

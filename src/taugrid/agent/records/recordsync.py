@@ -73,8 +73,9 @@ UPLOAD_S = 1.0
 BACKOFF_MAX_S = 30.0
 """Longest pause between tries while the store does not answer."""
 #: Small files a job rewrites while it runs and the hub reads from the record (a Serve
-#: deployment's status, ``hub.serving.serving``): uploaded whenever they change.
-LIVE_FILES = (layout.SERVE_STATUS_FILE,)
+#: deployment's status, ``hub.serving.serving``; a session's, ``hub.dev.sessions``):
+#: uploaded whenever they change.
+LIVE_FILES = (layout.SERVE_STATUS_FILE, layout.DEV_STATUS_FILE)
 
 
 class Fenced(errors.SystemFault):

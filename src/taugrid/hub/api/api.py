@@ -19,6 +19,7 @@ from taugrid.hub.agents import agents
 from taugrid.hub.api.auth import Admin, Auth, Principal, require_agent, workspaces_of
 from taugrid.hub.core import context
 from taugrid.hub.data import data_ops
+from taugrid.hub.dev import sessions
 from taugrid.hub.metrics import util_history
 from taugrid.hub.runs import results, runs
 from taugrid.hub.tenancy import cost, tenancy
@@ -83,7 +84,12 @@ def list_runs(
     wss = [workspace] if workspace else allowed
     if allowed is not None and workspace and workspace not in allowed:
         raise fastapi.HTTPException(403, f"you are not a member of workspace {workspace}")
-    return _hub(request).runs.list_runs(wss, state.split(",") if state else None, min(limit, 1000))
+    hub = _hub(request)
+    rows = hub.runs.list_runs(wss, state.split(",") if state else None, min(limit, 1000))
+    specs = hub.runs.get_runs([r["id"] for r in rows])
+    for r in rows:  # kind: dev (a session, hub.dev.sessions) or the workload kind
+        r["kind"] = sessions.kind(specs[r["id"]]["spec"]) if r["id"] in specs else "rayjob"
+    return rows
 
 
 @router.get("/runs/{ref}")

@@ -24,6 +24,7 @@ __all__ = [
     "Auth",
     "Principal",
     "principal",
+    "principal_of",
     "require_admin",
     "require_agent",
     "require_metrics",
@@ -45,7 +46,7 @@ class Principal:
         )
 
 
-def _hub(request: fastapi.Request) -> context.Hub:
+def _hub(request: fastapi.requests.HTTPConnection) -> context.Hub:
     hub: context.Hub = request.app.state.hub
     return hub
 
@@ -63,7 +64,13 @@ async def principal(
             "missing bearer token; run `tau login` or set TAU_TOKEN",
             {"WWW-Authenticate": "Bearer"},
         )
-    hub, secret = _hub(request), authorization.removeprefix("Bearer ").strip()
+    return await principal_of(request, authorization.removeprefix("Bearer ").strip())
+
+
+async def principal_of(conn: fastapi.requests.HTTPConnection, secret: str) -> Principal:
+    """The caller holding token ``secret`` (from a header, or a session cookie: ``hub.dev``);
+    401 when it is unknown or revoked."""
+    hub = _hub(conn)
     row = hub.auth.cached(secret) or await concurrency.run_in_threadpool(hub.auth.lookup, secret)
     if row is None:
         raise fastapi.HTTPException(401, "unknown or revoked token", {"WWW-Authenticate": "Bearer"})

@@ -38,6 +38,7 @@ from taugrid.hub.api import (
     api,
     auth,
     data_api,
+    dev_api,
     ha_api,
     nodes_api,
     registry_api,
@@ -100,6 +101,8 @@ def create_app(hub: context.Hub) -> fastapi.FastAPI:
     app.include_router(nodes_api.router)
     app.include_router(serving_api.router)
     app.include_router(serving_api.endpoints)
+    app.include_router(dev_api.router)
+    app.include_router(dev_api.door)
     app.include_router(registry_api.router)
     app.include_router(secrets_api.router)
     app.include_router(sweeps_api.router)
