@@ -143,6 +143,7 @@ class Session:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=_die_with_parent,
         )
         threading.Thread(target=self._copy_log, daemon=True).start()
         self.write(state="starting", reason="starting JupyterLab")
@@ -197,6 +198,15 @@ class Session:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(STOP_S)
+
+
+def _die_with_parent() -> None:
+    """In Jupyter's process, before exec: SIGTERM when this program dies (Ray SIGKILLs a
+    job's process group after its stop grace; Jupyter has a session of its own)."""
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
 
 
 def _restore(work: Path, copy_code: bool) -> int | None:
@@ -269,8 +279,12 @@ def main() -> int:
         return 1
     signal.signal(signal.SIGTERM, _ignore)
     s.write(state="saving", reason=why)
-    s.stop_jupyter()
-    saved = _save(work)
+    if final == "stopped":  # Ray kills a few seconds after SIGTERM: save first
+        saved = _save(work)
+        s.stop_jupyter()
+    else:  # idle: nothing writes, so stop first for a settled copy
+        s.stop_jupyter()
+        saved = _save(work)
     s.write(state=final, reason=why, checkpoint=saved)
     print(f"dev: {why}; working directory saved as checkpoint step {saved}", flush=True)
     shutil.rmtree(root, ignore_errors=True)
