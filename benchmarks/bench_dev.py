@@ -31,7 +31,7 @@ import httpx
 
 from benchmarks import report
 from benchmarks.bench_serve import _platform, _tau
-from tests.dev import test_dev_sessions as dev_test
+from tests.dev import jupyter_env
 
 __all__ = ["main"]
 
@@ -69,7 +69,7 @@ def _wait_stopped(env: dict[str, str], work: Path, name: str) -> None:
 def measure(reps: int) -> dict[str, Any]:
     new: list[float] = []
     back: list[float] = []
-    os.environ["TAU_JUPYTER"] = dev_test.jupyter_binary()
+    os.environ["TAU_JUPYTER"] = jupyter_env.jupyter_binary()
     with tempfile.TemporaryDirectory(prefix="tau-bench-dev-") as tmp:
         work = Path(tmp)
         with _platform(work / "home", work) as env:
