@@ -152,21 +152,23 @@ class Proxy:
         await ws.accept(subprotocol=upstream.subprotocol)
 
         async def down() -> None:
-            async for msg in upstream:
-                if isinstance(msg, bytes):
-                    await ws.send_bytes(msg)
-                else:
-                    await ws.send_text(msg)
+            with contextlib.suppress(wse.ConnectionClosed):
+                async for msg in upstream:
+                    if isinstance(msg, bytes):
+                        await ws.send_bytes(msg)
+                    else:
+                        await ws.send_text(msg)
 
         async def up() -> None:
             while True:
                 msg = await ws.receive()
                 if msg["type"] == "websocket.disconnect":
                     return
-                if msg.get("bytes") is not None:
-                    await upstream.send(msg["bytes"])
-                elif msg.get("text") is not None:
-                    await upstream.send(msg["text"])
+                with contextlib.suppress(wse.ConnectionClosed):
+                    if msg.get("bytes") is not None:
+                        await upstream.send(msg["bytes"])
+                    elif msg.get("text") is not None:
+                        await upstream.send(msg["text"])
 
         tasks = [asyncio.ensure_future(down()), asyncio.ensure_future(up())]
         try:

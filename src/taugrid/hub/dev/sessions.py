@@ -123,6 +123,8 @@ def up(
             f"session name '{req.name}' is not valid",
             "use lowercase letters, digits and '-' (at most 53 characters)",
         )
+    if req.workspace and workspaces is not None and req.workspace not in workspaces:
+        raise UserError(f"you are not a member of workspace {req.workspace}", "")
     jupyter = _jupyter()
     scope = [req.workspace] if req.workspace else workspaces
     run = find(hub, req.name, scope)
