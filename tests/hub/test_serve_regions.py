@@ -3,7 +3,7 @@
 Regions ``east`` and ``west``: a one-node Ray cluster each (127.0.43.1 / .2), a real
 hub (lease 4 s, grace 12 s) and a real agent per region. The quickstart is trained, then
 deployed with ``regions: [east, west]``: a serving run in each region, and one URL on
-the hub. The hub's RTT measurement (its seam) sees ``west`` 50 ms further, so ``east``
+the hub. The hub's RTT measurement (its seam) sees ``west`` 5 s further, so ``east``
 takes the traffic; east's agent is then stopped past its lease and the traffic moves
 to ``west`` under the same URL with no failed request; with both regions lost the
 endpoint answers 503 at once. Then, on a fresh hub: a replica SIGKILLed under load
