@@ -33,7 +33,7 @@ from taugrid.hub.runs import attempts, guests, nodehealth, runs
 from taugrid.lifecycle import node_ids
 from taugrid.lifecycle import phases as ph
 from taugrid.lifecycle import states as st
-from taugrid.record import checkpoints, layout
+from taugrid.record import checkpoints, jobenv, layout
 from taugrid.spec import units
 
 __all__ = ["apply", "finish", "peer_endpoints", "register", "sync", "sync_async"]
@@ -251,12 +251,26 @@ def _reply(hub: context.Hub, cluster_id: str, lease: float) -> wire.AgentSyncRep
     )
 
 
+DEV_STOP_GRACE_S = 20.0
+"""How long a session being stopped (``tau dev stop``) has to save its files: it is
+warned first (``tau.preemption_notice()``, which ``sdk.job.dev_session`` watches), then
+stopped; Ray alone would give it a few seconds before SIGKILL."""
+
+
 def _stop_order(hub: context.Hub, a: dict[str, Any]) -> wire.StopOrder:
     """Stop ``a``; a reclaimed attempt still running is warned first and given a grace."""
     order = wire.StopOrder(token=a["token"], submission_id=a["submission_id"])
     if a["failure_kind"] == st.FailureKind.RECLAIM.value and a["state"] in _ACTIVE:
         order.grace_s, order.reason = hub.config.reclaim_grace_s, a["reason"] or ""
+    elif a["state"] in _ACTIVE and _session_stopped(hub, a):
+        order.grace_s, order.reason = DEV_STOP_GRACE_S, "session stopped (tau dev stop)"
     return order
+
+
+def _session_stopped(hub: context.Hub, a: dict[str, Any]) -> bool:
+    """Whether ``a`` is an interactive session's attempt being stopped (``hub.dev``)."""
+    run = hub.runs.get_run(a["run_id"])
+    return bool(run and run["cancel_requested"] and jobenv.DEV_CONFIG in run["spec"]["env"])
 
 
 def _assignment(hub: context.Hub, run: dict[str, Any], a: dict[str, Any]) -> wire.Assignment:

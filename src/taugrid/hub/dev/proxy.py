@@ -100,7 +100,7 @@ class Proxy:
     ) -> fastapi.Response:
         got = await concurrency.run_in_threadpool(self.target, workspace, name)
         if isinstance(got, str):
-            return _error(503, f"{got}; start it with: tau dev up {name}")
+            return _error(409, f"{got}; start it with: tau dev up {name}")
         endpoint, token = got
         url = _url(endpoint, workspace, name, path, request.url.query)
         headers = [(k, v) for k, v in request.headers.items() if k.lower() not in _DROP_IN]
@@ -114,7 +114,7 @@ class Proxy:
             )
         except httpx.ConnectError:
             self.forget(workspace, name)
-            return _error(503, f"session {workspace}/{name} does not answer (it may be stopping)")
+            return _error(502, f"session {workspace}/{name} does not answer (it may be stopping)")
         except httpx.TimeoutException:
             return _error(504, f"session {workspace}/{name} did not answer within {READ_S:g} s")
         out = fastapi.Response(r.content, r.status_code)

@@ -204,6 +204,8 @@ def _state(run: dict[str, Any], status: dict[str, Any]) -> tuple[str, str]:
     if state not in st.TERMINAL_RUN_STATES:
         if state is st.RunState.RUNNING and told:
             return told, str(status.get("reason") or "")
+        if state is st.RunState.CANCELLING:
+            return "stopping", run["reason"]
         return ("starting" if state is st.RunState.RUNNING else "queued"), run["reason"]
     if told in ("autostopped", "stopped", "failed"):
         return told, str(status.get("reason") or run["reason"])

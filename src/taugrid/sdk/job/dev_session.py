@@ -19,7 +19,9 @@ see them). From ``TAU_DEV_CONFIG`` (JSON written by ``hub.dev.sessions``):
    ``idle_s`` — no activity, no kernel connection, no terminal (``tau dev exec`` and
    ``shell`` are terminals) — it **autostops**: saves the working directory as a
    checkpoint (``tau.checkpoint``), stops Jupyter and exits 0, so the GPUs are released;
-4. on SIGTERM (``tau dev stop`` cancels the run) it saves the same way before exiting.
+4. stopped (``tau dev stop`` cancels the run; the hub warns the attempt first, with
+   ``hub.agents.agents.DEV_STOP_GRACE_S`` to go, as a spot reclaim does:
+   ``tau.preemption_notice()``), or on SIGTERM, it saves the same way and exits.
 
 ``status.json``: ``state`` (``starting | running | saving | autostopped | stopped |
 failed``), ``endpoint`` (``http://<node-ip>:<port>``), ``base_url``, ``token``,
@@ -47,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from taugrid.record import files, jobenv, layout
-from taugrid.sdk.job import injob_checkpoint, injob_env
+from taugrid.sdk.job import injob, injob_checkpoint, injob_env
 
 __all__ = ["main"]
 
@@ -135,6 +137,7 @@ class Session:
             "--ServerApp.terminals_enabled=True",
             "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
             "--LabApp.news_url=",
+            *(["--allow-root"] if os.geteuid() == 0 else []),  # a container's root user
         ]
         self.proc = subprocess.Popen(
             argv,
@@ -247,6 +250,8 @@ def _watch(s: Session, idle_s: float) -> None:
             idle = 0.0  # a slow answer is not idleness
         if idle >= idle_s:
             return
+        if injob.preemption_notice() is not None:  # tau dev stop: the hub warns first
+            raise _Stop()
         s.write(state="running")
         time.sleep(min(POLL_S, max(0.2, idle_s / 4)))
 
