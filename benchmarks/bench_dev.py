@@ -100,9 +100,10 @@ def _section(r: dict[str, Any], cmd: str) -> str:
         "| measure | median (min, max; each) |\n| --- | --- |\n"
         f"| `tau dev up` → `api/status` 200 through the hub, new session | {_cell(r['new'])} |\n"
         f"| the same, brought back after `tau dev stop` | {_cell(r['back'])} |\n\n"
-        "Most of it is the Ray job's start and JupyterLab's own start (its server extensions "
-        "load in a few seconds on an idle core); the session program's Ray connect (to find "
-        "its node's address) is about a second.\n"
+        "It spans admission and placement (the hub's scheduler), the Ray job's start, the "
+        "session program's Ray connect (to find its node's address) and JupyterLab's own "
+        "start; it is not broken down further here. `tau dev up` without `--no-wait` returns "
+        "at about the same time (it polls the session's state every 0.5 s).\n"
     )
 
 
