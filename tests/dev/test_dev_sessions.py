@@ -1,17 +1,19 @@
 """``tau dev`` on the embedded platform: real hub, agent, Ray, JupyterLab and Chromium.
 
 One session goes through its life: ``up`` (a run of kind ``dev`` holding its GPU),
-``exec`` through the hub's door to Jupyter's terminals (output, exit status), Jupyter's
-REST and kernel websocket through the door with the bearer token (and nothing without
-it), the browser signed in by the ``open`` URL's ticket seeing JupyterLab, then
-**autostop** when idle (saved, GPU released), ``up`` again with the files back, and
-``stop`` saving the same way. The Jupyter token is in the record's status file only,
-never in a log or a view; Jupyter listens on the Ray node's address only.
+``exec`` and ``shell`` (on a pseudo-terminal) through the hub's door to Jupyter's
+terminals (output, exit status), Jupyter's REST and kernel websocket through the door
+with the bearer token (and nothing without it), the browser signed in by the ``open``
+URL's ticket seeing JupyterLab, then **autostop** when idle (saved, GPU released),
+``up`` again with the files back, and ``stop`` saving the same way. The Jupyter token
+is in the record's status file only, never in a log or a view; Jupyter listens on the
+Ray node's address only.
 """
 
 from __future__ import annotations
 
 import json
+import select
 import subprocess
 import time
 import uuid
@@ -99,6 +101,35 @@ def _kernel_says(url: str, token: str, path: str) -> str:
     return out
 
 
+def _shell_says(env: dict[str, str], name: str, keys: bytes) -> str:
+    """``tau dev shell NAME`` on a pseudo-terminal, typing ``keys``; what it printed."""
+    import os
+    import pty
+
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([pe.TAU, "dev", "shell", name], env=env, stdin=slave, stdout=slave)
+    os.close(slave)
+    out = b""
+    try:
+        time.sleep(2)  # the terminal's shell starts
+        os.write(master, keys)
+        deadline = time.monotonic() + 60
+        while proc.poll() is None and time.monotonic() < deadline:
+            ready = select.select([master], [], [], 0.5)[0]
+            if ready:
+                try:
+                    out += os.read(master, 65536)
+                except OSError:  # EIO: the tty's other side closed, tau exited
+                    break
+        assert proc.wait(10) == 0, out
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(master)
+    return out.decode("utf-8", "replace")
+
+
 def _browser_sees_lab(url: str) -> str:
     from playwright import sync_api
 
@@ -134,6 +165,9 @@ def test_session_lifecycle(env: dict[str, str]) -> None:
     )
     assert ex.returncode == 3, ex.stderr + ex.stdout
     assert ex.stdout.strip() == "hi"
+
+    # shell: an interactive terminal on a tty, until the shell exits
+    assert "42" in _shell_says(env, "nb", b"echo $((6*7))\rexit\r")
 
     # the door: REST and a kernel's websocket with the bearer token; nothing without it
     got = httpx.get(
