@@ -160,6 +160,7 @@ def list_cmd(
         (
             r["id"],
             r["workspace"],
+            r.get("kind", ""),
             r["state"],
             r["gpus"],
             r["cluster_id"],
@@ -168,9 +169,8 @@ def list_cmd(
         )
         for r in runs
     ]
-    views.console.print(
-        views.table(["RUN", "WORKSPACE", "STATE", "GPUS", "CLUSTER", "AGE", "REASON"], rows)
-    )
+    head = ["RUN", "WORKSPACE", "KIND", "STATE", "GPUS", "CLUSTER", "AGE", "REASON"]
+    views.console.print(views.table(head, rows))
 
 
 @app.run_app.command("status")
