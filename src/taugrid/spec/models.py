@@ -24,6 +24,7 @@ from typing import Annotated
 
 import pydantic
 
+from taugrid import errors as taugrid_errors
 from taugrid.spec import errors, rules, units
 from taugrid.spec import pipeline as spec_pipeline
 from taugrid.spec import roles as spec_roles
@@ -605,3 +606,13 @@ class TauConfig(_Model):
 def is_valid_name(value: str) -> bool:
     """True when ``value`` is a valid run/workspace name (DNS-1123 label, ≤ 53 chars)."""
     return re.match(NAME_PATTERN, value) is not None
+
+
+def check_name(what: str, value: str) -> None:
+    """Refuse ``value`` as the name of a ``what`` (a deployment, a model, a session) unless
+    it is valid as a run's name is."""
+    if not is_valid_name(value):
+        raise taugrid_errors.UserError(
+            f"{what} name '{value}' is not valid",
+            "use lowercase letters, digits and '-' (at most 53 characters)",
+        )

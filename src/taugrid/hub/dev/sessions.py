@@ -118,11 +118,7 @@ def up(
     hub: context.Hub, req: wire.DevUpRequest, workspaces: list[str] | None, actor: str
 ) -> dict[str, Any]:
     """Start session ``req.name``, or bring it back; returns its view."""
-    if not sm.is_valid_name(req.name):
-        raise UserError(
-            f"session name '{req.name}' is not valid",
-            "use lowercase letters, digits and '-' (at most 53 characters)",
-        )
+    sm.check_name("session", req.name)
     if req.workspace and workspaces is not None and req.workspace not in workspaces:
         raise UserError(f"you are not a member of workspace {req.workspace}", "")
     jupyter = _jupyter()

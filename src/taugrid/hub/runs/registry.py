@@ -199,11 +199,7 @@ def register(
     hub: context.Hub, req: wire.ModelRegisterRequest, workspaces: list[str] | None, actor: str
 ) -> dict[str, Any]:
     """A new version of ``req.name`` from a run (or the best of its name's runs)."""
-    if not sm.is_valid_name(req.name):
-        raise UserError(
-            f"model name '{req.name}' is not valid",
-            "use lowercase letters, digits and '-' (at most 53 characters)",
-        )
+    sm.check_name("model", req.name)
     chosen: dict[str, Any] | None = None
     if req.best_by:
         run, chosen = _best(hub, req.from_run, req.best_by, workspaces)

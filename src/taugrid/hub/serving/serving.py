@@ -143,11 +143,7 @@ def _start(
     region: str | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Resolve, check and submit a serving run; returns (run row, source document)."""
-    if not sm.is_valid_name(req.name):
-        raise UserError(
-            f"deployment name '{req.name}' is not valid",
-            "use lowercase letters, digits and '-' (at most 53 characters)",
-        )
+    sm.check_name("deployment", req.name)
     source = registry.source_for(hub, req, workspaces)
     submit = runs.default_workspace(req.submit, workspaces)
     spec = runs.resolve_request(hub, submit)
