@@ -41,6 +41,7 @@ network namespaces.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
 import json
 import os
@@ -217,8 +218,12 @@ def order(items: list[pytest.Item], groups: dict[str, str], durations: dict[str,
 def load_durations() -> dict[str, float]:
     """Seconds per worker group from earlier runs (this run's copy of them on a worker);
     empty when there are none."""
+    return _read_durations(Path(os.environ.get(DURATIONS_ENV) or DURATIONS))
+
+
+def _read_durations(path: Path) -> dict[str, float]:
     try:
-        data = json.loads(Path(os.environ.get(DURATIONS_ENV) or DURATIONS).read_text())
+        data = json.loads(path.read_text())
     except (OSError, ValueError):
         return {}
     return {str(k): float(v) for k, v in data.items()} if isinstance(data, dict) else {}
@@ -250,15 +255,21 @@ def cleanup(config: pytest.Config) -> None:
 
 def write_recorded() -> None:
     """Merge this run's seconds per group into ``DURATIONS`` (a parallel run's only):
-    groups this run did not see keep their earlier numbers."""
+    groups this run did not see keep the numbers the file has *now*, not this run's
+    snapshot of it from its start. CI's two tiers run side by side: the Kubernetes tier,
+    merging into its own start-time snapshot, wrote over the unit tier's numbers, so a
+    fresh machine never kept the unit tier's and its workers took groups in guessed order."""
     if not _seconds:
         return
-    merged = {**load_durations(), **{g: round(s, 1) for g, s in _seconds.items()}}
-    ordered = dict(sorted(merged.items(), key=lambda kv: -kv[1]))
     DURATIONS.parent.mkdir(parents=True, exist_ok=True)
-    tmp = DURATIONS.with_name(f"{DURATIONS.name}.{os.getpid()}")  # another run may read it
-    tmp.write_text(json.dumps(ordered, indent=1) + "\n")
-    tmp.replace(DURATIONS)
+    with open(DURATIONS.with_name(f"{DURATIONS.name}.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the other tier may be merging at this moment
+        now = _read_durations(DURATIONS)
+        merged = {**now, **{g: round(s, 1) for g, s in _seconds.items()}}
+        ordered = dict(sorted(merged.items(), key=lambda kv: -kv[1]))
+        tmp = DURATIONS.with_name(f"{DURATIONS.name}.{os.getpid()}")  # a run may read it
+        tmp.write_text(json.dumps(ordered, indent=1) + "\n")
+        tmp.replace(DURATIONS)
 
 
 STDERR_SUFFIX = ".stderr.log"
