@@ -9,13 +9,14 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import hypothesis
 import pytest
 import sqlalchemy as sa
 
 from taugrid.store import db
-from tests import pg_schema, wheels, workers
+from tests import chromium, pg_schema, wheels, workers
 from tests import weed_s3 as weed_s3_server
 
 PG_URL = pg_schema.URL
@@ -92,6 +93,12 @@ def engine(empty_engine: sa.Engine) -> sa.Engine:
     """A migrated engine on each database (PostgreSQL skipped when not configured)."""
     db.migrate(empty_engine)
     return empty_engine
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    """Headless Chromium for the session's browser tests (tests/chromium.py)."""
+    yield from chromium.launch()
 
 
 @pytest.fixture(scope="session")

@@ -24,13 +24,13 @@ from typing import Any
 import httpx
 import pytest
 
+from tests import chromium
 from tests.cli import platform_env as pe
 from tests.dev import jupyter_env
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.timeout(600)]
 
 IP = "127.0.36.2"
-CHROMIUM = Path("/usr/bin/chromium")
 IDLE_MIN = 0.25  # 15 s: more than a CLI call takes on a loaded machine
 WAIT_S = 120.0
 
@@ -130,25 +130,21 @@ def _shell_says(env: dict[str, str], name: str, keys: bytes) -> str:
     return out.decode("utf-8", "replace")
 
 
-def _browser_sees_lab(url: str) -> str:
-    from playwright import sync_api
-
-    args = ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync"]
-    with sync_api.sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=str(CHROMIUM), args=args, headless=True)
-        try:
-            page = b.new_page()
-            page.set_default_timeout(60_000)
-            page.goto(url)
-            page.wait_for_selector("#jp-main-dock-panel")
-            page.wait_for_selector(".jp-Launcher")  # the lab's launcher, so its API calls worked
-            title = page.title()
-        finally:
-            b.close()
-    return title
+def _browser_sees_lab(browser: Any, url: str) -> str:
+    """The title of the page a fresh browser context gets at ``url`` once the lab loaded."""
+    ctx = browser.new_context()
+    try:
+        page = ctx.new_page()
+        page.set_default_timeout(60_000)
+        page.goto(url)
+        page.wait_for_selector("#jp-main-dock-panel")
+        page.wait_for_selector(".jp-Launcher")  # the lab's launcher, so its API calls worked
+        return str(page.title())
+    finally:
+        ctx.close()
 
 
-def test_session_lifecycle(env: dict[str, str]) -> None:
+def test_session_lifecycle(env: dict[str, str], request: pytest.FixtureRequest) -> None:
     url, token = _hub(env)
     t0 = time.monotonic()
     s = _json(env, "dev", "up", "nb", "--gpus", "1", "--idle-minutes", str(IDLE_MIN))
@@ -182,8 +178,9 @@ def test_session_lifecycle(env: dict[str, str]) -> None:
     # the browser: the open URL's ticket signs it in once; it sees JupyterLab
     link = pe.tau(env, "dev", "open", "nb")
     assert link.returncode == 0, link.stderr
-    if CHROMIUM.exists():
-        assert "JupyterLab" in _browser_sees_lab(link.stdout.strip())
+    if chromium.CHROMIUM.exists():  # the session's one browser (tests/chromium.py)
+        browser = request.getfixturevalue("browser")
+        assert "JupyterLab" in _browser_sees_lab(browser, link.stdout.strip())
     assert httpx.get(link.stdout.strip()).status_code == 401  # used: worth nothing now
 
     # the Jupyter token: in the record's status file only; Jupyter on the node's address
