@@ -26,10 +26,11 @@ from typing import Any
 
 from benchmarks import report
 from taugrid.store import db
+from tests import chromium
 from tests.hub import region as rg
 from tests.hub import tenancy_builders as tb
 from tests.hub.harness import HubServer, make_hub
-from tests.portal import conftest as browser_env
+from tests.portal import conftest as portal_env
 
 __all__ = ["main"]
 
@@ -76,10 +77,9 @@ def measure(tmp: Path, points: int, period: float) -> list[float]:
         with server.http() as c:
             run = rg.submit_run(c, tb.tau_yaml("lag"), code)
         with sync_api.sync_playwright() as pw:
-            chromium = str(browser_env.CHROMIUM)
-            b = pw.chromium.launch(executable_path=chromium, args=browser_env.ARGS)
+            b = pw.chromium.launch(executable_path=str(chromium.CHROMIUM), args=chromium.ARGS)
             page = b.new_page(viewport={"width": 1280, "height": 800})
-            browser_env.login(page, server.url, server.admin_token)
+            portal_env.login(page, server.url, server.admin_token)
             page.goto(f"{server.url}/ui/runs/{run['id']}")
             lags = _observe(page, server, run["id"], points)
             b.close()
