@@ -30,6 +30,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from benchmarks import bench_hub_memory as hub_memory
 from tests.hub import agent_builders as ab
 from tests.hub import platform_builders as pb
 
@@ -38,7 +39,6 @@ __all__ = ["main", "measure"]
 CLUSTERS = 50
 WAITING = 50
 TICKS = 30
-_STATES = ["succeeded"] * 9 + ["failed"]
 
 PLATFORM = pb.platform(
     {f"c{i}": 1.0 for i in range(CLUSTERS)},
@@ -60,26 +60,10 @@ def _fill(engine: sa.Engine, n: int) -> None:
 
 
 def _run_row(rid: str, i: int, spec: dict[str, Any], now: float) -> dict[str, Any]:
-    return {
-        "id": rid,
-        "name": "done",
-        "workspace": "default",
-        "team": "research",
-        "state": _STATES[i % len(_STATES)],
-        "reason": "exit code 0",
-        "priority": 1000,
-        "gpus": 1,
-        "gpu_model": "A100-80G",
-        "spec": spec,
-        "config_yaml": "x" * 300,
-        "cluster_id": f"c{i % CLUSTERS}",
-        "attempts_used": 1,
-        "quota_held": False,
-        "cancel_requested": False,
-        "not_before": 0.0,
-        "created_at": now - 10 * i - 1e6,
-        "updated_at": now - 10 * i - 1e6,
-    }
+    """bench_hub_memory's finished run, on one of this fleet's clusters, a million seconds
+    older."""
+    row = hub_memory.run_row(rid, i, spec, now - 1e6)
+    return {**row, "name": "done", "priority": 1000, "cluster_id": f"c{i % CLUSTERS}"}
 
 
 def _attempt_row(rid: str, i: int, now: float) -> dict[str, Any]:
